@@ -1,0 +1,147 @@
+"""The `medallion` command line. It parses arguments, calls tasks, and prints; no logic here."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+
+from . import __version__, tasks
+from .errors import MedallionError
+from .runner import NodeResult
+
+STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "error": "ERROR", "skipped": "SKIP"}
+
+
+def common_options(func):
+    """Options every command takes, so `medallion build -s x --target t` reads like dbt."""
+
+    @click.option("--project-dir", default=".", show_default=True, type=click.Path(),
+                  help="Folder holding medallion_project.yml.")
+    @click.option("--profiles-dir", default=None, type=click.Path(),
+                  help="Folder holding profiles.yml (default: <project>/profiles, or "
+                       "$MEDALLION_PROFILES_DIR).")
+    @click.option("--target", "-t", default=None, help="Profile target (default: the profile's).")
+    @click.option("--select", "-s", multiple=True,
+                  help="Nodes to run: name, +name (with ancestors), name+ (with descendants), "
+                       "tag:x, path:models/silver, layer:gold. Repeat or space-separate.")
+    @click.option("--exclude", multiple=True, help="Nodes to leave out, same syntax as --select.")
+    @click.option("--full-refresh", is_flag=True,
+                  help="Rebuild incremental models and seeds from scratch.")
+    @click.option("--vars", "vars_text", default=None, help="Variables as YAML or JSON.")
+    @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
+    @functools.wraps(func)
+    def wrapper(project_dir, profiles_dir, target, select, exclude, full_refresh, vars_text,
+                debug, **kwargs):
+        try:
+            inv = tasks.Invocation(project_dir, profiles_dir, target, tuple(select),
+                                   tuple(exclude), full_refresh, tasks.parse_vars(vars_text),
+                                   kwargs.pop("threads", None))
+            return func(inv, debug=debug, **kwargs)
+        except MedallionError as exc:
+            if debug:
+                raise
+            click.secho(f"Error: {exc}", fg="red", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper
+
+
+def _print_result(total: int, result: NodeResult, index: list[int], debug: bool) -> None:
+    index[0] += 1
+    label = STATUS_LABEL[result.status]
+    what = f"{result.kind} {result.name}" + (
+        f" ({result.materialized})" if result.kind == "model" else "")
+    facts = []
+    if result.rows is not None:
+        facts.append(f"{result.rows} rows")
+    if result.version is not None:
+        facts.append(f"v{result.version}")
+    facts.append(f"{result.seconds:.1f}s")
+    color = {"OK": "green", "ERROR": "red", "SKIP": "yellow"}.get(label)
+    click.echo(f"{index[0]:>3} of {total}  " + click.style(f"{label:<10}", fg=color)
+               + f" {what:<50} [{', '.join(facts)}]")
+    if result.status in ("error", "skipped") and result.message:
+        click.echo(click.style("      " + result.message.replace("\n", "\n      "), fg=color))
+    if result.failed and debug:
+        click.echo(result.detail, err=True)
+
+
+def _run(inv: tasks.Invocation, command: str, kinds, debug: bool) -> None:
+    total = [0]
+    index = [0]
+
+    def on_start(count: int, target: str) -> None:
+        total[0] = count
+        click.echo(f"Running {count} node(s) on target '{target}'" if count
+                   else "Nothing selected.")
+
+    results = tasks.build(inv, command, kinds, on_start,
+                          lambda r: _print_result(total[0], r, index, debug))
+    if results:
+        from .results import summary
+
+        click.echo(summary(results))
+    sys.exit(1 if any(r.failed for r in results) else 0)
+
+
+@click.group(help="Medallion: build bronze/silver/gold Delta tables from SQL models.")
+@click.version_option(__version__, prog_name="medallion")
+def main() -> None:
+    pass
+
+
+THREADS = click.option("--threads", type=int, default=None,
+                       help="How many independent nodes to build at once (default: profile's).")
+
+
+@main.command(help="Load seeds, then build models, in DAG order.")
+@common_options
+@THREADS
+def build(inv, debug):
+    _run(inv, "build", ("seed", "model"), debug)
+
+
+@main.command(help="Build models only (no seeds), in DAG order.")
+@common_options
+@THREADS
+def run(inv, debug):
+    _run(inv, "run", ("model",), debug)
+
+
+@main.command(help="Load seeds/*.csv into Delta tables; a seed reloads when its file changed.")
+@common_options
+@THREADS
+def seed(inv, debug):
+    _run(inv, "seed", ("seed",), debug)
+
+
+@main.command(help="Print the rendered Spark SQL of the selected models (no Spark started). "
+                   "Also written to target/compiled/.")
+@common_options
+def compile(inv, debug):
+    for node in tasks.compile_models(inv):
+        click.echo(click.style(f"-- {node.name} ({node.file.rel_path})", fg="cyan"))
+        click.echo(node.sql.strip() + "\n")
+
+
+@main.command("ls", help="List models and seeds in DAG order with layer, materialization and "
+                         "dependencies (no Spark started).")
+@common_options
+def ls(inv, debug):
+    rows = tasks.list_nodes(inv)
+    for row in rows:
+        deps = ", ".join(row.depends_on) or "-"
+        click.echo(f"{row.name:<32} {row.kind:<6} {row.layer:<8} {row.materialized:<12} <- {deps}")
+
+
+@main.command(help="Run data tests (declared in models/**/*.yml and tests/).")
+@common_options
+def test(inv, debug):
+    raise MedallionError("data tests are not available yet in this version",
+                         hint="follow the issue tracker: `medallion test` comes next")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The model configuration vocabulary: defaults, layering and validation.
+
+Config comes from three places, later ones winning: `medallion_project.yml` per folder,
+`models/**/*.yml` per model, and `{{ config(...) }}` in the SQL file itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import MedallionError, closest
+
+MATERIALIZATIONS = ("view", "table", "incremental")
+STRATEGIES = ("append", "merge")
+SCHEMA_CHANGE_POLICIES = ("append_new_columns", "fail")
+
+# Each key users may set, with the values it accepts (None: any value of the right shape).
+CONFIG_KEYS = {
+    "materialized": MATERIALIZATIONS,
+    "strategy": STRATEGIES,
+    "unique_key": None,
+    "sequence_by": None,
+    "delete_when": None,
+    "scd_type": (1, 2),
+    "trigger": None,
+    "partition_by": None,
+    "on_schema_change": SCHEMA_CHANGE_POLICIES,
+    "tags": None,
+    "expectations": None,
+    "enabled": (True, False),
+    "column_types": None,
+}
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    materialized: str = "table"
+    strategy: str = "append"
+    unique_key: tuple[str, ...] = ()
+    sequence_by: str | None = None
+    delete_when: str | None = None
+    scd_type: int = 1
+    trigger: str = "available_now"
+    partition_by: tuple[str, ...] = ()
+    on_schema_change: str = "fail"
+    tags: tuple[str, ...] = ()
+    expectations: dict = field(default_factory=dict)
+    enabled: bool = True
+    column_types: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {key: getattr(self, key) for key in CONFIG_KEYS}
+
+
+def _as_tuple(value) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return tuple(str(v) for v in value)
+
+
+def check_keys(raw: dict, origin: str) -> None:
+    """Reject config keys outside the vocabulary, listing the valid ones."""
+    for key in raw:
+        if key not in CONFIG_KEYS:
+            hint = closest(key, CONFIG_KEYS)
+            raise MedallionError(
+                f"unknown config key '{key}'. {hint}".strip(), path=origin,
+                hint="valid keys: " + ", ".join(CONFIG_KEYS))
+
+
+def merge_layers(*layers: dict) -> dict:
+    """Combine raw config dicts, later winning; tags accumulate as in dbt."""
+    merged: dict = {}
+    tags: list[str] = []
+    for layer in layers:
+        for key, value in layer.items():
+            if key == "tags":
+                tags.extend(t for t in _as_tuple(value) if t not in tags)
+            else:
+                merged[key] = value
+    if tags:
+        merged["tags"] = tags
+    return merged
+
+
+def resolve_config(raw: dict, origin: str) -> NodeConfig:
+    """Validate a merged raw config and turn it into a NodeConfig."""
+    check_keys(raw, origin)
+    for key, allowed in CONFIG_KEYS.items():
+        if allowed is not None and key in raw and raw[key] not in allowed:
+            raise MedallionError(
+                f"config '{key}' is {raw[key]!r}; it must be one of "
+                + ", ".join(repr(a) for a in allowed), path=origin)
+    config = NodeConfig(
+        materialized=raw.get("materialized", "table"),
+        strategy=raw.get("strategy", "append"),
+        unique_key=_as_tuple(raw.get("unique_key")),
+        sequence_by=raw.get("sequence_by"),
+        delete_when=raw.get("delete_when"),
+        scd_type=int(raw.get("scd_type", 1)),
+        trigger=str(raw.get("trigger", "available_now")),
+        partition_by=_as_tuple(raw.get("partition_by")),
+        on_schema_change=raw.get("on_schema_change", "fail"),
+        tags=_as_tuple(raw.get("tags")),
+        expectations=dict(raw.get("expectations") or {}),
+        enabled=bool(raw.get("enabled", True)),
+        column_types=dict(raw.get("column_types") or {}),
+    )
+    if config.strategy == "merge" and not config.unique_key:
+        raise MedallionError("strategy 'merge' needs a unique_key (one column or a list)",
+                             path=origin, hint="add unique_key='id' to the model's config")
+    return config

@@ -1,0 +1,60 @@
+"""Engines: where Delta tables are read and written. One small interface, several engines.
+
+An engine computes with Spark and owns the Delta side: reading a table's current snapshot,
+atomic overwrite and append, and MERGE. A profile's target picks the engine by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..project import Target
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    version: int
+    rows: int | None
+    files_added: int | None = None
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """How a MERGE matches and orders rows. The source has one row per key when it is run."""
+
+    keys: tuple[str, ...]
+    sequence_by: str | None = None  # a matched row is only replaced by one at least as new
+    delete_column: str | None = None  # boolean source column: matched rows where true are deleted
+
+
+class Engine(Protocol):
+    spark: SparkSession
+
+    def table_exists(self, path: Path) -> bool: ...
+
+    def read_table(self, path: Path) -> DataFrame: ...
+
+    def table_metadata(self, path: Path) -> dict:
+        """The custom metadata of the table's latest commit."""
+
+    def write(self, df: DataFrame, path: Path, mode: str, partition_by: tuple[str, ...] = (),
+              metadata: dict | None = None, merge_schema: bool = False) -> WriteResult:
+        """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows."""
+
+    def merge(self, df: DataFrame, path: Path, spec: MergeSpec, metadata: dict | None = None,
+              merge_schema: bool = False) -> WriteResult: ...
+
+    def stop(self) -> None: ...
+
+
+def make_engine(target: Target) -> Engine:
+    if target.engine == "embedded":
+        from .embedded import EmbeddedEngine
+
+        return EmbeddedEngine(target)
+    raise ValueError(f"unknown engine {target.engine}")

@@ -1,0 +1,57 @@
+"""Starting the one SparkSession an invocation uses."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ..errors import MedallionError
+from ..project import Target
+
+LOG_CONFIG = Path(__file__).resolve().parent.parent / "log4j2.properties"
+
+
+def spark_conf(target: Target) -> dict[str, str]:
+    """Defaults that make local runs deterministic and quiet; the profile's conf wins."""
+    return {
+        # Python workers must run the driver's interpreter, or UDFs and Arrow break.
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.warehouse.dir": str(target.warehouse / "_spark"),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+        **target.spark_conf,
+    }
+
+
+def start_spark(target: Target):
+    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
+        raise MedallionError("Java was not found; Spark needs Java 17",
+                             hint="install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless) "
+                                  "or set JAVA_HOME")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(target.spark_master).appName("medallion")
+    for key, value in spark_conf(target).items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # the JVM failed to start: say so plainly
+        raise MedallionError(f"Spark did not start: {exc}",
+                             hint="check Java 17 and the spark settings of the profile's target")
+    spark.sparkContext.setLogLevel("ERROR")
+    _quiet_python_error_log()
+    return spark
+
+
+def _quiet_python_error_log() -> None:
+    # pyspark logs every captured SQL error as JSON on stderr; medallion reports errors itself.
+    from pyspark.logger import PySparkLogger
+
+    PySparkLogger.getLogger("SQLQueryContextLogger").disabled = True

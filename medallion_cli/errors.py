@@ -1,0 +1,36 @@
+"""User-facing errors: each names the file (and line), says what is wrong and what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class MedallionError(Exception):
+    """A project or usage error. The CLI prints it without a traceback and exits with 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None,
+                 hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path:
+            where = f"{self.path}, line {self.line}: " if self.line else f"{self.path}: "
+        text = f"{where}{self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+def closest(name: str, candidates) -> str:
+    """A 'did you mean' phrase naming the closest candidates, or an empty string."""
+    import difflib
+
+    matches = difflib.get_close_matches(name, sorted(candidates), n=3, cutoff=0.5)
+    return f"did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""

@@ -1,0 +1,285 @@
+"""Project loading: medallion_project.yml, profiles, and the files that make up the project.
+
+Nothing here starts Spark: `compile` and `ls` must answer without a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from .config import CONFIG_KEYS, check_keys, merge_layers
+from .errors import MedallionError, closest
+
+PROJECT_FILE = "medallion_project.yml"
+PROFILES_FILE = "profiles.yml"
+ENGINES = ("embedded",)
+SOURCE_FORMATS = ("json", "csv", "parquet", "delta")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One output of a profile: which engine, where the warehouse is, how Spark starts."""
+
+    name: str
+    engine: str
+    warehouse: Path
+    spark_master: str
+    spark_conf: dict
+    threads: int
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    source: str
+    name: str
+    format: str
+    path: Path
+    schema: str | None
+    options: dict
+    origin: str
+
+    @property
+    def relation(self) -> str:
+        return f"{self.source}__{self.name}"
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """A model (.sql under a model path) or a seed (.csv under a seed path)."""
+
+    kind: str  # "model" | "seed"
+    name: str
+    path: Path
+    rel_path: str
+    layer: str
+    yaml_config: dict
+    description: str = ""
+    columns: tuple = ()
+
+
+@dataclass
+class Project:
+    root: Path
+    name: str
+    vars: dict
+    target: Target
+    nodes: dict[str, NodeFile]
+    sources: dict[tuple[str, str], SourceTable]
+    macro_files: list[Path]
+    test_paths: list[Path] = field(default_factory=list)
+
+    def table_path(self, node: NodeFile) -> Path:
+        return self.target.warehouse / node.layer / node.name
+
+    @property
+    def target_dir(self) -> Path:
+        return self.root / "target"
+
+
+def env_var(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name, default)
+    if value is None:
+        raise MedallionError(f"environment variable {name} is not set and has no default",
+                             hint=f"export {name}=... or call env_var('{name}', 'default')")
+    return value
+
+
+def read_yaml(path: Path, render_env: bool = False) -> dict:
+    """Parse a YAML file (optionally rendering env_var() first); errors name the file and line."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise MedallionError(f"cannot read file: {exc.strerror}", path=path) from exc
+    try:
+        if render_env:
+            text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(text).render(
+                env_var=env_var)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise MedallionError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
+                             line=mark.line + 1 if mark else None) from exc
+    except jinja2.TemplateError as exc:
+        raise MedallionError(f"cannot render: {exc}", path=path,
+                             line=getattr(exc, "lineno", None)) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise MedallionError("expected a mapping at the top level", path=path)
+    return data
+
+
+def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
+                target_name: str | None) -> Target:
+    profiles_dir = profiles_dir or Path(os.environ.get("MEDALLION_PROFILES_DIR", root / "profiles"))
+    profiles_path = Path(profiles_dir) / PROFILES_FILE
+    if not profiles_path.is_file():
+        raise MedallionError("profiles file not found", path=profiles_path,
+                             hint="create profiles/profiles.yml or pass --profiles-dir")
+    profiles = read_yaml(profiles_path, render_env=True)
+    if profile_name not in profiles:
+        raise MedallionError(f"profile '{profile_name}' not found. {closest(profile_name, profiles)}",
+                             path=profiles_path,
+                             hint=f"the project asks for profile '{profile_name}' in {PROJECT_FILE}")
+    profile = profiles[profile_name] or {}
+    outputs = profile.get("outputs") or {}
+    name = target_name or profile.get("target")
+    if name not in outputs:
+        raise MedallionError(
+            f"target '{name}' not found in profile '{profile_name}'. {closest(str(name), outputs)}",
+            path=profiles_path, hint="targets here: " + (", ".join(outputs) or "none"))
+    out = outputs[name] or {}
+    engine = out.get("engine", "embedded")
+    if engine not in ENGINES:
+        raise MedallionError(f"target '{name}' has unknown engine '{engine}'", path=profiles_path,
+                             hint="engines: " + ", ".join(ENGINES))
+    spark = out.get("spark") or {}
+    warehouse = Path(out.get("warehouse", "warehouse"))
+    return Target(
+        name=name,
+        engine=engine,
+        warehouse=warehouse if warehouse.is_absolute() else (root / warehouse).resolve(),
+        spark_master=str(spark.get("master", "local[*]")),
+        spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
+        threads=int(out.get("threads", 1)),
+    )
+
+
+def _folder_config(tree: dict, rel_parts: tuple[str, ...]) -> dict:
+    """Config for a file from the nested per-folder mapping in medallion_project.yml."""
+    layers = []
+    level = tree or {}
+    for part in ("",) + rel_parts:
+        if part:
+            level = level.get(part) if isinstance(level.get(part), dict) else None
+            if level is None:
+                break
+        layers.append({k: v for k, v in level.items() if k in CONFIG_KEYS})
+    return merge_layers(*layers)
+
+
+def _check_folder_tree(tree: dict, base: Path, origin: str) -> None:
+    """Every key in a per-folder config tree is a config key or an existing subfolder."""
+    for key, value in (tree or {}).items():
+        if key in CONFIG_KEYS:
+            continue
+        if isinstance(value, dict) and ((base / key).is_dir() or (base / f"{key}.csv").is_file()):
+            _check_folder_tree(value, base / key, origin)
+            continue
+        check_keys({key: value}, origin)  # raises with the list of valid keys
+
+
+def _discover(root: Path, dirs: list[str], suffix: str) -> list[tuple[Path, Path]]:
+    found = []
+    for d in dirs:
+        base = root / d
+        if base.is_dir():
+            found.extend((base, p) for p in sorted(base.rglob(f"*{suffix}")) if p.is_file())
+    return found
+
+
+def _properties(root: Path, model_dirs: list[str]) -> list[tuple[Path, dict]]:
+    files = _discover(root, model_dirs, ".yml") + _discover(root, model_dirs, ".yaml")
+    return [(path, read_yaml(path)) for _, path in files]
+
+
+def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str], SourceTable]:
+    sources = {}
+    for path, data in props:
+        origin = str(path.relative_to(root))
+        for source in data.get("sources") or []:
+            sname = source.get("name")
+            if not sname:
+                raise MedallionError("a source has no 'name'", path=origin)
+            base = root / source.get("path", ".")
+            for table in source.get("tables") or []:
+                tname = table.get("name")
+                fmt = table.get("format", source.get("format", "delta"))
+                if fmt not in SOURCE_FORMATS:
+                    raise MedallionError(
+                        f"source '{sname}.{tname}' has unknown format '{fmt}'", path=origin,
+                        hint="formats: " + ", ".join(SOURCE_FORMATS))
+                sources[(sname, tname)] = SourceTable(
+                    source=sname, name=tname, format=fmt,
+                    path=(base / table.get("path", tname)).resolve(),
+                    schema=table.get("schema"),
+                    options={**(source.get("options") or {}), **(table.get("options") or {})},
+                    origin=origin)
+    return sources
+
+
+def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None = None,
+                 target: str | None = None, cli_vars: dict | None = None) -> Project:
+    root = Path(project_dir).resolve()
+    project_path = root / PROJECT_FILE
+    if not project_path.is_file():
+        raise MedallionError(f"no {PROJECT_FILE} here", path=root,
+                             hint="run medallion from a project folder or pass --project-dir")
+    spec = read_yaml(project_path, render_env=True)
+    origin = PROJECT_FILE
+    for key in ("name", "profile"):
+        if key not in spec:
+            raise MedallionError(f"'{key}' is missing", path=origin)
+    model_dirs = spec.get("model-paths", ["models"])
+    seed_dirs = spec.get("seed-paths", ["seeds"])
+    macro_dirs = spec.get("macro-paths", ["macros"])
+    test_dirs = spec.get("test-paths", ["tests"])
+    models_tree = spec.get("models") or {}
+    seeds_tree = spec.get("seeds") or {}
+    for d in model_dirs:
+        _check_folder_tree(models_tree, root / d, origin)
+    for d in seed_dirs:
+        _check_folder_tree(seeds_tree, root / d, origin)
+
+    props = _properties(root, model_dirs) + _properties(root, seed_dirs)
+    yaml_entries: dict[str, tuple[str, dict]] = {}
+    for path, data in props:
+        for kind in ("models", "seeds"):
+            for entry in data.get(kind) or []:
+                if "name" not in entry:
+                    raise MedallionError(f"an entry under '{kind}' has no 'name'",
+                                         path=path.relative_to(root))
+                check_keys(entry.get("config") or {}, str(path.relative_to(root)))
+                yaml_entries[entry["name"]] = (str(path.relative_to(root)), entry)
+
+    nodes: dict[str, NodeFile] = {}
+    for kind, dirs, suffix, tree in (("seed", seed_dirs, ".csv", seeds_tree),
+                                     ("model", model_dirs, ".sql", models_tree)):
+        for base, path in _discover(root, dirs, suffix):
+            rel = path.relative_to(base)
+            name = path.stem
+            if name in nodes:
+                raise MedallionError(
+                    f"two files define '{name}': {nodes[name].rel_path} and "
+                    f"{path.relative_to(root)}", path=path.relative_to(root),
+                    hint="model and seed names must be unique; rename one file")
+            parts = rel.parts[:-1]
+            folder = _folder_config(tree, parts if kind == "model" else rel.with_suffix("").parts)
+            entry = yaml_entries.get(name, (None, {}))[1]
+            nodes[name] = NodeFile(
+                kind=kind, name=name, path=path, rel_path=str(path.relative_to(root)),
+                layer="seeds" if kind == "seed" else (parts[0] if parts else "models"),
+                yaml_config=merge_layers(folder, entry.get("config") or {}),
+                description=entry.get("description", ""),
+                columns=tuple(entry.get("columns") or ()))
+    for name, (yml, _) in yaml_entries.items():
+        if name not in nodes:
+            raise MedallionError(f"properties given for '{name}', but no such model or seed. "
+                                 f"{closest(name, nodes)}".strip(), path=yml)
+
+    return Project(
+        root=root,
+        name=spec["name"],
+        vars={**(spec.get("vars") or {}), **(cli_vars or {})},
+        target=load_target(root, spec["profile"], Path(profiles_dir) if profiles_dir else None,
+                           target),
+        nodes=nodes,
+        sources=_sources(root, props),
+        macro_files=[p for _, p in _discover(root, macro_dirs, ".sql")],
+        test_paths=[root / d for d in test_dirs],
+    )

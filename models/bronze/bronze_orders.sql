@@ -1,0 +1,5 @@
+-- Raw order events, as landed, with ingestion columns.
+select
+    *,
+    {{ ingestion_columns() }}
+from {{ source('landing', 'orders') }}

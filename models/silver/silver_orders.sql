@@ -1,0 +1,12 @@
+{{ config(unique_key='order_id', sequence_by='updated_at', delete_when="op = 'D'") }}
+-- Current state of each order: the latest event per order wins, deletes remove the order.
+select
+    order_id,
+    customer_id,
+    product_id,
+    quantity,
+    status,
+    op,
+    updated_at
+from {{ ref('bronze_orders') }}
+where order_id is not null
