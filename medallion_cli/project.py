@@ -131,8 +131,8 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
     name = target_name or profile.get("target")
     if name not in outputs:
         raise MedallionError(
-            f"target '{name}' not found in profile '{profile_name}'. {closest(str(name), outputs)}",
-            path=profiles_path, hint="targets here: " + (", ".join(outputs) or "none"))
+            f"target '{name}' not found in profile '{profile_name}'. "
+            f"{closest(str(name), outputs)}".strip(), path=profiles_path, hint="targets here: " + (", ".join(outputs) or "none"))
     out = outputs[name] or {}
     engine = out.get("engine", "embedded")
     if engine not in ENGINES:

@@ -29,9 +29,9 @@ def check_model_sql(node: CompiledNode, node_names) -> None:
     cte_names = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
     for table in query.find_all(exp.Table):
         name = table.name
-        if name in node_names and name not in node.refs and name not in cte_names \
+        if name in node_names and name not in (*node.refs, node.name) and name not in cte_names \
                 and not table.db:
             raise MedallionError(
                 f"table '{name}' is a model or seed but is not referenced with ref()",
-                path=node.file.rel_path, line=table.meta.get("line"),
+                path=node.file.rel_path, line=table.this.meta.get("line"),
                 hint=f"write {{{{ ref('{name}') }}}} so it is built first and tracked in the DAG")

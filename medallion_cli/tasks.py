@@ -102,11 +102,8 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"),
         return []
     from .engines import make_engine
 
-    engine = make_engine(project.target)
-    try:
-        ctx = BuildContext(project, graph, engine, inv.full_refresh)
-        results = execute(ctx, chosen, inv.threads or project.target.threads, on_result)
-    finally:
-        engine.stop()
+    # The session lives as long as the process: one JVM start per invocation (and per test run).
+    ctx = BuildContext(project, graph, make_engine(project.target), inv.full_refresh)
+    results = execute(ctx, chosen, inv.threads or project.target.threads, on_result)
     write_run_results(project, command, results, started)
     return results

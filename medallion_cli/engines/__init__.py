@@ -49,8 +49,6 @@ class Engine(Protocol):
     def merge(self, df: DataFrame, path: Path, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False) -> WriteResult: ...
 
-    def stop(self) -> None: ...
-
 
 def make_engine(target: Target) -> Engine:
     if target.engine == "embedded":

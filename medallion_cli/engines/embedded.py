@@ -122,6 +122,3 @@ class EmbeddedEngine:
         return WriteResult(version=op["version"], rows=rows,
                            files_added=metrics.get("num_added_files",
                                                    metrics.get("num_target_files_added")))
-
-    def stop(self) -> None:
-        self.spark.stop()

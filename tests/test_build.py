@@ -1,0 +1,256 @@
+"""Building on real Delta tables with the embedded engine: each materialization's result."""
+
+import datetime as dt
+import json
+
+import pytest
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+
+from conftest import read_delta
+from medallion_cli.errors import MedallionError
+
+
+def land(root, rel, rows):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def version(path):
+    return DeltaTable(str(path)).version()
+
+
+EVENTS = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - name: events
+        format: json
+        schema: "id bigint, kind string, amount int, seq int"
+"""
+
+
+def test_table_view_and_refs(project, build, spark):
+    root = project({
+        "models/bronze/numbers.sql": "select id, id * 10 as value from range(1, 5)",
+        "models/silver/evens.sql": "{{ config(materialized='view') }}"
+                                   "select * from {{ ref('numbers') }} where id % 2 = 0",
+        "models/gold/total.sql": "select sum(value) as total, count(*) as n from {{ ref('evens') }}",
+    })
+    results = build(root)
+    assert {n: r.status for n, r in results.items()} == {
+        "numbers": "success", "evens": "success", "total": "success"}
+    assert results["numbers"].rows == 4 and results["numbers"].version == 0
+    assert not (root / "warehouse/silver/evens").exists()  # a view is compiled SQL, no table
+    assert read_delta(root / "warehouse/gold/total") == [{"total": 60, "n": 2}]
+    # a table rebuild replaces the table atomically in one new version
+    build(root)
+    assert version(root / "warehouse/bronze/numbers") == 1
+    assert len(read_delta(root / "warehouse/bronze/numbers")) == 4
+
+
+def test_incremental_append_with_is_incremental(project, build):
+    root = project({"models/sources.yml": EVENTS, "models/events_log.sql": """\
+        {{ config(materialized='incremental', strategy='append') }}
+        select id, kind, amount from {{ source('landing', 'events') }}
+        {% if is_incremental() %}
+        where id > (select max(id) from {{ this }})
+        {% endif %}
+    """})
+    land(root, "landing/events/1.json", [{"id": 1, "kind": "a", "amount": 5}])
+    build(root)
+    land(root, "landing/events/2.json", [{"id": 2, "kind": "b", "amount": 7}])
+    result = build(root)["events_log"]
+    assert result.rows == 1 and result.version == 1
+    build(root)  # nothing new: appends no rows
+    assert read_delta(root / "warehouse/models/events_log") == [
+        {"id": 1, "kind": "a", "amount": 5}, {"id": 2, "kind": "b", "amount": 7}]
+
+
+MERGE_MODEL = """\
+{{ config(materialized='incremental', strategy='merge', unique_key='id', sequence_by='seq',
+          delete_when="kind = 'delete'") }}
+select id, kind, amount, seq from {{ source('landing', 'events') }}
+"""
+
+
+def test_merge_latest_wins_out_of_order_and_deletes(project, build):
+    root = project({"models/sources.yml": EVENTS, "models/state.sql": MERGE_MODEL})
+    land(root, "landing/events/1.json", [
+        {"id": 1, "kind": "new", "amount": 10, "seq": 1},
+        {"id": 2, "kind": "new", "amount": 20, "seq": 1},
+        {"id": 2, "kind": "upd", "amount": 21, "seq": 2},  # same batch: latest wins
+        {"id": 3, "kind": "new", "amount": 30, "seq": 1},
+        {"id": 9, "kind": "delete", "amount": 0, "seq": 1},  # delete of an unknown key: no row
+    ])
+    build(root)
+    table = root / "warehouse/models/state"
+    assert read_delta(table) == [
+        {"id": 1, "kind": "new", "amount": 10, "seq": 1},
+        {"id": 2, "kind": "upd", "amount": 21, "seq": 2},
+        {"id": 3, "kind": "new", "amount": 30, "seq": 1}]
+    (root / "landing/events/1.json").unlink()
+    land(root, "landing/events/2.json", [
+        {"id": 1, "kind": "upd", "amount": 11, "seq": 2},
+        {"id": 2, "kind": "old", "amount": 0, "seq": 1},  # out of order: older than the table's
+        {"id": 3, "kind": "delete", "amount": 0, "seq": 2},
+        {"id": 4, "kind": "new", "amount": 40, "seq": 1},
+    ])
+    build(root)
+    expected = [{"id": 1, "kind": "upd", "amount": 11, "seq": 2},
+                {"id": 2, "kind": "upd", "amount": 21, "seq": 2},
+                {"id": 4, "kind": "new", "amount": 40, "seq": 1}]
+    assert read_delta(table) == expected
+    build(root)  # rebuilding with nothing new changes no row: merge is idempotent
+    assert read_delta(table) == expected
+
+
+def test_merge_on_composite_key(project, build):
+    root = project({"models/sources.yml": EVENTS, "models/m.sql": """\
+        {{ config(materialized='incremental', strategy='merge', unique_key=['id', 'kind']) }}
+        select id, kind, amount from {{ source('landing', 'events') }}
+    """})
+    land(root, "landing/events/1.json", [{"id": 1, "kind": "a", "amount": 1},
+                                         {"id": 1, "kind": "b", "amount": 2}])
+    build(root)
+    land(root, "landing/events/1.json", [{"id": 1, "kind": "b", "amount": 3},
+                                         {"id": 2, "kind": "a", "amount": 4}])
+    build(root)
+    assert read_delta(root / "warehouse/models/m") == [
+        {"id": 1, "kind": "a", "amount": 1}, {"id": 1, "kind": "b", "amount": 3},
+        {"id": 2, "kind": "a", "amount": 4}]
+
+
+def test_merge_with_duplicate_keys_fails_clearly_and_keeps_table(project, build):
+    root = project({"models/sources.yml": EVENTS, "models/m.sql": """\
+        {{ config(materialized='incremental', strategy='merge', unique_key='id') }}
+        select id, amount from {{ source('landing', 'events') }}
+    """})
+    land(root, "landing/events/1.json", [{"id": 1, "amount": 1}])
+    build(root)
+    land(root, "landing/events/1.json", [{"id": 1, "amount": 2}, {"id": 1, "amount": 3}])
+    result = build(root)["m"]
+    assert result.status == "error" and "same unique_key (id)" in result.message
+    assert read_delta(root / "warehouse/models/m") == [{"id": 1, "amount": 1}]
+    assert version(root / "warehouse/models/m") == 0
+
+
+def test_full_refresh_rebuilds_incremental(project, build):
+    root = project({"models/sources.yml": EVENTS, "models/m.sql": """\
+        {{ config(materialized='incremental') }}
+        select id from {{ source('landing', 'events') }}
+    """})
+    land(root, "landing/events/1.json", [{"id": 1}])
+    build(root)
+    build(root)
+    assert len(read_delta(root / "warehouse/models/m")) == 2  # appended twice
+    build(root, full_refresh=True)
+    assert read_delta(root / "warehouse/models/m") == [{"id": 1}]
+
+
+def test_failed_model_keeps_its_table_and_skips_downstream(project, build):
+    files = {"models/a.sql": "select 1 as id", "models/b.sql": "select id from {{ ref('a') }}",
+             "models/c.sql": "select id from {{ ref('b') }}", "models/d.sql": "select 2 as id"}
+    root = project(files)
+    build(root)
+    # ANSI mode makes a bad cast a runtime error, after the previous table version exists
+    (root / "models/b.sql").write_text("select cast('x' || id as int) as id from {{ ref('a') }}")
+    results = build(root, threads=2)
+    assert results["b"].status == "error" and "CAST" in results["b"].message.upper()
+    assert results["c"].status == "skipped" and "upstream 'b' error" in results["c"].message
+    assert results["d"].status == "success"
+    assert version(root / "warehouse/models/b") == 0
+    assert read_delta(root / "warehouse/models/b") == [{"id": 1}]
+    assert version(root / "warehouse/models/c") == 0
+
+
+def test_schema_change_fail_and_append_new_columns(project, build):
+    model = """\
+        {{{{ config(materialized='incremental', unique_key='id', strategy='merge',
+                  on_schema_change='{policy}') }}}}
+        select id {extra} from {{{{ source('landing', 'events') }}}}
+    """
+    root = project({"models/sources.yml": EVENTS,
+                    "models/m.sql": model.format(policy="fail", extra="")})
+    land(root, "landing/events/1.json", [{"id": 1, "amount": 5}])
+    build(root)
+    (root / "models/m.sql").write_text(model.format(policy="fail", extra=", amount"))
+    result = build(root)["m"]
+    assert result.status == "error" and "new columns amount" in result.message
+    (root / "models/m.sql").write_text(model.format(policy="append_new_columns", extra=", amount"))
+    assert build(root)["m"].status == "success"
+    assert read_delta(root / "warehouse/models/m") == [{"id": 1, "amount": 5}]
+
+
+def test_partitioned_table_reads_back(project, build, spark):
+    from medallion_cli.engines.embedded import EmbeddedEngine
+    from medallion_cli.project import load_project
+
+    root = project({
+        "models/p.sql": "{{ config(partition_by='day') }}"
+                        "select id, date_add(date'2024-01-01', cast(id % 2 as int)) as day "
+                        "from range(4)",
+        "models/q.sql": "select day, count(*) as n from {{ ref('p') }} group by day",
+    })
+    build(root)
+    assert sorted(p.name for p in (root / "warehouse/models/p").iterdir()
+                  if p.name.startswith("day=")) == ["day=2024-01-01", "day=2024-01-02"]
+    engine = EmbeddedEngine(load_project(root).target)
+    expected = spark.createDataFrame([(dt.date(2024, 1, 1), 2), (dt.date(2024, 1, 2), 2)],
+                                     "day date, n long")
+    assert_df_equality(engine.read_table(root / "warehouse/models/q"), expected,
+                       ignore_row_order=True, ignore_nullable=True)
+
+
+def test_seed_types_reload_and_bad_seed(project, build, spark):
+    root = project({
+        "seeds/prices.csv": "sku,price,added\nA,1.50,2024-01-01\nB,2.25,2024-01-02\n",
+        "seeds/props.yml": "seeds:\n  - name: prices\n    config:\n"
+                           "      column_types: {price: 'decimal(6,2)', added: date}\n",
+        "models/m.sql": "select sku, price * 2 as double_price from {{ ref('prices') }}",
+    })
+    first = build(root)
+    assert first["prices"].rows == 2
+    rows = read_delta(root / "warehouse/seeds/prices")
+    assert rows[0]["price"].__class__.__name__ == "Decimal" and str(rows[0]["price"]) == "1.50"
+    assert rows[1]["added"] == dt.date(2024, 1, 2)
+    again = build(root, kinds=("seed",))
+    assert again["prices"].status == "up_to_date"
+    assert version(root / "warehouse/seeds/prices") == 0
+    (root / "seeds/prices.csv").write_text("sku,price,added\nA,1.75,2024-01-01\n")
+    assert build(root, kinds=("seed",))["prices"].version == 1
+    assert [str(r["price"]) for r in read_delta(root / "warehouse/seeds/prices")] == ["1.75"]
+    (root / "seeds/prices.csv").write_text("sku,price,added\nA,1.75\nB,2,2024-01-01,extra\n")
+    bad = build(root, kinds=("seed",))["prices"]
+    assert bad.status == "error"
+    assert "seeds/prices.csv, line 2: row has 2 fields but the header has 3" in bad.message
+    assert version(root / "warehouse/seeds/prices") == 1
+
+
+def test_file_sources_carry_source_file_and_keep_bad_rows(project, build):
+    root = project({"models/sources.yml": EVENTS,
+                    "models/raw.sql": "select * from {{ source('landing', 'events') }}"})
+    (root / "landing/events").mkdir(parents=True)
+    (root / "landing/events/1.json").write_text('{"id": 1, "amount": 3}\n{"id": "oops"\n')
+    build(root)
+    rows = read_delta(root / "warehouse/models/raw")
+    good = [r for r in rows if r["_corrupt_record"] is None]
+    bad = [r for r in rows if r["_corrupt_record"] is not None]
+    assert [r["id"] for r in good] == [1] and bad[0]["_corrupt_record"] == '{"id": "oops"'
+    assert all(r["_source_file"].endswith("landing/events/1.json") for r in rows)
+
+
+def test_ref_to_unbuilt_model_says_what_to_run(project, build):
+    root = project({"models/a.sql": "select 1 as id", "models/b.sql": "select * from {{ ref('a') }}"})
+    result = build(root, select=("b",))["b"]
+    assert result.status == "error"
+    assert "'a' has not been built yet" in result.message and "medallion build -s +a" in result.message
+
+
+def test_project_errors_stop_before_anything_runs(project, build):
+    root = project({"models/a.sql": "select 1 as id", "models/b.sql": "select * from {{ ref('x') }}"})
+    with pytest.raises(MedallionError):
+        build(root)
+    assert not (root / "warehouse").exists()

@@ -1,0 +1,83 @@
+"""The command line: commands, exit codes, error output, and no JVM for compile and ls."""
+
+import json
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from medallion_cli.cli import main
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_help_lists_every_command():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("build", "run", "compile", "ls", "seed", "test"):
+        assert command in result.output
+    build_help = invoke("build", "--help").output
+    for option in ("--project-dir", "--profiles-dir", "--target", "--select", "--exclude",
+                   "--full-refresh", "--vars", "--threads"):
+        assert option in build_help
+
+
+def test_ls_and_compile(project):
+    root = project({"models/bronze/a.sql": "select 1 as id",
+                    "models/gold/b.sql": "{{ config(materialized='view') }}"
+                                         "select id from {{ ref('a') }}"})
+    listing = invoke("ls", "--project-dir", root)
+    assert listing.exit_code == 0
+    lines = listing.output.splitlines()
+    assert lines[0].split()[:4] == ["a", "model", "bronze", "table"]
+    assert lines[1].split() == ["b", "model", "gold", "view", "<-", "a"]
+    compiled = invoke("compile", "--project-dir", root, "-s", "b")
+    assert compiled.exit_code == 0 and "select id from `a`" in compiled.output
+    assert (root / "target/compiled/models/gold/b.sql").read_text() == "select id from `a`"
+
+
+def test_compile_and_ls_start_no_jvm(project):
+    root = project({"models/a.sql": "select 1 as id"})
+    code = ("import sys; from medallion_cli.cli import main\n"
+            "for cmd in ('ls', 'compile'):\n"
+            "    try: main([cmd, '--project-dir', sys.argv[1]])\n"
+            "    except SystemExit as e: assert not e.code, e.code\n"
+            "print('PYSPARK LOADED' if 'pyspark' in sys.modules else 'NO PYSPARK')\n")
+    out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("NO PYSPARK")
+
+
+def test_project_errors_exit_2_without_traceback(project):
+    root = project({"models/a.sql": "select * from {{ ref('nope') }}"})
+    result = invoke("ls", "--project-dir", root)
+    assert result.exit_code == 2
+    assert "models/a.sql, line 1: ref('nope') names no model or seed" in result.output
+    assert "Traceback" not in result.output
+    debug = invoke("ls", "--project-dir", root, "--debug")
+    assert debug.exit_code != 0 and debug.exception is not None  # --debug lets it through
+
+
+def test_bad_vars_and_bad_selector_are_usage_errors(project):
+    root = project({"models/a.sql": "select 1 as id"})
+    assert invoke("ls", "--project-dir", root, "--vars", "[1, 2]").exit_code == 2
+    result = invoke("ls", "--project-dir", root, "-s", "aa")
+    assert result.exit_code == 2 and "did you mean 'a'" in result.output
+    assert invoke("build", "--no-such-flag").exit_code == 2
+
+
+def test_build_exit_codes_and_run_results(project, spark):
+    root = project({"models/a.sql": "select 1 as id", "seeds/s.csv": "x\n1\n"})
+    ok = invoke("build", "--project-dir", root)
+    assert ok.exit_code == 0, ok.output
+    assert "OK" in ok.output and "Done. 2 success" in ok.output
+    results = json.loads((root / "target/run_results.json").read_text())
+    assert results["command"] == "build"
+    assert {r["name"]: r["status"] for r in results["results"]} == {"a": "success", "s": "success"}
+    run_only = invoke("run", "--project-dir", root)
+    assert run_only.exit_code == 0 and "seed s" not in run_only.output
+    (root / "models/a.sql").write_text("select cast('x' as int) as id")
+    failed = invoke("build", "--project-dir", root)
+    assert failed.exit_code == 1 and "ERROR" in failed.output

@@ -1,0 +1,123 @@
+"""The DAG: order, cycles, and selection syntax."""
+
+import pytest
+
+from medallion_cli.errors import MedallionError
+from medallion_cli.graph import build_graph, select
+from medallion_cli.project import load_project
+from medallion_cli.rendering import render_project
+from medallion_cli.sqlcheck import check_model_sql
+
+MODELS = {
+    "seeds/countries.csv": "code\nNL\n",
+    "models/bronze/b1.sql": "select 1 as id",
+    "models/bronze/b2.sql": "{{ config(tags=['nightly']) }}select 2 as id",
+    "models/silver/s1.sql": "select * from {{ ref('b1') }} join {{ ref('countries') }} on true",
+    "models/silver/s2.sql": "select * from {{ ref('b2') }}",
+    "models/gold/g1.sql": "select * from {{ ref('s1') }} union all select * from {{ ref('s2') }}",
+}
+
+
+def graph_of(root):
+    return build_graph(render_project(load_project(root)))
+
+
+def test_order_respects_dependencies(project):
+    graph = graph_of(project(MODELS))
+    order = list(graph.order)
+    assert order.index("b1") < order.index("s1") < order.index("g1")
+    assert order.index("countries") < order.index("s1")
+    assert order.index("b2") < order.index("s2") < order.index("g1")
+    assert graph.children["s1"] == ("g1",)
+
+
+@pytest.mark.parametrize("selectors,excludes,expected", [
+    ((), (), {"countries", "b1", "b2", "s1", "s2", "g1"}),
+    (("s1",), (), {"s1"}),
+    (("+s1",), (), {"s1", "b1", "countries"}),
+    (("s1+",), (), {"s1", "g1"}),
+    (("+s1+",), (), {"s1", "b1", "countries", "g1"}),
+    (("tag:nightly",), (), {"b2"}),
+    (("tag:nightly+",), (), {"b2", "s2", "g1"}),
+    (("layer:silver",), (), {"s1", "s2"}),
+    (("path:models/bronze",), (), {"b1", "b2"}),
+    (("path:models/silver/s2.sql",), (), {"s2"}),
+    (("layer:silver g1",), (), {"s1", "s2", "g1"}),
+    (("+g1",), ("layer:bronze",), {"countries", "s1", "s2", "g1"}),
+])
+def test_selection(project, selectors, excludes, expected):
+    graph = graph_of(project(MODELS))
+    chosen = select(graph, selectors, excludes)
+    assert set(chosen) == expected
+    assert chosen == [n for n in graph.order if n in expected]  # DAG order kept
+
+
+def test_unknown_selector_offers_closest(project):
+    graph = graph_of(project(MODELS))
+    with pytest.raises(MedallionError, match="did you mean 's1'"):
+        select(graph, ("s11",))
+    with pytest.raises(MedallionError, match="unknown selector method 'colour'"):
+        select(graph, ("colour:red",))
+
+
+def test_cycle_is_printed_in_flow_order(project):
+    root = project({
+        "models/a.sql": "select * from {{ ref('c') }}",
+        "models/b.sql": "select * from {{ ref('a') }}",
+        "models/c.sql": "select * from {{ ref('b') }}",
+        "models/d.sql": "select * from {{ ref('a') }}",
+    })
+    with pytest.raises(MedallionError) as err:
+        graph_of(root)
+    assert "dependency cycle: a -> b -> c -> a" in str(err.value)
+
+
+def test_two_node_cycle(project):
+    root = project({"models/a.sql": "select * from {{ ref('b') }}",
+                    "models/b.sql": "select * from {{ ref('a') }}"})
+    with pytest.raises(MedallionError, match=r"cycle: a -> b -> a"):
+        graph_of(root)
+
+
+def test_disabled_model_is_left_out_and_refs_to_it_fail(project):
+    root = project({"models/a.sql": "{{ config(enabled=false) }}select 1",
+                    "models/b.sql": "select 1"})
+    assert set(graph_of(root).nodes) == {"b"}
+    root = project({"models/a.sql": "{{ config(enabled=false) }}select 1",
+                    "models/b.sql": "select * from {{ ref('a') }}"})
+    with pytest.raises(MedallionError, match="disabled"):
+        graph_of(root)
+
+
+def _check(root, name):
+    graph = graph_of(root)
+    check_model_sql(graph.nodes[name], graph.nodes)
+
+
+def test_bad_sql_names_file_and_line(project):
+    root = project({"models/m.sql": "select a,\n  b\nfrom t where (\n"})
+    with pytest.raises(MedallionError) as err:
+        _check(root, "m")
+    assert err.value.path == "models/m.sql" and err.value.line == 3
+    assert "SQL does not parse" in str(err.value)
+
+
+def test_hard_coded_model_name_is_reported(project):
+    root = project({"models/orders.sql": "select 1 as id",
+                    "models/m.sql": "select *\nfrom orders"})
+    with pytest.raises(MedallionError) as err:
+        _check(root, "m")
+    assert err.value.line == 2 and "ref('orders')" in str(err.value)
+
+
+def test_ctes_and_refs_pass_the_check(project):
+    root = project({"models/orders.sql": "select 1 as id",
+                    "models/m.sql": "with orders as (select * from {{ ref('orders') }}) "
+                                    "select * from orders"})
+    _check(root, "m")
+
+
+def test_more_than_one_statement_is_rejected(project):
+    root = project({"models/m.sql": "select 1; drop table x"})
+    with pytest.raises(MedallionError, match="exactly one SELECT"):
+        _check(root, "m")

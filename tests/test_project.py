@@ -1,0 +1,74 @@
+"""Project loading: project file, profiles and targets, per-folder config, property files."""
+
+import pytest
+
+from conftest import PROFILE
+from medallion_cli.errors import MedallionError
+from medallion_cli.project import load_project
+
+
+def test_profile_target_and_env_var(project, monkeypatch):
+    monkeypatch.setenv("WH", "/tmp/somewhere")
+    root = project({}, profile=PROFILE + """\
+    other:
+      engine: embedded
+      warehouse: "{{ env_var('WH') }}"
+      threads: 4
+      spark: {master: "local[1]", conf: {spark.x: 1}}
+""")
+    default = load_project(root).target
+    assert default.name == "local" and default.warehouse == root / "warehouse"
+    other = load_project(root, target="other").target
+    assert str(other.warehouse) == "/tmp/somewhere"
+    assert other.threads == 4 and other.spark_master == "local[1]"
+    assert other.spark_conf == {"spark.x": "1"}
+
+
+def test_missing_profile_and_target(project, tmp_path):
+    root = project({}, project_yml="name: p\nprofile: tst\n")
+    with pytest.raises(MedallionError) as err:
+        load_project(root)
+    assert "profile 'tst' not found" in str(err.value) and "did you mean 'test'" in str(err.value)
+    assert err.value.path.endswith("profiles/profiles.yml")
+    root = project({})
+    with pytest.raises(MedallionError, match=r"target 'prod' not found(.|\n)*targets here: local"):
+        load_project(root, target="prod")
+    with pytest.raises(MedallionError, match="profiles file not found"):
+        load_project(root, profiles_dir=tmp_path / "nowhere")
+
+
+def test_missing_project_file(tmp_path):
+    with pytest.raises(MedallionError, match="no medallion_project.yml"):
+        load_project(tmp_path)
+
+
+def test_invalid_yaml_names_line(project):
+    root = project({"models/props.yml": "models:\n  - name: [unclosed\n"})
+    with pytest.raises(MedallionError) as err:
+        load_project(root)
+    assert err.value.path.endswith("props.yml") and err.value.line is not None
+
+
+def test_folder_config_rejects_unknown_keys(project):
+    root = project({"models/silver/m.sql": "select 1"},
+                   project_yml="name: p\nprofile: test\nmodels:\n  silver:\n    materalized: view\n")
+    with pytest.raises(MedallionError) as err:
+        load_project(root)
+    assert err.value.path == "medallion_project.yml" and "materalized" in str(err.value)
+
+
+def test_duplicate_names_and_orphan_properties(project):
+    root = project({"models/a/x.sql": "select 1", "seeds/x.csv": "a\n1\n"})
+    with pytest.raises(MedallionError, match="two files define 'x'"):
+        load_project(root)
+    root = project({"models/x.sql": "select 1",
+                    "models/props.yml": "models:\n  - name: y\n"})
+    with pytest.raises(MedallionError, match="properties given for 'y'"):
+        load_project(root)
+
+
+def test_table_paths_follow_layer_and_name(project):
+    root = project({"models/gold/g.sql": "select 1", "seeds/s.csv": "a\n1\n"})
+    proj = load_project(root)
+    assert proj.table_path(proj.nodes["g"]) == root / "warehouse/gold/g"
+    assert proj.table_path(proj.nodes["s"]) == root / "warehouse/seeds/s"

@@ -1,0 +1,134 @@
+"""Rendering: the Jinja context (ref, source, config, var, env_var, this, is_incremental, macros)."""
+
+import pytest
+
+from medallion_cli.errors import MedallionError
+from medallion_cli.project import load_project
+from medallion_cli.rendering import render_project
+
+SOURCES = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - name: events
+        format: json
+"""
+
+
+def compiled(root, **kw):
+    return render_project(load_project(root, cli_vars=kw.pop("cli_vars", None)), **kw)
+
+
+def test_ref_source_var_env_var_and_macros(project, monkeypatch):
+    monkeypatch.setenv("REGION", "eu")
+    root = project({
+        "models/sources.yml": SOURCES,
+        "macros/a.sql": "{% macro cents(col) %}{{ col }} / 100{% endmacro %}",
+        # a macro in one file calling a macro from another file
+        "macros/b.sql": "{% macro euros(col) %}round({{ cents(col) }}, 2){% endmacro %}",
+        "models/bronze/raw.sql": "select * from {{ source('landing', 'events') }}",
+        "models/silver/clean.sql": """\
+            select {{ euros('amount') }} as amount, '{{ var("country") }}' as country,
+                   '{{ env_var("REGION") }}' as region, '{{ env_var("NOPE", "dflt") }}' as d
+            from {{ ref('raw') }}
+        """,
+    }, project_yml="name: p\nprofile: test\nvars: {country: NL}\n")
+    nodes = compiled(root)
+    assert nodes["raw"].sql.strip() == "select * from `landing__events`"
+    assert nodes["raw"].sources == (("landing", "events"),)
+    clean = nodes["clean"]
+    assert clean.refs == ("raw",)
+    assert "round(amount / 100, 2) as amount" in clean.sql
+    assert "'NL' as country" in clean.sql and "'eu' as region" in clean.sql
+    assert "'dflt' as d" in clean.sql
+    assert "from `raw`" in clean.sql
+    assert clean.file.layer == "silver"
+
+
+def test_cli_vars_override_project_vars(project):
+    root = project({"models/m.sql": "select '{{ var(\"country\") }}' as c"},
+                   project_yml="name: p\nprofile: test\nvars: {country: NL}\n")
+    assert "'DE' as c" in compiled(root, cli_vars={"country": "DE"})["m"].sql
+
+
+def test_config_layers_file_wins_over_yaml_wins_over_folder(project):
+    root = project({
+        "models/silver/a.sql": "{{ config(unique_key='id') }}select 1 as id",
+        "models/silver/b.sql": "select 1 as id",
+        "models/props.yml": "models:\n  - name: b\n    config: {materialized: view, tags: [x]}\n",
+    }, project_yml="name: p\nprofile: test\nmodels:\n  tags: [all]\n  silver:\n"
+                   "    materialized: incremental\n    strategy: merge\n    unique_key: key\n")
+    nodes = compiled(root)
+    assert nodes["a"].config.materialized == "incremental"
+    assert nodes["a"].config.unique_key == ("id",)
+    assert nodes["b"].config.materialized == "view"
+    assert nodes["b"].config.tags == ("all", "x")
+
+
+def test_this_and_is_incremental_follow_table_and_full_refresh(project):
+    root = project({"models/m.sql": """\
+        {{ config(materialized='incremental') }}
+        select 1 as id {% if is_incremental() %}from {{ this }}{% endif %}
+    """})
+    assert compiled(root)["m"].is_incremental is False
+    (root / "warehouse/models/m/_delta_log").mkdir(parents=True)
+    (root / "warehouse/models/m/_delta_log/00000000000000000000.json").write_text("{}")
+    node = compiled(root)["m"]
+    assert node.is_incremental is True and "from `m`" in node.sql
+    assert compiled(root, full_refresh=True)["m"].is_incremental is False
+
+
+def test_unknown_ref_names_file_line_and_closest(project):
+    root = project({"models/orders.sql": "select 1 as id",
+                    "models/m.sql": "select *\nfrom {{ ref('order') }}"})
+    with pytest.raises(MedallionError) as err:
+        compiled(root)
+    assert err.value.path == "models/m.sql" and err.value.line == 2
+    assert "ref('order')" in str(err.value) and "did you mean 'orders'" in str(err.value)
+
+
+def test_unknown_source_is_an_error(project):
+    root = project({"models/sources.yml": SOURCES,
+                    "models/m.sql": "select * from {{ source('landing', 'event') }}"})
+    with pytest.raises(MedallionError, match="landing.events"):
+        compiled(root)
+
+
+def test_unknown_config_key_lists_valid_keys(project):
+    root = project({"models/m.sql": "{{ config(materialised='table') }}select 1"})
+    with pytest.raises(MedallionError) as err:
+        compiled(root)
+    assert err.value.path == "models/m.sql"
+    assert "materialised" in str(err.value) and "did you mean 'materialized'" in str(err.value)
+    assert "valid keys: materialized, strategy" in str(err.value)
+
+
+def test_bad_config_value_and_merge_without_key(project):
+    root = project({"models/m.sql": "{{ config(materialized='tabel') }}select 1"})
+    with pytest.raises(MedallionError, match="'view', 'table', 'incremental'"):
+        compiled(root)
+    root = project({"models/m.sql":
+                    "{{ config(materialized='incremental', strategy='merge') }}select 1"})
+    with pytest.raises(MedallionError, match="needs a unique_key"):
+        compiled(root)
+
+
+def test_jinja_syntax_error_names_file_and_line(project):
+    root = project({"models/m.sql": "select 1\n{% if %}\n"})
+    with pytest.raises(MedallionError) as err:
+        compiled(root)
+    assert err.value.path == "models/m.sql" and err.value.line == 2
+
+
+def test_macro_syntax_error_names_the_macro_file(project):
+    root = project({"macros/bad.sql": "{% macro x( %}", "models/m.sql": "select 1"})
+    with pytest.raises(MedallionError) as err:
+        compiled(root)
+    assert err.value.path == "macros/bad.sql"
+
+
+def test_missing_var_says_how_to_set_it(project):
+    root = project({"models/m.sql": "select {{ var('missing') }}"})
+    with pytest.raises(MedallionError, match="--vars"):
+        compiled(root)
