@@ -42,12 +42,17 @@ class Engine(Protocol):
     def table_metadata(self, path: Path) -> dict:
         """The custom metadata of the table's latest commit."""
 
+    def committed_version(self, path: Path, app_id: str) -> int | None:
+        """The last version (batch id) `app_id` committed to the table, or None."""
+
     def write(self, df: DataFrame, path: Path, mode: str, partition_by: tuple[str, ...] = (),
-              metadata: dict | None = None, merge_schema: bool = False) -> WriteResult:
-        """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows."""
+              metadata: dict | None = None, merge_schema: bool = False,
+              txn: tuple[str, int] | None = None) -> WriteResult:
+        """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows.
+        txn (app_id, version) is recorded in the same commit, for exactly-once streaming."""
 
     def merge(self, df: DataFrame, path: Path, spec: MergeSpec, metadata: dict | None = None,
-              merge_schema: bool = False) -> WriteResult: ...
+              merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult: ...
 
 
 def make_engine(target: Target) -> Engine:

@@ -1,16 +1,21 @@
 """The embedded engine: Spark computes, delta-rs keeps the Delta transaction log.
 
 Reads take the snapshot's file list from delta-rs and hand it to Spark's Parquet reader.
-Writes hand Spark's result to delta-rs as Arrow; every write is one Delta commit, so a failure
-before the commit leaves the table exactly as it was.
+Writes: Spark writes its result to a staging Parquet folder, and delta-rs reads that back as a
+stream of Arrow batches into one Delta commit. Nothing is collected on the driver, so memory stays
+bounded whatever the size of the result, and a failure before the commit leaves the table as it was.
 """
 
 from __future__ import annotations
 
+import shutil
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, write_deltalake
+import pyarrow.dataset as pads
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from ..errors import MedallionError
@@ -21,18 +26,18 @@ from .spark import start_spark
 SOURCE, TARGET = "s", "t"
 
 
-def _nullable(table: pa.Table) -> pa.Table:
-    # Spark marks computed columns NOT NULL where it can prove it; Delta columns stay nullable so a
-    # later batch with a null does not fail on a constraint the model never asked for.
-    return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
 
 
 def _quote(column: str) -> str:
     return '"' + column.replace('"', '""') + '"'
 
 
-def _commit(metadata: dict | None) -> CommitProperties | None:
-    return CommitProperties(custom_metadata=metadata) if metadata else None
+def _commit(metadata: dict | None, txn: tuple[str, int] | None) -> CommitProperties | None:
+    """Commit properties: custom metadata, and the app transaction that makes a replay a no-op."""
+    if not metadata and not txn:
+        return None
+    return CommitProperties(custom_metadata=metadata,
+                            app_transactions=[Transaction(*txn)] if txn else None)
 
 
 def _last_operation(dt: DeltaTable) -> dict:
@@ -45,6 +50,28 @@ class EmbeddedEngine:
 
     def __init__(self, target: Target):
         self.spark = start_spark(target)
+        self.staging = target.warehouse / "_staging"
+
+    @contextmanager
+    def _staged(self, df):
+        """The DataFrame as a stream of Arrow batches, through a staging Parquet folder."""
+        folder = self.staging / uuid.uuid4().hex
+        try:
+            df.write.parquet(str(folder))
+            dataset = pads.dataset(str(folder), format="parquet")
+            # Spark marks computed columns NOT NULL where it can prove it; Delta columns stay
+            # nullable so a later batch with a null does not fail on a constraint nobody asked for.
+            schema = pa.schema([f.with_nullable(True) for f in dataset.schema]).remove_metadata()
+            yield pa.RecordBatchReader.from_batches(
+                schema, (batch.cast(schema) for batch in dataset.to_batches()))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def committed_version(self, path: Path, app_id: str) -> int | None:
+        """The last batch id committed to the table by this app (a streaming query), if any."""
+        if not self.table_exists(path):
+            return None
+        return self._open(path).transaction_version(app_id)
 
     def table_exists(self, path: Path) -> bool:
         return DeltaTable.is_deltatable(str(path))
@@ -74,27 +101,33 @@ class EmbeddedEngine:
         return _last_operation(self._open(path))
 
     def write(self, df, path: Path, mode: str, partition_by: tuple[str, ...] = (),
-              metadata: dict | None = None, merge_schema: bool = False) -> WriteResult:
-        data = _nullable(df.toArrow())
+              metadata: dict | None = None, merge_schema: bool = False,
+              txn: tuple[str, int] | None = None) -> WriteResult:
         path.mkdir(parents=True, exist_ok=True)
-        write_deltalake(
-            str(path), data, mode=mode, partition_by=list(partition_by) or None,
-            schema_mode="overwrite" if mode == "overwrite" else ("merge" if merge_schema else None),
-            commit_properties=_commit(metadata))
+        with self._staged(df) as data:
+            write_deltalake(
+                str(path), data, mode=mode, partition_by=list(partition_by) or None,
+                schema_mode="overwrite" if mode == "overwrite" else (
+                    "merge" if merge_schema else None),
+                commit_properties=_commit(metadata, txn))
         return self._result(path)
 
     def merge(self, df, path: Path, spec: MergeSpec, metadata: dict | None = None,
-              merge_schema: bool = False) -> WriteResult:
-        data = _nullable(df.toArrow())
+              merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
+        with self._staged(df) as data:
+            self._merge(data, path, spec, metadata, merge_schema, txn)
+        return self._result(path)
+
+    def _merge(self, data, path, spec, metadata, merge_schema, txn) -> None:
         dt = self._open(path)
         on = " AND ".join(f"{TARGET}.{_quote(k)} = {SOURCE}.{_quote(k)}" for k in spec.keys)
-        columns = [c for c in data.column_names if c != spec.delete_column]
+        columns = [c for c in data.schema.names if c != spec.delete_column]
         values = {c: f"{SOURCE}.{_quote(c)}" for c in columns}
         newer = (f"{SOURCE}.{_quote(spec.sequence_by)} >= {TARGET}.{_quote(spec.sequence_by)}"
                  if spec.sequence_by else None)
         deleting = f"{SOURCE}.{_quote(spec.delete_column)}" if spec.delete_column else None
         merger = dt.merge(data, on, source_alias=SOURCE, target_alias=TARGET,
-                          merge_schema=merge_schema, commit_properties=_commit(metadata))
+                          merge_schema=merge_schema, commit_properties=_commit(metadata, txn))
         if deleting:
             merger = merger.when_matched_delete(" AND ".join(filter(None, [newer, deleting])))
         merger = merger.when_matched_update(values, predicate=newer)
@@ -109,7 +142,6 @@ class EmbeddedEngine:
                     f"({', '.join(spec.keys)}); MERGE needs one row per key",
                     hint="deduplicate in the SQL or set sequence_by so the latest row wins") from exc
             raise
-        return self._result(path)
 
     def _result(self, path: Path) -> WriteResult:
         op = _last_operation(self._open(path))

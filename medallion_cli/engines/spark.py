@@ -23,6 +23,8 @@ def spark_conf(target: Target) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
+        # Staged Parquet is read back by Arrow: standard microsecond timestamps, not INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.warehouse.dir": str(target.warehouse / "_spark"),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
         **target.spark_conf,
@@ -34,6 +36,7 @@ def start_spark(target: Target):
         raise MedallionError("Java was not found; Spark needs Java 17",
                              hint="install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless) "
                                   "or set JAVA_HOME")
+    # Set before the JVM starts: Python streaming sources ignore spark.pyspark.python.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
