@@ -62,8 +62,9 @@ def _print_result(total: int, result: NodeResult, index: list[int], debug: bool)
     color = {"OK": "green", "ERROR": "red", "SKIP": "yellow"}.get(label)
     click.echo(f"{index[0]:>3} of {total}  " + click.style(f"{label:<10}", fg=color)
                + f" {what:<50} [{', '.join(facts)}]")
-    if result.status in ("error", "skipped") and result.message:
-        click.echo(click.style("      " + result.message.replace("\n", "\n      "), fg=color))
+    if result.message:
+        click.echo(click.style("      " + result.message.replace("\n", "\n      "), fg=color,
+                               dim=result.status not in ("error", "skipped")))
     if result.failed and debug:
         click.echo(result.detail, err=True)
 

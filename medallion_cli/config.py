@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .errors import MedallionError, closest
 
-MATERIALIZATIONS = ("view", "table", "incremental")
+MATERIALIZATIONS = ("view", "table", "incremental", "streaming")
 STRATEGIES = ("append", "merge")
 SCHEMA_CHANGE_POLICIES = ("append_new_columns", "fail")
 
@@ -58,6 +58,11 @@ def _as_tuple(value) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(part.strip() for part in value.split(",") if part.strip())
     return tuple(str(v) for v in value)
+
+
+def _is_interval(text: str) -> bool:
+    amount, _, unit = text.strip().partition(" ")
+    return amount.isdigit() and unit.rstrip("s") in ("millisecond", "second", "minute", "hour")
 
 
 def check_keys(raw: dict, origin: str) -> None:
@@ -108,7 +113,14 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         enabled=bool(raw.get("enabled", True)),
         column_types=dict(raw.get("column_types") or {}),
     )
+    if config.trigger != "available_now" and not _is_interval(config.trigger):
+        raise MedallionError(f"config 'trigger' is {config.trigger!r}", path=origin,
+                             hint="use 'available_now' or an interval such as '30 seconds'")
     if config.strategy == "merge" and not config.unique_key:
         raise MedallionError("strategy 'merge' needs a unique_key (one column or a list)",
                              path=origin, hint="add unique_key='id' to the model's config")
+    if config.scd_type == 2 and (config.strategy != "merge" or not config.sequence_by):
+        raise MedallionError("scd_type 2 needs strategy 'merge', a unique_key and sequence_by",
+                             path=origin,
+                             hint="history validity comes from sequence_by, not the wall clock")
     return config

@@ -21,6 +21,7 @@ SEED_HASH_KEY = "medallion.seed_sha256"
 DELETE_COLUMN = "_medallion_delete"
 CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_FILE_COLUMN = "_source_file"
+VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
 
 
 @dataclass(frozen=True)
@@ -38,41 +39,65 @@ class BuildContext:
     full_refresh: bool = False
 
 
-def read_source(ctx: BuildContext, source: SourceTable):
+def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False):
     """A declared source as a DataFrame: a Delta table, or landing files read with their schema.
 
     File sources carry `_source_file`, the file each row came from (Spark's hidden `_metadata`
     column does not survive a temp view, so it is made a plain column here)."""
     if source.format == "delta":
-        return ctx.engine.read_table(source.path)
+        return ctx.engine.read_stream(source.path) if streaming else ctx.engine.read_table(
+            source.path)
     if not source.path.exists():
         raise MedallionError(f"source '{source.source}.{source.name}': no files at {source.path}",
                              path=source.origin, hint="land files there or fix the source's path")
-    reader = ctx.engine.spark.read.format(source.format)
+    spark = ctx.engine.spark
     options = dict(source.options)
     if source.format == "csv":
         options.setdefault("header", "true")
-    if source.schema:
-        schema = source.schema
-        if source.format in ("json", "csv"):
-            # Rows that do not fit the schema keep their raw text here instead of becoming nulls.
-            schema = f"{schema}, {CORRUPT_COLUMN} string"
-            options.setdefault("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+    schema = source.schema
+    if schema and source.format in ("json", "csv"):
+        # Rows that do not fit the schema keep their raw text here instead of becoming nulls.
+        schema = f"{schema}, {CORRUPT_COLUMN} string"
+        options.setdefault("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+    if streaming and not schema:
+        if source.format != "parquet":
+            raise MedallionError(
+                f"source '{source.source}.{source.name}' is read as a stream and needs a schema",
+                path=source.origin, hint="add schema: 'col type, ...' to the source table")
+        schema = spark.read.parquet(str(source.path)).schema  # Parquet files carry their own
+    reader = (spark.readStream if streaming else spark.read).format(source.format)
+    if schema:
         reader = reader.schema(schema)
     df = reader.options(**options).load(str(source.path))
     return df.select("*", df["_metadata.file_path"].alias(SOURCE_FILE_COLUMN))
 
 
-def register_inputs(ctx: BuildContext, node: CompiledNode) -> None:
-    """Make every relation the node's SQL names resolvable: refs, sources and `this`."""
+def register_inputs(ctx: BuildContext, node: CompiledNode, streaming: bool = False) -> None:
+    """Make every relation the node's SQL names resolvable: refs, sources and `this`.
+
+    For a streaming model, sources and refs to streaming models are read as streams; other refs
+    (seeds, tables, views) are read as they are when the query starts, like dimension tables."""
     for name in node.refs:
-        _register_ref(ctx, name)
+        parent = ctx.graph.nodes[name]
+        if streaming and parent.config.materialized == "streaming":
+            ctx.engine.read_stream(_built_table(ctx, parent)).createOrReplaceTempView(name)
+        else:
+            _register_ref(ctx, name)
     for key in node.sources:
         source = ctx.project.sources[key]
-        read_source(ctx, source).createOrReplaceTempView(source.relation)
+        read_source(ctx, source, streaming).createOrReplaceTempView(source.relation)
     path = ctx.project.table_path(node.file)
     if node.is_incremental and ctx.engine.table_exists(path):
         ctx.engine.read_table(path).createOrReplaceTempView(node.name)
+
+
+def _built_table(ctx: BuildContext, node: CompiledNode) -> Path:
+    path = ctx.project.table_path(node.file)
+    if not ctx.engine.table_exists(path):
+        raise MedallionError(f"'{node.name}' has not been built yet (no Delta table at {path})",
+                             path=node.file.rel_path,
+                             hint=f"build it first: medallion build -s +{node.name}")
+    return path
 
 
 def _register_ref(ctx: BuildContext, name: str) -> None:
@@ -81,17 +106,16 @@ def _register_ref(ctx: BuildContext, name: str) -> None:
         register_inputs(ctx, parent)
         ctx.engine.spark.sql(parent.sql).createOrReplaceTempView(name)
         return
-    path = ctx.project.table_path(parent.file)
-    if not ctx.engine.table_exists(path):
-        raise MedallionError(f"'{name}' has not been built yet (no Delta table at {path})",
-                             path=parent.file.rel_path,
-                             hint=f"build it first: medallion build -s +{name}")
-    ctx.engine.read_table(path).createOrReplaceTempView(name)
+    ctx.engine.read_table(_built_table(ctx, parent)).createOrReplaceTempView(name)
 
 
 def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if node.file.kind == "seed":
         return build_seed(ctx, node)
+    if node.config.materialized == "streaming":
+        from .streaming import build_streaming
+
+        return build_streaming(ctx, node)
     register_inputs(ctx, node)
     df = ctx.engine.spark.sql(node.sql)
     materialized = node.config.materialized
@@ -101,20 +125,30 @@ def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
     path = ctx.project.table_path(node.file)
     if materialized == "table":
         return Outcome("success", ctx.engine.write(df, path, "overwrite", node.config.partition_by))
-    return Outcome("success", write_incremental(ctx, node, df, path))
+    return Outcome("success", write_incremental(ctx, node, df, path,
+                                                replace=not node.is_incremental))
 
 
-def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path) -> WriteResult:
-    """Append or MERGE into the table; the first build (or --full-refresh) replaces it."""
+def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, replace: bool,
+                      txn: tuple[str, int] | None = None) -> WriteResult:
+    """Append or MERGE into the table, or create it (replace) on the first write.
+
+    Used for incremental batch models and for each micro-batch of a streaming model (with txn,
+    the app transaction that makes a replayed batch a no-op)."""
     from pyspark.sql import functions as F
 
     cfg = node.config
-    if cfg.strategy == "merge":
+    spec = MergeSpec(keys=cfg.unique_key, sequence_by=cfg.sequence_by,
+                     delete_column=DELETE_COLUMN if cfg.delete_when else None)
+    if cfg.strategy == "merge" and cfg.scd_type == 2:
+        df = scd2_history(ctx, df, cfg, None if replace else path)
+        spec = MergeSpec(keys=cfg.unique_key + (VALID_FROM,))
+    elif cfg.strategy == "merge":
         df = prepare_merge_source(df, cfg)
-    if not node.is_incremental:
+    if replace:
         if DELETE_COLUMN in df.columns:
             df = df.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN)
-        return ctx.engine.write(df, path, "overwrite", cfg.partition_by)
+        return ctx.engine.write(df, path, "overwrite", cfg.partition_by, txn=txn)
     existing = ctx.engine.read_table(path).columns
     new_columns = [c for c in df.columns if c not in existing and c != DELETE_COLUMN]
     if new_columns and cfg.on_schema_change == "fail":
@@ -124,13 +158,8 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path) -> 
             hint="set on_schema_change='append_new_columns' to add them, or run with --full-refresh")
     evolve = bool(new_columns)
     if cfg.strategy == "append":
-        return ctx.engine.write(df, path, "append", merge_schema=evolve)
-    return ctx.engine.merge(df, path, merge_spec(cfg), merge_schema=evolve)
-
-
-def merge_spec(cfg) -> MergeSpec:
-    return MergeSpec(keys=cfg.unique_key, sequence_by=cfg.sequence_by,
-                     delete_column=DELETE_COLUMN if cfg.delete_when else None)
+        return ctx.engine.write(df, path, "append", merge_schema=evolve, txn=txn)
+    return ctx.engine.merge(df, path, spec, merge_schema=evolve, txn=txn)
 
 
 def prepare_merge_source(df, cfg):
@@ -145,6 +174,47 @@ def prepare_merge_source(df, cfg):
     if cfg.delete_when:
         df = df.withColumn(DELETE_COLUMN, F.coalesce(F.expr(cfg.delete_when), F.lit(False)))
     return df
+
+
+def scd2_history(ctx: BuildContext, df, cfg, path: Path | None):
+    """SCD type 2 rows for every key the new rows touch, recomputed from the whole timeline.
+
+    The timeline of a key is its stored versions plus the new rows, ordered by sequence_by; each
+    version is valid from its own sequence value to the next one's, and the last is current unless
+    a delete ends it. Validity comes from the data, not the clock, so a replayed or late batch
+    yields the same rows. Deletes are not stored as rows: a closed version with no successor is
+    one that a delete closed, and is read back as that delete."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys, seq = list(cfg.unique_key), cfg.sequence_by
+    columns = df.columns
+    deleted = F.coalesce(F.expr(cfg.delete_when), F.lit(False)) if cfg.delete_when else F.lit(False)
+    events = df.select(*columns, deleted.alias(DELETE_COLUMN), F.lit(1).alias("_medallion_new"))
+    if path is not None:
+        stored = ctx.engine.read_table(path).join(events.select(*keys).distinct(), keys,
+                                                  "left_semi")
+        successors = stored.select(*keys, F.col(VALID_FROM).alias("_medallion_next"))
+        closed_by_delete = stored.where(F.col(VALID_TO).isNotNull()).join(
+            successors, [*keys, F.col(VALID_TO) == F.col("_medallion_next")], "left_anti")
+        types = dict(df.dtypes)
+        deletes = closed_by_delete.select(*[
+            F.col(c) if c in keys else
+            F.col(VALID_TO).alias(c) if c == seq else F.lit(None).cast(types[c]).alias(c)
+            for c in columns], F.lit(True).alias(DELETE_COLUMN), F.lit(0).alias("_medallion_new"))
+        versions = stored.select(*columns, F.lit(False).alias(DELETE_COLUMN),
+                                 F.lit(0).alias("_medallion_new"))
+        events = events.unionByName(versions).unionByName(deletes)
+    # one event per key and sequence value: a new row replaces a stored one with the same value
+    same = Window.partitionBy(*keys, seq).orderBy(F.col("_medallion_new").desc())
+    events = events.withColumn("_medallion_rank", F.row_number().over(same)).where(
+        "_medallion_rank = 1")
+    timeline = Window.partitionBy(*keys).orderBy(seq)
+    following = F.lead(seq).over(timeline)
+    return (events.withColumn(VALID_TO, following)
+            .where(~F.col(DELETE_COLUMN))
+            .select(*columns, F.col(seq).alias(VALID_FROM), VALID_TO,
+                    F.col(VALID_TO).isNull().alias(IS_CURRENT)))
 
 
 def _seed_rows_check(path: Path, rel_path: str) -> None:

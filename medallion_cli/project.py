@@ -19,6 +19,8 @@ PROJECT_FILE = "medallion_project.yml"
 PROFILES_FILE = "profiles.yml"
 ENGINES = ("embedded",)
 SOURCE_FORMATS = ("json", "csv", "parquet", "delta")
+# Bronze keeps whatever new columns land; other layers fail on them unless told otherwise.
+LAYER_DEFAULTS = {"bronze": {"on_schema_change": "append_new_columns"}}
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,10 @@ class Project:
 
     def table_path(self, node: NodeFile) -> Path:
         return self.target.warehouse / node.layer / node.name
+
+    def checkpoint_path(self, node: NodeFile) -> Path:
+        """Where a streaming model's Structured Streaming checkpoint lives."""
+        return self.target.warehouse / "_checkpoints" / node.layer / node.name
 
     @property
     def target_dir(self) -> Path:
@@ -261,10 +267,12 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
             parts = rel.parts[:-1]
             folder = _folder_config(tree, parts if kind == "model" else rel.with_suffix("").parts)
             entry = yaml_entries.get(name, (None, {}))[1]
+            layer = "seeds" if kind == "seed" else (parts[0] if parts else "models")
             nodes[name] = NodeFile(
                 kind=kind, name=name, path=path, rel_path=str(path.relative_to(root)),
-                layer="seeds" if kind == "seed" else (parts[0] if parts else "models"),
-                yaml_config=merge_layers(folder, entry.get("config") or {}),
+                layer=layer,
+                yaml_config=merge_layers(LAYER_DEFAULTS.get(layer, {}), folder,
+                                         entry.get("config") or {}),
                 description=entry.get("description", ""),
                 columns=tuple(entry.get("columns") or ()))
     for name, (yml, _) in yaml_entries.items():

@@ -123,7 +123,7 @@ class Renderer:
 
         def is_incremental() -> bool:
             materialized = merge_layers(node.yaml_config, captured).get("materialized")
-            return (materialized == "incremental" and not self.full_refresh
+            return (materialized in ("incremental", "streaming") and not self.full_refresh
                     and self.table_exists(project.table_path(node)))
 
         context = {**self.env.globals, "ref": ref, "source": source, "config": config, "var": var,

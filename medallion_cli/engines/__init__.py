@@ -39,6 +39,9 @@ class Engine(Protocol):
 
     def read_table(self, path: Path) -> DataFrame: ...
 
+    def read_stream(self, path: Path) -> DataFrame:
+        """A streaming DataFrame of the rows each new version of the table adds."""
+
     def table_metadata(self, path: Path) -> dict:
         """The custom metadata of the table's latest commit."""
 

@@ -51,10 +51,11 @@ class EmbeddedEngine:
     def __init__(self, target: Target):
         self.spark = start_spark(target)
         self.staging = target.warehouse / "_staging"
+        self._stream_source_registered = False
 
     @contextmanager
     def _staged(self, df):
-        """The DataFrame as a stream of Arrow batches, through a staging Parquet folder."""
+        """The DataFrame as (stream of Arrow batches, row count), through a staging Parquet folder."""
         folder = self.staging / uuid.uuid4().hex
         try:
             df.write.parquet(str(folder))
@@ -63,7 +64,8 @@ class EmbeddedEngine:
             # nullable so a later batch with a null does not fail on a constraint nobody asked for.
             schema = pa.schema([f.with_nullable(True) for f in dataset.schema]).remove_metadata()
             yield pa.RecordBatchReader.from_batches(
-                schema, (batch.cast(schema) for batch in dataset.to_batches()))
+                schema, (batch.cast(schema) for batch in dataset.to_batches())), \
+                dataset.count_rows()
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -97,6 +99,15 @@ class EmbeddedEngine:
         # basePath lets Spark take partition values from the hive-style folder names delta-rs writes.
         return self.spark.read.schema(schema).option("basePath", str(path)).parquet(*files)
 
+    def read_stream(self, path: Path):
+        """A streaming DataFrame of the rows each new version of the table adds."""
+        from .delta_stream import FORMAT, DeltaStreamSource
+
+        if not self._stream_source_registered:
+            self.spark.dataSource.register(DeltaStreamSource)
+            self._stream_source_registered = True
+        return self.spark.readStream.format(FORMAT).option("path", str(path)).load()
+
     def table_metadata(self, path: Path) -> dict:
         return _last_operation(self._open(path))
 
@@ -104,7 +115,9 @@ class EmbeddedEngine:
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None) -> WriteResult:
         path.mkdir(parents=True, exist_ok=True)
-        with self._staged(df) as data:
+        with self._staged(df) as (data, rows):
+            if not rows and mode == "append" and self.table_exists(path):
+                return self._unchanged(path)  # nothing to add: no empty commit
             write_deltalake(
                 str(path), data, mode=mode, partition_by=list(partition_by) or None,
                 schema_mode="overwrite" if mode == "overwrite" else (
@@ -114,9 +127,14 @@ class EmbeddedEngine:
 
     def merge(self, df, path: Path, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
-        with self._staged(df) as data:
+        with self._staged(df) as (data, rows):
+            if not rows:
+                return self._unchanged(path)
             self._merge(data, path, spec, metadata, merge_schema, txn)
         return self._result(path)
+
+    def _unchanged(self, path: Path) -> WriteResult:
+        return WriteResult(version=self._open(path).version(), rows=0, files_added=0)
 
     def _merge(self, data, path, spec, metadata, merge_schema, txn) -> None:
         dt = self._open(path)

@@ -1,0 +1,19 @@
+"""Fault injection for the crash tests: kill this process at a named point of a streaming batch.
+
+MEDALLION_CRASH_AT="<model>:<point>:<batch id>" makes the process SIGKILL itself when that
+model's batch reaches that point, as a machine failure would stop it. Points: batch_start
+(nothing written yet) and committed (the Delta commit is made; Spark's checkpoint does not know
+yet, so the batch will be replayed).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "MEDALLION_CRASH_AT"
+
+
+def crash_point(model: str, point: str, batch_id: int) -> None:
+    if os.environ.get(ENV) == f"{model}:{point}:{batch_id}":
+        os.kill(os.getpid(), signal.SIGKILL)

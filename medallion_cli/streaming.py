@@ -1,0 +1,145 @@
+"""Streaming models: one Structured Streaming query per model.
+
+Each micro-batch goes through foreachBatch into the same append / MERGE code as incremental
+models, committed with a Delta app transaction (app id = model and query, version = batch id).
+Spark's checkpoint (one folder per model) says which input is done; the app transaction says
+which batch is in the table. A batch replayed after a crash finds its id already committed and
+writes nothing, so every row lands exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .engines import WriteResult
+from .errors import MedallionError
+from .faults import crash_point
+from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, register_inputs,
+                               write_incremental)
+from .rendering import CompiledNode
+
+DEFAULT_WATCH_INTERVAL = "10 seconds"
+
+
+@dataclass
+class StreamTally:
+    """What a streaming query did, batch by batch (foreachBatch runs on a Spark thread)."""
+
+    batches: int = 0
+    replayed: int = 0
+    rows: int = 0
+    malformed: int = 0
+    version: int | None = None
+    error: BaseException | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, result: WriteResult, malformed: int) -> None:
+        with self.lock:
+            self.batches += 1
+            self.rows += result.rows or 0
+            self.malformed += malformed
+            self.version = result.version
+
+
+def query_app_id(node: CompiledNode, checkpoint: Path) -> str:
+    """The app id for Delta app transactions: the model and its checkpoint's query id.
+
+    A new checkpoint (after --full-refresh or by hand) is a new query whose batch ids start at 0
+    again; a new app id keeps those batches from being taken for replays of the old ones."""
+    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    return f"medallion:{node.name}:{query_id}"
+
+
+def write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, replace_first: bool,
+                batch, batch_id: int) -> None:
+    try:
+        crash_point(node.name, "batch_start", batch_id)
+        path = ctx.project.table_path(node.file)
+        app_id = query_app_id(node, ctx.project.checkpoint_path(node.file))
+        done = ctx.engine.committed_version(path, app_id)
+        if done is not None and done >= batch_id:
+            with tally.lock:
+                tally.replayed += 1
+            return
+        malformed = 0
+        if CORRUPT_COLUMN in batch.columns:
+            batch = batch.persist()  # counted, then written: read the input once
+            malformed = batch.where(batch[CORRUPT_COLUMN].isNotNull()).count()
+        try:
+            replace = not ctx.engine.table_exists(path) or (replace_first and tally.batches == 0)
+            result = write_incremental(ctx, node, batch, path, replace=replace,
+                                       txn=(app_id, batch_id))
+        finally:
+            batch.unpersist()
+        crash_point(node.name, "committed", batch_id)
+        tally.add(result, malformed)
+    except BaseException as exc:  # Spark wraps it; keep the original to report it plainly
+        tally.error = exc
+        raise
+
+
+def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False):
+    """Start the model's streaming query; returns (query, tally)."""
+    checkpoint = ctx.project.checkpoint_path(node.file)
+    if ctx.full_refresh:
+        # A new checkpoint reads every input from the start; the first batch replaces the table,
+        # so until it commits the old table stays readable and intact.
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    register_inputs(ctx, node, streaming=True)
+    df = ctx.engine.spark.sql(node.sql)
+    if not df.isStreaming:
+        raise MedallionError("a streaming model must read a source or a streaming model",
+                             path=node.file.rel_path,
+                             hint="use materialized='incremental' for a model over batch tables")
+    tally = StreamTally()
+    writer = (df.writeStream
+              .foreachBatch(lambda batch, batch_id: write_batch(
+                  ctx, node, tally, ctx.full_refresh, batch, batch_id))
+              .option("checkpointLocation", str(checkpoint))
+              .queryName(f"medallion_{node.name}"))
+    if continuous:
+        interval = node.config.trigger
+        writer = writer.trigger(processingTime=DEFAULT_WATCH_INTERVAL
+                                if interval == "available_now" else interval)
+    else:
+        writer = writer.trigger(availableNow=True)
+    return writer.start(), tally
+
+
+def raise_query_error(query, tally: StreamTally) -> None:
+    if tally.error is not None:
+        raise tally.error
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()).splitlines()[0])
+
+
+def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
+    """Process everything new once (trigger available_now), then stop."""
+    query, tally = start_query(ctx, node)
+    try:
+        query.awaitTermination()
+    except Exception:
+        raise_query_error(query, tally)
+        raise
+    raise_query_error(query, tally)
+    facts = f"{tally.batches} batch(es)"
+    if tally.replayed:
+        facts += f", {tally.replayed} replayed batch(es) already committed"
+    if tally.malformed:
+        facts += f", {tally.malformed} malformed row(s) kept in {CORRUPT_COLUMN}"
+    if not tally.batches:
+        return Outcome("up_to_date", message="no new data" + (
+            f"; {tally.replayed} replayed batch(es) already committed" if tally.replayed else ""))
+    return Outcome("success", WriteResult(tally.version, tally.rows), message=facts)
+
+
+def stop_gracefully(query, poll_seconds: float = 0.2) -> None:
+    """Stop a running query after the batch in flight (if any) has finished."""
+    while query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(poll_seconds)
+    query.stop()
