@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from .graph import Graph
 from .project import Project, SourceTable
 from .rendering import CompiledNode
 
-SEED_HASH_KEY = "medallion.seed_sha256"
+FINGERPRINT_KEY = "medallion.fingerprint"
 DELETE_COLUMN = "_medallion_delete"
 CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_FILE_COLUMN = "_source_file"
@@ -109,28 +110,64 @@ def _register_ref(ctx: BuildContext, name: str) -> None:
     ctx.engine.read_table(_built_table(ctx, parent)).createOrReplaceTempView(name)
 
 
+def fingerprint(ctx: BuildContext, node: CompiledNode) -> str:
+    """What a batch node's table depends on: its SQL (or seed file), its config, and the state of
+    every input (Delta versions of tables, file listings of landing sources). A build whose
+    fingerprint equals the one its table was written with would write the same table again."""
+    inputs: dict = {}
+    for name in node.refs:
+        parent = ctx.graph.nodes[name]
+        path = ctx.project.table_path(parent.file)
+        inputs[name] = (fingerprint(ctx, parent) if parent.config.materialized == "view"
+                        else ctx.engine.table_version(path) if ctx.engine.table_exists(path)
+                        else None)
+    for key in node.sources:
+        source = ctx.project.sources[key]
+        inputs[source.relation] = (ctx.engine.table_version(source.path)
+                                   if source.format == "delta" else _file_listing(source.path))
+    content = node.sql if node.sql is not None else hashlib.sha256(
+        node.file.path.read_bytes()).hexdigest()
+    text = json.dumps({"content": content, "config": node.config.as_dict(), "inputs": inputs},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _file_listing(folder: Path) -> list:
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in folder.rglob("*") if p.is_file())
+
+
 def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
-    if node.file.kind == "seed":
-        return build_seed(ctx, node)
     if node.config.materialized == "streaming":
         from .streaming import build_streaming
 
         return build_streaming(ctx, node)
-    register_inputs(ctx, node)
-    df = ctx.engine.spark.sql(node.sql)
-    materialized = node.config.materialized
-    if materialized == "view":
-        df.createOrReplaceTempView(node.name)
+    if node.config.materialized == "view":
+        register_inputs(ctx, node)
+        ctx.engine.spark.sql(node.sql).createOrReplaceTempView(node.name)
         return Outcome("success", message="view (compiled SQL, no table)")
     path = ctx.project.table_path(node.file)
-    if materialized == "table":
-        return Outcome("success", ctx.engine.write(df, path, "overwrite", node.config.partition_by))
+    state = fingerprint(ctx, node)
+    if (not ctx.full_refresh and ctx.engine.table_exists(path)
+            and ctx.engine.last_commit_value(path, FINGERPRINT_KEY) == state):
+        return Outcome("up_to_date", message="inputs, SQL and config unchanged since the last build")
+    metadata = {FINGERPRINT_KEY: state}
+    if node.file.kind == "seed":
+        return Outcome("success", ctx.engine.write(read_seed(ctx, node), path, "overwrite",
+                                                   metadata=metadata))
+    register_inputs(ctx, node)
+    df = ctx.engine.spark.sql(node.sql)
+    if node.config.materialized == "table":
+        return Outcome("success", ctx.engine.write(df, path, "overwrite", node.config.partition_by,
+                                                   metadata=metadata))
     return Outcome("success", write_incremental(ctx, node, df, path,
-                                                replace=not node.is_incremental))
+                                                replace=not node.is_incremental,
+                                                metadata=metadata))
 
 
 def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, replace: bool,
-                      txn: tuple[str, int] | None = None) -> WriteResult:
+                      txn: tuple[str, int] | None = None,
+                      metadata: dict | None = None) -> WriteResult:
     """Append or MERGE into the table, or create it (replace) on the first write.
 
     Used for incremental batch models and for each micro-batch of a streaming model (with txn,
@@ -148,7 +185,7 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, rep
     if replace:
         if DELETE_COLUMN in df.columns:
             df = df.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN)
-        return ctx.engine.write(df, path, "overwrite", cfg.partition_by, txn=txn)
+        return ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata, txn=txn)
     existing = ctx.engine.read_table(path).columns
     new_columns = [c for c in df.columns if c not in existing and c != DELETE_COLUMN]
     if new_columns and cfg.on_schema_change == "fail":
@@ -158,8 +195,9 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, rep
             hint="set on_schema_change='append_new_columns' to add them, or run with --full-refresh")
     evolve = bool(new_columns)
     if cfg.strategy == "append":
-        return ctx.engine.write(df, path, "append", merge_schema=evolve, txn=txn)
-    return ctx.engine.merge(df, path, spec, merge_schema=evolve, txn=txn)
+        return ctx.engine.write(df, path, "append", metadata=metadata, merge_schema=evolve,
+                                txn=txn)
+    return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn)
 
 
 def prepare_merge_source(df, cfg):
@@ -194,9 +232,10 @@ def scd2_history(ctx: BuildContext, df, cfg, path: Path | None):
     if path is not None:
         stored = ctx.engine.read_table(path).join(events.select(*keys).distinct(), keys,
                                                   "left_semi")
-        successors = stored.select(*keys, F.col(VALID_FROM).alias("_medallion_next"))
-        closed_by_delete = stored.where(F.col(VALID_TO).isNotNull()).join(
-            successors, [*keys, F.col(VALID_TO) == F.col("_medallion_next")], "left_anti")
+        closed, nxt = stored.where(F.col(VALID_TO).isNotNull()).alias("c"), stored.alias("n")
+        closed_by_delete = closed.join(
+            nxt, [F.col(f"c.{k}") == F.col(f"n.{k}") for k in keys]
+            + [F.col(f"c.{VALID_TO}") == F.col(f"n.{VALID_FROM}")], "left_anti")
         types = dict(df.dtypes)
         deletes = closed_by_delete.select(*[
             F.col(c) if c in keys else
@@ -232,22 +271,18 @@ def _seed_rows_check(path: Path, rel_path: str) -> None:
                     path=rel_path, line=number, hint="fix the row or quote values with commas")
 
 
-def build_seed(ctx: BuildContext, node: CompiledNode) -> Outcome:
+def read_seed(ctx: BuildContext, node: CompiledNode):
+    """A seed CSV as a DataFrame, with the column types its config gives."""
     from pyspark.sql import functions as F
 
     file = node.file
-    path = ctx.project.table_path(file)
-    digest = hashlib.sha256(file.path.read_bytes()).hexdigest()
-    if (not ctx.full_refresh and ctx.engine.table_exists(path)
-            and ctx.engine.table_metadata(path).get(SEED_HASH_KEY) == digest):
-        return Outcome("up_to_date", message="seed file unchanged")
     _seed_rows_check(file.path, file.rel_path)
     df = ctx.engine.spark.read.csv(str(file.path), header=True, inferSchema=True, mode="FAILFAST")
-    unknown = set(node.config.column_types) - set(df.columns)
+    types = node.config.column_types
+    unknown = set(types) - set(df.columns)
     if unknown:
-        raise MedallionError(f"column_types names columns the seed lacks: {', '.join(sorted(unknown))}",
-                             path=file.rel_path, hint="columns: " + ", ".join(df.columns))
-    df = df.select([F.col(c).cast(node.config.column_types[c]).alias(c)
-                    if c in node.config.column_types else F.col(c) for c in df.columns])
-    return Outcome("success", ctx.engine.write(df, path, "overwrite",
-                                               metadata={SEED_HASH_KEY: digest}))
+        raise MedallionError(f"column_types names columns the seed lacks: "
+                             f"{', '.join(sorted(unknown))}", path=file.rel_path,
+                             hint="columns: " + ", ".join(df.columns))
+    return df.select([F.col(c).cast(types[c]).alias(c) if c in types else F.col(c)
+                      for c in df.columns])

@@ -45,10 +45,15 @@ def test_table_view_and_refs(project, build, spark):
     assert results["numbers"].rows == 4 and results["numbers"].version == 0
     assert not (root / "warehouse/silver/evens").exists()  # a view is compiled SQL, no table
     assert read_delta(root / "warehouse/gold/total") == [{"total": 60, "n": 2}]
-    # a table rebuild replaces the table atomically in one new version
+    # nothing changed: nothing is rewritten
+    again = build(root)
+    assert again["numbers"].status == again["total"].status == "up_to_date"
+    assert version(root / "warehouse/bronze/numbers") == 0
+    # a changed model replaces its table atomically in one new version, and so do its dependents
+    (root / "models/bronze/numbers.sql").write_text("select id, id * 10 as value from range(1, 7)")
     build(root)
     assert version(root / "warehouse/bronze/numbers") == 1
-    assert len(read_delta(root / "warehouse/bronze/numbers")) == 4
+    assert read_delta(root / "warehouse/gold/total") == [{"total": 120, "n": 3}]
 
 
 def test_incremental_append_with_is_incremental(project, build):
@@ -144,10 +149,11 @@ def test_full_refresh_rebuilds_incremental(project, build):
     """})
     land(root, "landing/events/1.json", [{"id": 1}])
     build(root)
+    land(root, "landing/events/2.json", [{"id": 2}])
     build(root)
-    assert len(read_delta(root / "warehouse/models/m")) == 2  # appended twice
+    assert len(read_delta(root / "warehouse/models/m")) == 3  # no filter: 1 appended again
     build(root, full_refresh=True)
-    assert read_delta(root / "warehouse/models/m") == [{"id": 1}]
+    assert read_delta(root / "warehouse/models/m") == [{"id": 1}, {"id": 2}]
 
 
 def test_failed_model_keeps_its_table_and_skips_downstream(project, build):
@@ -160,7 +166,7 @@ def test_failed_model_keeps_its_table_and_skips_downstream(project, build):
     results = build(root, threads=2)
     assert results["b"].status == "error" and "CAST" in results["b"].message.upper()
     assert results["c"].status == "skipped" and "upstream 'b' error" in results["c"].message
-    assert results["d"].status == "success"
+    assert results["d"].status == "up_to_date"
     assert version(root / "warehouse/models/b") == 0
     assert read_delta(root / "warehouse/models/b") == [{"id": 1}]
     assert version(root / "warehouse/models/c") == 0
@@ -254,3 +260,37 @@ def test_project_errors_stop_before_anything_runs(project, build):
     with pytest.raises(MedallionError):
         build(root)
     assert not (root / "warehouse").exists()
+
+
+def test_batch_models_skip_when_inputs_sql_and_config_are_unchanged(project, build):
+    root = project({"models/sources.yml": EVENTS,
+                    "seeds/kinds.csv": "kind,label\na,Alpha\n",
+                    "models/raw.sql": "select id, kind from {{ source('landing', 'events') }}",
+                    "models/labelled.sql": "{{ config(materialized='view') }}"
+                                           "select r.id, k.label from {{ ref('raw') }} r "
+                                           "join {{ ref('kinds') }} k using (kind)",
+                    "models/report.sql": "select label, count(*) as n from {{ ref('labelled') }} "
+                                         "group by label"})
+    land(root, "landing/events/1.json", [{"id": 1, "kind": "a"}])
+    build(root)
+    report = root / "warehouse/models/report"
+    statuses = {n: r.status for n, r in build(root).items()}
+    assert statuses == {"kinds": "up_to_date", "raw": "up_to_date", "labelled": "success",
+                        "report": "up_to_date"}
+    # compaction commits do not count as changes
+    DeltaTable(str(root / "warehouse/models/raw")).optimize.compact()
+    assert build(root)["report"].status == "up_to_date"
+    # a new landing file changes raw, and through the view, the report
+    land(root, "landing/events/2.json", [{"id": 2, "kind": "a"}])
+    results = build(root)
+    assert results["raw"].status == results["report"].status == "success"
+    assert read_delta(report) == [{"label": "Alpha", "n": 2}]
+    # a seed change reaches the report through the view
+    (root / "seeds/kinds.csv").write_text("kind,label\na,A\n")
+    assert build(root)["report"].status == "success"
+    assert read_delta(report) == [{"label": "A", "n": 2}]
+    # a config change rebuilds too, and --full-refresh always does
+    (root / "models/report.sql").write_text("{{ config(tags=['x']) }}" + (
+        root / "models/report.sql").read_text())
+    assert build(root)["report"].status == "success"
+    assert build(root, full_refresh=True)["report"].status == "success"

@@ -42,8 +42,10 @@ class Engine(Protocol):
     def read_stream(self, path: Path) -> DataFrame:
         """A streaming DataFrame of the rows each new version of the table adds."""
 
-    def table_metadata(self, path: Path) -> dict:
-        """The custom metadata of the table's latest commit."""
+    def table_version(self, path: Path) -> int: ...
+
+    def last_commit_value(self, path: Path, key: str) -> str | None:
+        """`key` from the custom metadata of the table's last data-writing commit."""
 
     def committed_version(self, path: Path, app_id: str) -> int | None:
         """The last version (batch id) `app_id` committed to the table, or None."""

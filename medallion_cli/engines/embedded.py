@@ -24,6 +24,8 @@ from . import MergeSpec, WriteResult
 from .spark import start_spark
 
 SOURCE, TARGET = "s", "t"
+# Commits that rewrite files without changing data; they do not hide the last build's metadata.
+MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END")
 
 
 
@@ -108,8 +110,17 @@ class EmbeddedEngine:
             self._stream_source_registered = True
         return self.spark.readStream.format(FORMAT).option("path", str(path)).load()
 
-    def table_metadata(self, path: Path) -> dict:
-        return _last_operation(self._open(path))
+    def table_version(self, path: Path) -> int:
+        return self._open(path).version()
+
+    def last_commit_value(self, path: Path, key: str) -> str | None:
+        """`key` from the custom metadata of the table's last data-writing commit."""
+        for commit in self._open(path).history(10):
+            if key in commit:
+                return commit[key]
+            if commit.get("operation") not in MAINTENANCE_OPERATIONS:
+                return None
+        return None
 
     def write(self, df, path: Path, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,

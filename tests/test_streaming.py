@@ -1,0 +1,228 @@
+"""Streaming models on real files and Delta tables: merge semantics, no-op rebuilds,
+compaction, SCD2, malformed rows, schema changes, full refresh, and crashes mid-batch."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from deltalake import DeltaTable
+
+from conftest import read_delta
+
+SOURCES = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - name: orders
+        format: json
+        schema: "order_id bigint, status string, op string, seq int"
+        options: {maxFilesPerTrigger: 1}
+      - name: customers
+        format: json
+        schema: "customer_id bigint, tier string, op string, changed_at timestamp"
+"""
+
+MODELS = {
+    "models/sources.yml": SOURCES,
+    "models/bronze/bronze_orders.sql": """\
+        {{ config(materialized='streaming') }}
+        select *, current_timestamp() as _ingested_at from {{ source('landing', 'orders') }}
+    """,
+    "models/silver/silver_orders.sql": """\
+        {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
+                  sequence_by='seq', delete_when="op = 'D'") }}
+        select order_id, status, op, seq from {{ ref('bronze_orders') }}
+        where _corrupt_record is null
+    """,
+}
+
+
+def land(root, name, events):
+    folder = root / "landing/orders"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def expected_state(events):
+    """The latest event per key by seq (later landing wins a tie); a delete removes the key."""
+    latest = {}
+    for e in events:
+        if e["order_id"] not in latest or e["seq"] >= latest[e["order_id"]]["seq"]:
+            latest[e["order_id"]] = e
+    return sorted(({k: e[k] for k in ("order_id", "status", "op", "seq")}
+                   for e in latest.values() if e["op"] != "D"), key=lambda r: r["order_id"])
+
+
+def versions(root):
+    return {t: DeltaTable(str(root / "warehouse" / t)).version()
+            for t in ("bronze/bronze_orders", "silver/silver_orders")}
+
+
+def silver(root):
+    return sorted(read_delta(root / "warehouse/silver/silver_orders"), key=lambda r: r["order_id"])
+
+
+BATCH_1 = [{"order_id": i, "status": "placed", "op": "I", "seq": 1} for i in range(1, 6)]
+BATCH_2 = [
+    {"order_id": 1, "status": "shipped", "op": "U", "seq": 3},
+    {"order_id": 2, "status": "paid", "op": "U", "seq": 2},
+    {"order_id": 3, "op": "D", "status": None, "seq": 2},
+    {"order_id": 6, "status": "placed", "op": "I", "seq": 1},
+]
+BATCH_3 = [
+    {"order_id": 1, "status": "paid", "op": "U", "seq": 2},  # older than 'shipped': ignored
+    {"order_id": 4, "status": "paid", "op": "U", "seq": 2},
+    {"order_id": 7, "status": "placed", "op": "I", "seq": 1},
+]
+
+
+def test_land_build_land_more_build(project, build):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    first = build(root)
+    assert first["silver_orders"].status == "success"
+    assert silver(root) == expected_state(BATCH_1)
+    land(root, "002.json", BATCH_2)
+    land(root, "003.json", BATCH_3)
+    land(root, "004.json", BATCH_2)  # the same events delivered twice, in another file
+    results = build(root)
+    # maxFilesPerTrigger: 1 makes one bronze batch per file
+    assert results["bronze_orders"].message.startswith("3 batch(es)")
+    assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3 + BATCH_2)
+    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 5 + 4 + 3 + 4
+
+
+def test_no_new_data_makes_no_new_versions_and_compaction_is_not_reread(project, build):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    build(root)
+    land(root, "002.json", BATCH_2)
+    build(root)
+    before = versions(root)
+    again = build(root)
+    assert {r.status for r in again.values()} == {"up_to_date"}
+    assert versions(root) == before
+    # compacting bronze rewrites its files with no data change: silver must not see them again
+    DeltaTable(str(root / "warehouse/bronze/bronze_orders")).optimize.compact()
+    assert versions(root)["bronze/bronze_orders"] == before["bronze/bronze_orders"] + 1
+    build(root)
+    assert versions(root)["silver/silver_orders"] == before["silver/silver_orders"]
+    land(root, "003.json", BATCH_3)
+    build(root)
+    assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
+
+
+def test_scd2_history_across_three_batches(project, build):
+    root = project({"models/sources.yml": SOURCES, "models/silver/customers_history.sql": """\
+        {{ config(materialized='streaming', strategy='merge', unique_key='customer_id',
+                  sequence_by='changed_at', scd_type=2, delete_when="op = 'D'") }}
+        select customer_id, tier, op, changed_at from {{ source('landing', 'customers') }}
+    """})
+    folder = root / "landing/customers"
+    folder.mkdir(parents=True)
+
+    def land_customers(name, rows):
+        (folder / name).write_text("".join(
+            json.dumps({"customer_id": c, "tier": t, "op": op, "changed_at": f"2024-01-0{d}T00:00:00Z"})
+            + "\n" for c, t, op, d in rows))
+
+    land_customers("1.json", [(1, "bronze", "I", 1), (2, "bronze", "I", 1)])
+    build(root)
+    land_customers("2.json", [(1, "silver", "U", 3), (2, "gold", "U", 2)])
+    build(root)
+    # third batch: a late change for 1 between its two versions, and a delete of 2
+    land_customers("3.json", [(1, "bronze+", "U", 2), (2, None, "D", 4)])
+    build(root)
+    rows = read_delta(root / "warehouse/silver/customers_history")
+    history = sorted((r["customer_id"], r["tier"], r["valid_from"].day,
+                      r["valid_to"].day if r["valid_to"] else None, r["is_current"]) for r in rows)
+    assert history == [
+        (1, "bronze", 1, 2, False),
+        (1, "bronze+", 2, 3, False),
+        (1, "silver", 3, None, True),
+        (2, "bronze", 1, 2, False),
+        (2, "gold", 2, 4, False),  # closed by the delete, and no current row
+    ]
+    # a rebuild from scratch (new checkpoint, all files again) gives the same history
+    build(root, full_refresh=True)
+    assert read_delta(root / "warehouse/silver/customers_history") == rows
+
+
+def test_malformed_rows_are_kept_and_counted(project, build):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    with (root / "landing/orders/001.json").open("a") as f:
+        f.write('{"order_id": 99, "status": \n')  # broken JSON
+        f.write('{"order_id": "not a number", "status": "x", "op": "I", "seq": 1}\n')
+    results = build(root)
+    assert "2 malformed row(s) kept in _corrupt_record" in results["bronze_orders"].message
+    bronze = read_delta(root / "warehouse/bronze/bronze_orders")
+    assert len(bronze) == 7 and sum(r["_corrupt_record"] is not None for r in bronze) == 2
+    assert silver(root) == expected_state(BATCH_1)
+
+
+def test_new_source_columns_added_in_bronze_and_rejected_in_silver(project, build):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    build(root)
+    sources = root / "models/sources.yml"
+    sources.write_text(sources.read_text().replace("seq int", "seq int, channel string"))
+    land(root, "002.json", [{"order_id": 8, "status": "placed", "op": "I", "seq": 1,
+                             "channel": "web"}])
+    silver_sql = root / "models/silver/silver_orders.sql"
+    silver_sql.write_text(silver_sql.read_text().replace("op, seq", "op, seq, channel"))
+    results = build(root)
+    assert results["bronze_orders"].status == "success"  # bronze: append_new_columns by default
+    assert {r["order_id"]: r["channel"] for r in read_delta(
+        root / "warehouse/bronze/bronze_orders")}[8] == "web"
+    assert results["silver_orders"].status == "error"
+    assert "new columns channel" in results["silver_orders"].message
+
+
+def test_full_refresh_resets_table_and_checkpoint(project, build):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    build(root)
+    build(root, full_refresh=True)
+    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 5  # re-read once, replaced
+    assert silver(root) == expected_state(BATCH_1)
+
+
+def test_streaming_model_needs_a_streaming_input(project, build):
+    root = project({"models/a.sql": "select 1 as id",
+                    "models/b.sql": "{{ config(materialized='streaming') }}"
+                                    "select * from {{ ref('a') }}"})
+    result = build(root)["b"]
+    assert result.status == "error" and "must read a source or a streaming model" in result.message
+
+
+def run_build(root, crash_at=None):
+    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or ""}
+    return subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build", "--project-dir",
+                           str(root)], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("crash_at", [
+    "silver_orders:batch_start:1",   # killed before the batch wrote anything
+    "silver_orders:committed:1",     # killed after the Delta commit, before the checkpoint knew
+    "bronze_orders:committed:2",     # killed mid-ingest, after some files were committed
+])
+def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, crash_at):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    assert run_build(root).returncode == 0
+    land(root, "002.json", BATCH_2)
+    land(root, "003.json", BATCH_3)
+    killed = run_build(root, crash_at)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    rebuilt = run_build(root)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    if crash_at.endswith("committed:1") or crash_at.endswith("committed:2"):
+        assert "replayed batch(es) already committed" in rebuilt.stdout
+    assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
+    bronze = read_delta(root / "warehouse/bronze/bronze_orders")
+    assert len(bronze) == len(BATCH_1 + BATCH_2 + BATCH_3)  # nothing twice, nothing lost
