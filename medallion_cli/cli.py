@@ -127,14 +127,16 @@ def compile(inv, debug):
         click.echo(node.sql.strip() + "\n")
 
 
-@main.command("ls", help="List models and seeds in DAG order with layer, materialization and "
-                         "dependencies (no Spark started).")
+@main.command("ls", help="List models and seeds in DAG order with layer, materialization, "
+                         "dependencies and streaming checkpoints (no Spark started).")
 @common_options
 def ls(inv, debug):
     rows = tasks.list_nodes(inv)
     for row in rows:
         deps = ", ".join(row.depends_on) or "-"
         click.echo(f"{row.name:<32} {row.kind:<6} {row.layer:<8} {row.materialized:<12} <- {deps}")
+        if row.checkpoint:
+            click.echo(f"{'':<32} checkpoint: {row.checkpoint}")
 
 
 @main.command(help="Run data tests (declared in models/**/*.yml and tests/).")

@@ -145,7 +145,7 @@ def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if node.config.materialized == "view":
         register_inputs(ctx, node)
         ctx.engine.spark.sql(node.sql).createOrReplaceTempView(node.name)
-        return Outcome("success", message="view (compiled SQL, no table)")
+        return Outcome("success")
     path = ctx.project.table_path(node.file)
     state = fingerprint(ctx, node)
     if (not ctx.full_refresh and ctx.engine.table_exists(path)

@@ -76,6 +76,7 @@ class Listing:
     depends_on: tuple[str, ...]
     path: str
     table: str | None
+    checkpoint: str | None
 
 
 def list_nodes(inv: Invocation) -> list[Listing]:
@@ -84,9 +85,12 @@ def list_nodes(inv: Invocation) -> list[Listing]:
     for name in selected_nodes(inv, graph):
         node = graph.nodes[name]
         deps = node.refs + tuple(f"source:{s}.{t}" for s, t in node.sources)
-        table = None if node.config.materialized == "view" else str(project.table_path(node.file))
-        rows.append(Listing(name, node.file.kind, node.file.layer, node.config.materialized, deps,
-                            node.file.rel_path, table))
+        materialized = node.config.materialized
+        table = None if materialized == "view" else str(project.table_path(node.file))
+        checkpoint = (str(project.checkpoint_path(node.file)) if materialized == "streaming"
+                      else None)
+        rows.append(Listing(name, node.file.kind, node.file.layer, materialized, deps,
+                            node.file.rel_path, table, checkpoint))
     return rows
 
 

@@ -33,6 +33,11 @@ def test_ls_and_compile(project):
     lines = listing.output.splitlines()
     assert lines[0].split()[:4] == ["a", "model", "bronze", "table"]
     assert lines[1].split() == ["b", "model", "gold", "view", "<-", "a"]
+    (root / "models/bronze/s.sql").write_text("{{ config(materialized='streaming') }}"
+                                              "select * from {{ ref('a') }}")
+    lines = invoke("ls", "--project-dir", root).output.splitlines()
+    assert lines[lines.index(next(l for l in lines if l.startswith("s "))) + 1].split() == [
+        "checkpoint:", str(root / "warehouse/_checkpoints/bronze/s")]
     compiled = invoke("compile", "--project-dir", root, "-s", "b")
     assert compiled.exit_code == 0 and "select id from `a`" in compiled.output
     assert (root / "target/compiled/models/gold/b.sql").read_text() == "select id from `a`"

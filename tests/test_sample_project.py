@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from deltalake import DeltaTable
 
 from conftest import read_delta
 
@@ -54,12 +55,17 @@ def test_sample_builds_every_table(sample, build, spark, monkeypatch):
              for r in read_delta(wh / "gold/gold_customer_value")}
     assert value == {1: (2, "79.79"), 2: (2, "36.90"), 3: (1, "58.50"), 4: (0, "0.00"),
                      5: (1, "48.00")}
-    customers = {r["customer_id"]: r["email"] for r in read_delta(wh / "silver/silver_customers")}
-    assert customers[2] == "grace.hopper@example.com"  # the later snapshot won
+    history = [(r["customer_id"], r["email"], r["is_current"])
+               for r in read_delta(wh / "silver/silver_customers")]
+    assert len(history) == 6  # five customers, one of them changed once (SCD2 keeps both)
+    assert [(e, cur) for c, e, cur in history if c == 2] == [
+        ("grace.hopper@example.com", True), ("grace@example.com", False)]
+    bronze = read_delta(wh / "bronze/bronze_orders")
+    assert [r["_corrupt_record"] is not None for r in bronze].count(True) == 1  # kept, not dropped
 
-    # Rebuilding with nothing changed keeps every table's rows; the seed is not reloaded.
-    before = {t: read_delta(wh / t) for t in ("silver/silver_orders", "silver/silver_customers",
-                                              "gold/gold_customer_value")}
+    # Rebuilding with nothing changed writes nothing anywhere.
+    tables = [p for p in wh.glob("*/*") if (p / "_delta_log").is_dir()]
+    versions = {p: DeltaTable(str(p)).version() for p in tables}
     again = build(sample)
-    assert again["products"].status == "up_to_date"
-    assert {t: read_delta(wh / t) for t in before} == before
+    assert {n for n, r in again.items() if r.status != "up_to_date"} == {"gold_order_lines"}
+    assert {p: DeltaTable(str(p)).version() for p in tables} == versions

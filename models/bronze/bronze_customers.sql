@@ -1,4 +1,4 @@
--- Raw customer snapshots, as landed, with ingestion columns.
+-- Raw customer snapshots as landed, appended as files arrive, with ingestion columns.
 select
     *,
     {{ ingestion_columns() }}

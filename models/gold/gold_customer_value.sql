@@ -1,4 +1,4 @@
--- Lifetime value per customer.
+-- Lifetime value per customer, with their current details.
 select
     c.customer_id,
     c.name,
@@ -8,4 +8,5 @@ select
 from {{ ref('silver_customers') }} as c
 left join {{ ref('gold_order_lines') }} as l
     on l.customer_id = c.customer_id and l.status <> 'cancelled'
+where c.is_current
 group by c.customer_id, c.name, c.country

@@ -1,5 +1,6 @@
-{{ config(unique_key='customer_id', sequence_by='updated_at') }}
--- Current customer record, latest snapshot wins.
+{{ config(unique_key='customer_id', sequence_by='updated_at', scd_type=2) }}
+-- Customer history (SCD type 2): every change is a new version with valid_from / valid_to,
+-- and is_current marks the latest.
 select
     customer_id,
     name,
@@ -7,4 +8,4 @@ select
     country,
     updated_at
 from {{ ref('bronze_customers') }}
-where customer_id is not null
+where _corrupt_record is null

@@ -1,5 +1,6 @@
 {{ config(unique_key='order_id', sequence_by='updated_at', delete_when="op = 'D'") }}
--- Current state of each order: the latest event per order wins, deletes remove the order.
+-- Current state of each order: the latest event per order wins (late events never overwrite
+-- newer ones), and delete events remove the order.
 select
     order_id,
     customer_id,
@@ -9,4 +10,4 @@ select
     op,
     updated_at
 from {{ ref('bronze_orders') }}
-where order_id is not null
+where _corrupt_record is null
