@@ -50,6 +50,7 @@ def common_options(func):
 
 def _print_result(total: int, result: NodeResult, index: list[int], debug: bool) -> None:
     index[0] += 1
+    counter = f"{index[0]:>3} of {total}" if index[0] <= total else "  (watch)"
     label = STATUS_LABEL[result.status]
     what = f"{result.kind} {result.name}" + (
         f" ({result.materialized})" if result.kind == "model" else "")
@@ -60,7 +61,7 @@ def _print_result(total: int, result: NodeResult, index: list[int], debug: bool)
         facts.append(f"v{result.version}")
     facts.append(f"{result.seconds:.1f}s")
     color = {"OK": "green", "ERROR": "red", "SKIP": "yellow"}.get(label)
-    click.echo(f"{index[0]:>3} of {total}  " + click.style(f"{label:<10}", fg=color)
+    click.echo(f"{counter}  " + click.style(f"{label:<10}", fg=color)
                + f" {what:<50} [{', '.join(facts)}]")
     if result.message:
         click.echo(click.style("      " + result.message.replace("\n", "\n      "), fg=color,
@@ -69,17 +70,26 @@ def _print_result(total: int, result: NodeResult, index: list[int], debug: bool)
         click.echo(result.detail, err=True)
 
 
-def _run(inv: tasks.Invocation, command: str, kinds, debug: bool) -> None:
+def _print_batch(report) -> None:
+    facts = f"{report.rows} rows, v{report.version}"
+    if report.malformed:
+        facts += f", {report.malformed} malformed"
+    click.echo(f"  (watch)  STREAM     {report.model} batch {report.batch_id}: {facts}")
+
+
+def _run(inv: tasks.Invocation, command: str, kinds, debug: bool, watch: bool = False) -> None:
     total = [0]
     index = [0]
 
     def on_start(count: int, target: str) -> None:
         total[0] = count
-        click.echo(f"Running {count} node(s) on target '{target}'" if count
+        then = ", then watching for new data until Ctrl-C" if watch else ""
+        click.echo(f"Running {count} node(s) on target '{target}'{then}" if count
                    else "Nothing selected.")
 
     results = tasks.build(inv, command, kinds, on_start,
-                          lambda r: _print_result(total[0], r, index, debug))
+                          lambda r: _print_result(total[0], r, index, debug),
+                          _print_batch if watch else None)
     if results:
         from .results import summary
 
@@ -97,11 +107,16 @@ THREADS = click.option("--threads", type=int, default=None,
                        help="How many independent nodes to build at once (default: profile's).")
 
 
-@main.command(help="Load seeds, then build models, in DAG order.")
+@main.command(help="Load seeds, then build models, in DAG order. With --watch, keep streaming "
+                   "models running on their trigger and rebuild batch models when their inputs "
+                   "change, until Ctrl-C.")
 @common_options
 @THREADS
-def build(inv, debug):
-    _run(inv, "build", ("seed", "model"), debug)
+@click.option("--watch", is_flag=True,
+              help="Keep running: streaming models on their processing-time trigger "
+                   "(default 10 seconds), batch models refreshed when inputs change.")
+def build(inv, debug, watch):
+    _run(inv, "build", ("seed", "model"), debug, watch)
 
 
 @main.command(help="Build models only (no seeds), in DAG order.")

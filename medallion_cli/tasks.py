@@ -5,8 +5,9 @@ cli.py parses arguments and prints; everything it runs is here.
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import yaml
@@ -96,7 +97,10 @@ def list_nodes(inv: Invocation) -> list[Listing]:
 
 def build(inv: Invocation, command: str, kinds=("seed", "model"),
           on_start: Callable[[int, str], None] = lambda total, target: None,
-          on_result: Callable[[NodeResult], None] = lambda r: None) -> list[NodeResult]:
+          on_result: Callable[[NodeResult], None] = lambda r: None,
+          watching: Callable | None = None) -> list[NodeResult]:
+    """Build the selected nodes once; with `watching` (a callback for streaming batches), then
+    keep them running and fresh until SIGINT/SIGTERM (see watch.py)."""
     started = time.time()
     project, graph = load(inv)
     chosen = selected_nodes(inv, graph, kinds)
@@ -110,4 +114,11 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"),
     ctx = BuildContext(project, graph, make_engine(project.target), inv.full_refresh)
     results = execute(ctx, chosen, inv.threads or project.target.threads, on_result)
     write_run_results(project, command, results, started)
+    if watching is not None:
+        from .watch import stop_on_signals, watch
+
+        stop = threading.Event()
+        quiet = replace(inv, full_refresh=False)
+        with stop_on_signals(stop):
+            watch(ctx, chosen, results, lambda: load(quiet)[1], on_result, watching, stop)
     return results

@@ -1,0 +1,89 @@
+"""Generate the sample project's e-commerce feed at any size.
+
+Writes landing/orders/*.json (order events: inserts, later updates, deletes, and some late
+updates older than the current state) and landing/customers/*.csv (snapshots, some customers
+changing), in the shape the sample models read. Product ids come from seeds/products.csv.
+
+    python bench/generate.py --dest /tmp/feed --orders 100000 --files 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import random
+from pathlib import Path
+
+PRODUCTS = ["P-100", "P-101", "P-200", "P-201", "P-300"]
+COUNTRIES = ["GB", "US", "NL", "DE", "FR"]
+START = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+
+
+def _stamp(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def order_events(orders: int, rng: random.Random, first_id: int = 1):
+    """Events in landing order: each order is placed, some are updated, deleted or get a late,
+    older update. Returns (landing position, event) pairs."""
+    events = []
+    customers = max(1, orders // 10)
+    for i in range(orders):
+        order_id = first_id + i
+        placed = START + dt.timedelta(seconds=30 * i)
+        base = {"order_id": order_id, "customer_id": rng.randint(1, customers),
+                "product_id": rng.choice(PRODUCTS), "quantity": rng.randint(1, 5)}
+        events.append((i, {**base, "status": "placed", "op": "I", "updated_at": _stamp(placed)}))
+        roll = rng.random()
+        later = i + rng.randint(1, max(1, orders // 4))
+        if roll < 0.30:
+            events.append((later, {**base, "status": "shipped", "op": "U",
+                                   "updated_at": _stamp(placed + dt.timedelta(days=1))}))
+        elif roll < 0.35:
+            events.append((later, {**base, "status": "placed", "op": "D",
+                                   "updated_at": _stamp(placed + dt.timedelta(days=2))}))
+        elif roll < 0.37:  # arrives late, but is older than the order's insert
+            events.append((later, {**base, "status": "cancelled", "op": "U",
+                                   "updated_at": _stamp(placed - dt.timedelta(hours=1))}))
+    events.sort(key=lambda pair: pair[0])
+    return [e for _, e in events]
+
+
+def generate(dest: Path, orders: int, files: int, seed: int = 7) -> dict:
+    rng = random.Random(seed)
+    order_dir, customer_dir = dest / "orders", dest / "customers"
+    order_dir.mkdir(parents=True, exist_ok=True)
+    customer_dir.mkdir(parents=True, exist_ok=True)
+    events = order_events(orders, rng)
+    per_file = -(-len(events) // files)
+    for n in range(files):
+        chunk = events[n * per_file:(n + 1) * per_file]
+        with (order_dir / f"orders_{n:05d}.json").open("w") as out:
+            out.writelines(json.dumps(e) + "\n" for e in chunk)
+    customers = max(1, orders // 10)
+    with (customer_dir / "customers_00000.csv").open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["customer_id", "name", "email", "country", "updated_at"])
+        for c in range(1, customers + 1):
+            writer.writerow([c, f"Customer {c}", f"c{c}@example.com", rng.choice(COUNTRIES),
+                             _stamp(START)])
+        for c in rng.sample(range(1, customers + 1), k=customers // 10):
+            writer.writerow([c, f"Customer {c}", f"c{c}@example.org", rng.choice(COUNTRIES),
+                             _stamp(START + dt.timedelta(days=3))])
+    return {"order_events": len(events), "customers": customers, "files": files}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", type=Path, required=True, help="the landing folder to fill")
+    parser.add_argument("--orders", type=int, default=10000)
+    parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    print(generate(args.dest, args.orders, args.files, args.seed))
+
+
+if __name__ == "__main__":
+    main()
