@@ -129,16 +129,18 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
                              hint="create profiles/profiles.yml or pass --profiles-dir")
     profiles = read_yaml(profiles_path, render_env=True)
     if profile_name not in profiles:
-        raise MedallionError(f"profile '{profile_name}' not found. {closest(profile_name, profiles)}",
-                             path=profiles_path,
-                             hint=f"the project asks for profile '{profile_name}' in {PROJECT_FILE}")
+        raise MedallionError(
+            f"profile '{profile_name}' not found. {closest(profile_name, profiles)}".strip(),
+            path=profiles_path,
+            hint=f"the project asks for profile '{profile_name}' in {PROJECT_FILE}")
     profile = profiles[profile_name] or {}
     outputs = profile.get("outputs") or {}
     name = target_name or profile.get("target")
     if name not in outputs:
         raise MedallionError(
             f"target '{name}' not found in profile '{profile_name}'. "
-            f"{closest(str(name), outputs)}".strip(), path=profiles_path, hint="targets here: " + (", ".join(outputs) or "none"))
+            f"{closest(str(name), outputs)}".strip(), path=profiles_path,
+            hint="targets here: " + (", ".join(outputs) or "none"))
     out = outputs[name] or {}
     engine = out.get("engine", "embedded")
     if engine not in ENGINES:

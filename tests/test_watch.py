@@ -1,6 +1,5 @@
 """`medallion build --watch`: streaming models keep running, gold follows, Ctrl-C stops cleanly."""
 
-import json
 import signal
 import subprocess
 import sys

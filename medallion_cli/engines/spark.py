@@ -47,7 +47,8 @@ def start_spark(target: Target):
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM failed to start: say so plainly
         raise MedallionError(f"Spark did not start: {exc}",
-                             hint="check Java 17 and the spark settings of the profile's target")
+                             hint="check Java 17 and the spark settings of the profile's target"
+                             ) from exc
     spark.sparkContext.setLogLevel("ERROR")
     _quiet_python_error_log()
     return spark
