@@ -6,7 +6,9 @@ and every macro from macros/*.sql by name. Nothing here touches Spark.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -51,8 +53,36 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
     return line
 
 
+TEST_BLOCK = re.compile(r"{%(-?)\s*test\s+(\w+)\s*\(")
+END_TEST_BLOCK = re.compile(r"{%(-?)\s*endtest\s*(-?)%}")
+BUILTIN_TESTS = Path(__file__).resolve().parent / "generic_tests.sql"
+
+
+def test_blocks_as_macros(text: str) -> str:
+    """`{% test name(model, ...) %}...{% endtest %}` (dbt's generic test syntax) as a macro named
+    test_<name>, so generic tests are ordinary macros; lines stay where they were."""
+    text = TEST_BLOCK.sub(lambda m: "{%" + m.group(1) + " macro test_" + m.group(2) + "(", text)
+    return END_TEST_BLOCK.sub(lambda m: "{%" + m.group(1) + " endmacro " + m.group(2) + "%}", text)
+
+
+class _Loader(jinja2.FileSystemLoader):
+    def get_source(self, environment, template):
+        source, filename, uptodate = super().get_source(environment, template)
+        return test_blocks_as_macros(source), filename, uptodate
+
+
+@dataclass
+class Recorded:
+    """What rendering one file recorded: its config() calls and the relations it named."""
+
+    origin: str
+    captured: dict = field(default_factory=dict)
+    refs: list[str] = field(default_factory=list)
+    sources: list[tuple[str, str]] = field(default_factory=list)
+
+
 class Renderer:
-    """Compiles macros once and renders each model with its own context."""
+    """Compiles macros once and renders each model or test with its own context."""
 
     def __init__(self, project: Project, full_refresh: bool = False,
                  table_exists: Callable[[Path], bool] | None = None):
@@ -60,12 +90,14 @@ class Renderer:
         self.full_refresh = full_refresh
         self.table_exists = table_exists or _delta_table_exists
         self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(project.root)),
+            loader=_Loader(str(project.root)),
             undefined=jinja2.StrictUndefined,
             extensions=["jinja2.ext.do"],
             keep_trailing_newline=True,
         )
-        self.macros = [self._load(p) for p in project.macro_files]
+        # Built-in generic tests first, so a project's own macro of the same name wins.
+        self.macros = [self.env.from_string(test_blocks_as_macros(BUILTIN_TESTS.read_text()))]
+        self.macros += [self._load(p) for p in project.macro_files]
 
     def _load(self, path: Path) -> jinja2.Template:
         rel = str(path.relative_to(self.project.root))
@@ -75,29 +107,25 @@ class Renderer:
             raise MedallionError(f"Jinja syntax error: {exc.message}", path=rel,
                                  line=exc.lineno) from exc
 
-    def render(self, node: NodeFile) -> CompiledNode:
-        if node.kind == "seed":
-            cfg = resolve_config({**node.yaml_config, "materialized": "table"}, node.rel_path)
-            return CompiledNode(node, cfg, None, (), (), False)
+    def context(self, record: Recorded, self_name: str | None = None,
+                is_incremental: Callable[[], bool] = lambda: False) -> dict:
+        """The Jinja context: ref, source, config, var, env_var, this, is_incremental, macros."""
         project = self.project
-        captured: dict = {}
-        refs: list[str] = []
-        sources: list[tuple[str, str]] = []
+        origin = record.origin
 
         def config(**kwargs) -> str:
-            check_keys(kwargs, node.rel_path)
-            captured.update(kwargs)
+            record.captured.update(kwargs)
             return ""
 
         def ref(name: str) -> str:
             if name not in project.nodes:
                 raise MedallionError(f"ref('{name}') names no model or seed. "
-                                     f"{closest(name, project.nodes)}".strip(), path=node.rel_path)
-            if name == node.name:
-                raise MedallionError(f"model refers to itself with ref('{name}')",
-                                     path=node.rel_path, hint="use {{ this }} for the model's own table")
-            if name not in refs:
-                refs.append(name)
+                                     f"{closest(name, project.nodes)}".strip(), path=origin)
+            if name == self_name:
+                raise MedallionError(f"model refers to itself with ref('{name}')", path=origin,
+                                     hint="use {{ this }} for the model's own table")
+            if name not in record.refs:
+                record.refs.append(name)
             return relation(name)
 
         def source(source_name: str, table_name: str) -> str:
@@ -106,10 +134,10 @@ class Renderer:
                 known = [f"{s}.{t}" for s, t in project.sources]
                 raise MedallionError(
                     f"source('{source_name}', '{table_name}') is not declared. "
-                    f"{closest(f'{source_name}.{table_name}', known)}".strip(), path=node.rel_path,
+                    f"{closest(f'{source_name}.{table_name}', known)}".strip(), path=origin,
                     hint="declare it under 'sources:' in a models/**/*.yml file")
-            if key not in sources:
-                sources.append(key)
+            if key not in record.sources:
+                record.sources.append(key)
             return relation(project.sources[key].relation)
 
         def var(name: str, default=None):
@@ -117,38 +145,77 @@ class Renderer:
                 return project.vars[name]
             if default is not None:
                 return default
-            raise MedallionError(f"var('{name}') is not set", path=node.rel_path,
+            raise MedallionError(f"var('{name}') is not set", path=origin,
                                  hint="set it under 'vars:' in medallion_project.yml or "
                                       "pass --vars '{" + name + ": ...}'")
 
-        def is_incremental() -> bool:
-            materialized = merge_layers(node.yaml_config, captured).get("materialized")
-            return (materialized in ("incremental", "streaming") and not self.full_refresh
-                    and self.table_exists(project.table_path(node)))
-
         context = {**self.env.globals, "ref": ref, "source": source, "config": config, "var": var,
-                   "env_var": env_var, "this": relation(node.name),
-                   "is_incremental": is_incremental}
-        try:
-            # shared=True makes `context` itself the macros' namespace, so macros from one file
-            # can call macros from another, and all of them see this model's ref/this.
+                   "env_var": env_var, "is_incremental": is_incremental}
+        if self_name:
+            context["this"] = relation(self_name)
+        # shared=True makes `context` itself the macros' namespace, so macros from one file
+        # can call macros from another, and all of them see this render's ref/this.
+        with self._errors(origin, None):
             for template in self.macros:
                 module = template.make_module(vars=context, shared=True)
                 context.update({k: getattr(module, k) for k in dir(module)
                                 if not k.startswith("_")})
-            sql = self.env.get_template(node.rel_path).render(context)
+        return context
+
+    @contextmanager
+    def _errors(self, origin: str, filename: str | None):
+        """Jinja errors as MedallionErrors naming the file and line."""
+        try:
+            yield
         except MedallionError as exc:
-            exc.line = exc.line or _template_line(exc, str(node.path))
+            exc.line = exc.line or (filename and _template_line(exc, filename))
             raise
         except jinja2.TemplateSyntaxError as exc:
-            raise MedallionError(f"Jinja syntax error: {exc.message}",
-                                 path=exc.filename and Path(exc.filename).relative_to(project.root)
-                                 or node.rel_path, line=exc.lineno) from exc
+            path = (Path(exc.filename).relative_to(self.project.root) if exc.filename
+                    else origin)
+            raise MedallionError(f"Jinja syntax error: {exc.message}", path=path,
+                                 line=exc.lineno) from exc
         except jinja2.TemplateError as exc:
-            raise MedallionError(f"cannot render: {exc}", path=node.rel_path,
-                                 line=_template_line(exc, str(node.path))) from exc
-        cfg = resolve_config(merge_layers(node.yaml_config, captured), node.rel_path)
-        return CompiledNode(node, cfg, sql, tuple(refs), tuple(sources), is_incremental())
+            raise MedallionError(f"cannot render: {exc}", path=origin,
+                                 line=filename and _template_line(exc, filename)) from exc
+
+    def render_file(self, rel_path: str, context: dict) -> str:
+        with self._errors(rel_path, str(self.project.root / rel_path)):
+            return self.env.get_template(rel_path).render(context)
+
+    def call_macro(self, name: str, kwargs: dict, record: Recorded) -> str:
+        """Render by calling a macro (a generic test) with arguments; `to: ref('x')` style string
+        arguments are evaluated as Jinja expressions."""
+        context = self.context(record)
+        if name not in context:
+            raise MedallionError(f"no generic test named '{name[len('test_'):]}'", path=record.origin,
+                                 hint="built-in: not_null, unique, accepted_values, relationships, "
+                                      "expression; or define {% test name(model, column_name) %}")
+        with self._errors(record.origin, None):
+            args = {k: self._evaluate(v, context) for k, v in kwargs.items()}
+            return str(context[name](**args))
+
+    def _evaluate(self, value, context: dict):
+        if isinstance(value, str) and re.fullmatch(r"\s*(ref|source)\(.*\)\s*", value):
+            return self.env.compile_expression(value, undefined_to_none=False)(**context)
+        return value
+
+    def render(self, node: NodeFile) -> CompiledNode:
+        if node.kind == "seed":
+            cfg = resolve_config({**node.yaml_config, "materialized": "table"}, node.rel_path)
+            return CompiledNode(node, cfg, None, (), (), False)
+        record = Recorded(node.rel_path)
+
+        def is_incremental() -> bool:
+            materialized = merge_layers(node.yaml_config, record.captured).get("materialized")
+            return (materialized in ("incremental", "streaming") and not self.full_refresh
+                    and self.table_exists(self.project.table_path(node)))
+
+        sql = self.render_file(node.rel_path, self.context(record, node.name, is_incremental))
+        check_keys(record.captured, node.rel_path)
+        cfg = resolve_config(merge_layers(node.yaml_config, record.captured), node.rel_path)
+        return CompiledNode(node, cfg, sql, tuple(record.refs), tuple(record.sources),
+                            is_incremental())
 
 
 def _delta_table_exists(path: Path) -> bool:
