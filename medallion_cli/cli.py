@@ -11,7 +11,9 @@ from . import __version__, tasks
 from .errors import MedallionError
 from .runner import NodeResult
 
-STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "error": "ERROR", "skipped": "SKIP"}
+STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",
+                "skipped": "SKIP"}
+TEST_LABEL = {"success": "PASS", "warn": "WARN", "error": "FAIL", "skipped": "SKIP"}
 
 
 def common_options(func):
@@ -51,21 +53,24 @@ def common_options(func):
 def _print_result(total: int, result: NodeResult, index: list[int], debug: bool) -> None:
     index[0] += 1
     counter = f"{index[0]:>3} of {total}" if index[0] <= total else "  (watch)"
-    label = STATUS_LABEL[result.status]
+    label = (TEST_LABEL if result.kind in ("test", "unit") else STATUS_LABEL)[result.status]
     what = f"{result.kind} {result.name}" + (
         f" ({result.materialized})" if result.kind == "model" else "")
     facts = []
     if result.rows is not None:
-        facts.append(f"{result.rows} rows")
+        facts.append(f"{result.rows} {'failing ' if result.kind == 'test' else ''}rows")
     if result.version is not None:
         facts.append(f"v{result.version}")
     facts.append(f"{result.seconds:.1f}s")
-    color = {"OK": "green", "ERROR": "red", "SKIP": "yellow"}.get(label)
+    color = {"OK": "green", "PASS": "green", "ERROR": "red", "FAIL": "red", "SKIP": "yellow",
+             "WARN": "yellow"}.get(label)
     click.echo(f"{counter}  " + click.style(f"{label:<10}", fg=color)
                + f" {what:<50} [{', '.join(facts)}]")
+    for rule, count in result.expectations.items():
+        click.echo(f"      expectation {rule}: {count} row(s) failed")
     if result.message:
         click.echo(click.style("      " + result.message.replace("\n", "\n      "), fg=color,
-                               dim=result.status not in ("error", "skipped")))
+                               dim=result.status not in ("error", "skipped", "warn")))
     if result.failed and debug:
         click.echo(result.detail, err=True)
 
@@ -77,7 +82,8 @@ def _print_batch(report) -> None:
     click.echo(f"  (watch)  STREAM     {report.model} batch {report.batch_id}: {facts}")
 
 
-def _run(inv: tasks.Invocation, command: str, kinds, debug: bool, watch: bool = False) -> None:
+def _report(run, debug: bool, watch: bool = False) -> None:
+    """Run a task that reports node results, print them as they come, exit 1 on any failure."""
     total = [0]
     index = [0]
 
@@ -87,14 +93,17 @@ def _run(inv: tasks.Invocation, command: str, kinds, debug: bool, watch: bool = 
         click.echo(f"Running {count} node(s) on target '{target}'{then}" if count
                    else "Nothing selected.")
 
-    results = tasks.build(inv, command, kinds, on_start,
-                          lambda r: _print_result(total[0], r, index, debug),
-                          _print_batch if watch else None)
+    results = run(on_start, lambda r: _print_result(total[0], r, index, debug))
     if results:
         from .results import summary
 
         click.echo(summary(results))
     sys.exit(1 if any(r.failed for r in results) else 0)
+
+
+def _run(inv: tasks.Invocation, command: str, kinds, debug: bool, watch: bool = False) -> None:
+    _report(lambda on_start, on_result: tasks.build(
+        inv, command, kinds, on_start, on_result, _print_batch if watch else None), debug, watch)
 
 
 @click.group(help="Medallion: build bronze/silver/gold Delta tables from SQL models.")
@@ -154,11 +163,16 @@ def ls(inv, debug):
             click.echo(f"{'':<32} checkpoint: {row.checkpoint}")
 
 
-@main.command(help="Run data tests (declared in models/**/*.yml and tests/).")
+@main.command(help="Run data tests (generic tests in models/**/*.yml, singular tests in "
+                   "tests/*.sql) against the built tables; show failing rows; exit 1 when a test "
+                   "with severity error fails. --unit runs model unit tests (tests/unit/*.yml) "
+                   "instead, on the rows they give, touching no table.")
 @common_options
-def test(inv, debug):
-    raise MedallionError("data tests are not available yet in this version",
-                         hint="follow the issue tracker: `medallion test` comes next")
+@THREADS
+@click.option("--unit", is_flag=True, help="Run model unit tests from tests/unit/*.yml.")
+def test(inv, debug, unit):
+    task = tasks.unit_test if unit else tasks.test
+    _report(lambda on_start, on_result: task(inv, on_start, on_result), debug)
 
 
 if __name__ == "__main__":

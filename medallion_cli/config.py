@@ -13,6 +13,7 @@ from .errors import MedallionError, closest
 MATERIALIZATIONS = ("view", "table", "incremental", "streaming")
 STRATEGIES = ("append", "merge")
 SCHEMA_CHANGE_POLICIES = ("append_new_columns", "fail")
+EXPECTATION_ACTIONS = ("warn", "drop", "fail")
 
 # Each key users may set, with the values it accepts (None: any value of the right shape).
 CONFIG_KEYS = {
@@ -65,6 +66,29 @@ def _is_interval(text: str) -> bool:
     return amount.isdigit() and unit.rstrip("s") in ("millisecond", "second", "minute", "hour")
 
 
+def _expectations(raw, origin: str) -> dict:
+    """{rule: {expect: SQL condition, on_violation: warn|drop|fail}}; a bare string is a warn."""
+    if not isinstance(raw, dict):
+        raise MedallionError("expectations must map rule names to conditions", path=origin,
+                             hint="e.g. expectations: {positive_qty: {expect: 'qty > 0', "
+                                  "on_violation: drop}}")
+    rules = {}
+    for name, rule in raw.items():
+        rule = {"expect": rule} if isinstance(rule, str) else dict(rule or {})
+        unknown = set(rule) - {"expect", "on_violation"}
+        if "expect" not in rule or unknown:
+            raise MedallionError(f"expectation '{name}' needs 'expect' (a SQL condition) and "
+                                 "optionally 'on_violation'" + (
+                                     f"; unknown: {', '.join(sorted(unknown))}" if unknown else ""),
+                                 path=origin)
+        action = rule.get("on_violation", "warn")
+        if action not in EXPECTATION_ACTIONS:
+            raise MedallionError(f"expectation '{name}': on_violation is {action!r}; it must be "
+                                 "one of warn, drop, fail", path=origin)
+        rules[str(name)] = {"expect": str(rule["expect"]), "on_violation": action}
+    return rules
+
+
 def check_keys(raw: dict, origin: str) -> None:
     """Reject config keys outside the vocabulary, listing the valid ones."""
     for key in raw:
@@ -109,7 +133,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         partition_by=_as_tuple(raw.get("partition_by")),
         on_schema_change=raw.get("on_schema_change", "fail"),
         tags=_as_tuple(raw.get("tags")),
-        expectations=dict(raw.get("expectations") or {}),
+        expectations=_expectations(raw.get("expectations") or {}, origin),
         enabled=bool(raw.get("enabled", True)),
         column_types=dict(raw.get("column_types") or {}),
     )

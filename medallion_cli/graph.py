@@ -117,11 +117,32 @@ def _split(selectors) -> list[str]:
     return [part for s in selectors or () for part in s.replace(",", " ").split()]
 
 
-def select(graph: Graph, selectors=(), excludes=()) -> list[str]:
-    """Selected node names in DAG order; no selectors selects everything."""
+def _models(graph: Graph, parts: list[str], tests) -> set[str]:
+    """Models and seeds matched by the selectors that do not name a test."""
+    return set().union(*(_match(graph, s) for s in parts if s not in tests))
+
+
+def select(graph: Graph, selectors=(), excludes=(), tests=None) -> list[str]:
+    """Selected node names in DAG order; no selectors selects everything. A selector that names
+    a data test selects no model."""
+    tests = tests or {}
     chosen = set(graph.nodes)
     if _split(selectors):
-        chosen = set().union(*(_match(graph, s) for s in _split(selectors)))
-    for selector in _split(excludes):
-        chosen -= _match(graph, selector)
+        chosen = _models(graph, _split(selectors), tests)
+    chosen -= _models(graph, _split(excludes), tests)
     return [n for n in graph.order if n in chosen]
+
+
+def select_tests(graph: Graph, tests, selectors=(), excludes=()) -> list[str]:
+    """Data tests to run: those named, those tagged (tag:x), and those on selected models."""
+    parts, out = _split(selectors), _split(excludes)
+    models = {id(parts): _models(graph, parts, tests), id(out): _models(graph, out, tests)}
+
+    def matched(name: str, chosen_parts: list[str]) -> bool:
+        test = tests[name]
+        if name in chosen_parts or any(p == f"tag:{t}" for p in chosen_parts for t in test.tags):
+            return True
+        return bool(set(test.refs) & models[id(chosen_parts)])
+
+    names = [n for n in tests if not parts or matched(n, parts)]
+    return [n for n in names if not (out and matched(n, out))]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .engines import Engine, MergeSpec, WriteResult
@@ -22,6 +23,8 @@ FINGERPRINT_KEY = "medallion.fingerprint"
 DELETE_COLUMN = "_medallion_delete"
 CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_FILE_COLUMN = "_source_file"
+FAILED_RULES = "_failed_rules"
+QUARANTINE_SUFFIX = "_quarantine"
 VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
 
 
@@ -30,6 +33,7 @@ class Outcome:
     status: str  # "success" | "up_to_date"
     write: WriteResult | None = None
     message: str = ""
+    expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
 
 
 @dataclass(frozen=True)
@@ -74,22 +78,27 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
 
 
 def register_inputs(ctx: BuildContext, node: CompiledNode, streaming: bool = False) -> None:
-    """Make every relation the node's SQL names resolvable: refs, sources and `this`.
+    """Make every relation the node's SQL names resolvable: refs, sources and `this`."""
+    register_relations(ctx, node.refs, node.sources, streaming)
+    path = ctx.project.table_path(node.file)
+    if node.is_incremental and ctx.engine.table_exists(path):
+        ctx.engine.read_table(path).createOrReplaceTempView(node.name)
+
+
+def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False) -> None:
+    """Temp views for refs and sources, named as rendering names them.
 
     For a streaming model, sources and refs to streaming models are read as streams; other refs
     (seeds, tables, views) are read as they are when the query starts, like dimension tables."""
-    for name in node.refs:
+    for name in refs:
         parent = ctx.graph.nodes[name]
         if streaming and parent.config.materialized == "streaming":
             ctx.engine.read_stream(_built_table(ctx, parent)).createOrReplaceTempView(name)
         else:
             _register_ref(ctx, name)
-    for key in node.sources:
+    for key in sources:
         source = ctx.project.sources[key]
         read_source(ctx, source, streaming).createOrReplaceTempView(source.relation)
-    path = ctx.project.table_path(node.file)
-    if node.is_incremental and ctx.engine.table_exists(path):
-        ctx.engine.read_table(path).createOrReplaceTempView(node.name)
 
 
 def _built_table(ctx: BuildContext, node: CompiledNode) -> Path:
@@ -156,13 +165,61 @@ def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
         return Outcome("success", ctx.engine.write(read_seed(ctx, node), path, "overwrite",
                                                    metadata=metadata))
     register_inputs(ctx, node)
-    df = ctx.engine.spark.sql(node.sql)
-    if node.config.materialized == "table":
-        return Outcome("success", ctx.engine.write(df, path, "overwrite", node.config.partition_by,
-                                                   metadata=metadata))
-    return Outcome("success", write_incremental(ctx, node, df, path,
-                                                replace=not node.is_incremental,
-                                                metadata=metadata))
+    replace = node.config.materialized == "table" or not node.is_incremental
+    with checked_rows(ctx, node, ctx.engine.spark.sql(node.sql), replace) as (df, counts):
+        if node.config.materialized == "table":
+            write = ctx.engine.write(df, path, "overwrite", node.config.partition_by,
+                                     metadata=metadata)
+        else:
+            write = write_incremental(ctx, node, df, path, replace=replace, metadata=metadata)
+    return Outcome("success", write, expectations=counts)
+
+
+def quarantine_path(ctx: BuildContext, node: CompiledNode) -> Path:
+    path = ctx.project.table_path(node.file)
+    return path.with_name(f"{path.name}{QUARANTINE_SUFFIX}")
+
+
+@contextmanager
+def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
+                 txn: tuple[str, int] | None = None):
+    """Evaluate the model's expectations on the rows it is about to write.
+
+    Yields (rows to write, {rule: failing rows}). A `fail` rule that any row breaks raises before
+    anything is written; rows breaking a `drop` rule go to the `<model>_quarantine` table (with
+    `_failed_rules` and `_quarantined_at`) instead of the model's table; `warn` only counts. A
+    condition that is null for a row counts as broken."""
+    rules = node.config.expectations
+    if not rules:
+        yield df, {}
+        return
+    from pyspark.sql import functions as F
+
+    broken = [F.when(~F.coalesce(F.expr(r["expect"]), F.lit(False)), F.lit(name))
+              for name, r in rules.items()]
+    checked = df.withColumn(FAILED_RULES, F.filter(F.array(*broken), lambda x: x.isNotNull()))
+    checked = checked.persist()  # counted, then written: compute the model once
+    try:
+        totals = checked.select([F.sum(F.array_contains(FAILED_RULES, name).cast("int")).alias(name)
+                                 for name in rules]).first()
+        counts = {name: int(totals[name] or 0) for name in rules}
+        stopping = [n for n, r in rules.items() if r["on_violation"] == "fail" and counts[n]]
+        if stopping:
+            raise MedallionError(
+                "expectation " + ", ".join(f"'{n}' failed on {counts[n]} row(s)" for n in stopping)
+                + "; nothing was written", path=node.file.rel_path,
+                hint="fix the data or the rule; on_violation 'drop' would quarantine the rows")
+        dropping = [n for n, r in rules.items() if r["on_violation"] == "drop"]
+        dropped = F.arrays_overlap(F.col(FAILED_RULES), F.array(*map(F.lit, dropping or [""])))
+        quarantine = quarantine_path(ctx, node)
+        # A replaced table starts a new quarantine too, so old bad rows do not linger there.
+        if any(counts[n] for n in dropping) or (replace and ctx.engine.table_exists(quarantine)):
+            bad = checked.where(dropped).withColumn("_quarantined_at", F.current_timestamp())
+            ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
+                             merge_schema=True, txn=txn)
+        yield checked.where(~dropped).drop(FAILED_RULES), counts
+    finally:
+        checked.unpersist()
 
 
 def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, replace: bool,
@@ -172,20 +229,13 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, rep
 
     Used for incremental batch models and for each micro-batch of a streaming model (with txn,
     the app transaction that makes a replayed batch a no-op)."""
-    from pyspark.sql import functions as F
-
     cfg = node.config
-    spec = MergeSpec(keys=cfg.unique_key, sequence_by=cfg.sequence_by,
-                     delete_column=DELETE_COLUMN if cfg.delete_when else None)
-    if cfg.strategy == "merge" and cfg.scd_type == 2:
-        df = scd2_history(ctx, df, cfg, None if replace else path)
-        spec = MergeSpec(keys=cfg.unique_key + (VALID_FROM,))
-    elif cfg.strategy == "merge":
-        df = prepare_merge_source(df, cfg)
+    spec = None
+    if cfg.strategy == "merge":
+        df, spec = merge_rows(ctx, cfg, df, None if replace else path)
     if replace:
-        if DELETE_COLUMN in df.columns:
-            df = df.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN)
-        return ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata, txn=txn)
+        return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
+                                txn=txn)
     existing = ctx.engine.read_table(path).columns
     new_columns = [c for c in df.columns if c not in existing and c != DELETE_COLUMN]
     if new_columns and cfg.on_schema_change == "fail":
@@ -198,6 +248,35 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, rep
         return ctx.engine.write(df, path, "append", metadata=metadata, merge_schema=evolve,
                                 txn=txn)
     return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn)
+
+
+def merge_rows(ctx: BuildContext | None, cfg, df, existing: Path | None):
+    """The rows a MERGE writes and how it matches them: one row per key (the latest by
+    sequence_by) with a delete flag, or, for scd_type 2, the recomputed history of the keys
+    touched (existing: the table to merge into, None on the first build)."""
+    if cfg.scd_type == 2:
+        return scd2_history(ctx, df, cfg, existing), MergeSpec(keys=cfg.unique_key + (VALID_FROM,))
+    return prepare_merge_source(df, cfg), MergeSpec(
+        keys=cfg.unique_key, sequence_by=cfg.sequence_by,
+        delete_column=DELETE_COLUMN if cfg.delete_when else None)
+
+
+def without_deletes(df):
+    """Rows to write to a new table: those flagged for deletion have nothing to delete."""
+    from pyspark.sql import functions as F
+
+    if DELETE_COLUMN not in df.columns:
+        return df
+    return df.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN)
+
+
+def first_build_rows(node: CompiledNode, df):
+    """What the model's table holds after a first build from `df` alone (unit tests compare
+    with this): merge semantics applied, deletes removed."""
+    cfg = node.config
+    if cfg.materialized in ("incremental", "streaming") and cfg.strategy == "merge":
+        df, _ = merge_rows(None, cfg, df, None)
+    return without_deletes(df)
 
 
 def prepare_merge_source(df, cfg):

@@ -62,6 +62,8 @@ class NodeFile:
     yaml_config: dict
     description: str = ""
     columns: tuple = ()
+    data_tests: tuple = ()  # model-level tests from its properties file
+    properties: str | None = None  # the models/**/*.yml file describing it, if any
 
 
 @dataclass
@@ -73,7 +75,8 @@ class Project:
     nodes: dict[str, NodeFile]
     sources: dict[tuple[str, str], SourceTable]
     macro_files: list[Path]
-    test_paths: list[Path] = field(default_factory=list)
+    singular_tests: list[Path] = field(default_factory=list)
+    unit_test_files: list[Path] = field(default_factory=list)
 
     def table_path(self, node: NodeFile) -> Path:
         return self.target.warehouse / node.layer / node.name
@@ -268,7 +271,7 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
                     hint="model and seed names must be unique; rename one file")
             parts = rel.parts[:-1]
             folder = _folder_config(tree, parts if kind == "model" else rel.with_suffix("").parts)
-            entry = yaml_entries.get(name, (None, {}))[1]
+            yml, entry = yaml_entries.get(name, (None, {}))
             layer = "seeds" if kind == "seed" else (parts[0] if parts else "models")
             nodes[name] = NodeFile(
                 kind=kind, name=name, path=path, rel_path=str(path.relative_to(root)),
@@ -276,7 +279,9 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
                 yaml_config=merge_layers(LAYER_DEFAULTS.get(layer, {}), folder,
                                          entry.get("config") or {}),
                 description=entry.get("description", ""),
-                columns=tuple(entry.get("columns") or ()))
+                columns=tuple(entry.get("columns") or ()),
+                data_tests=tuple(entry.get("data_tests") or entry.get("tests") or ()),
+                properties=yml)
     for name, (yml, _) in yaml_entries.items():
         if name not in nodes:
             raise MedallionError(f"properties given for '{name}', but no such model or seed. "
@@ -290,6 +295,10 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
                            target),
         nodes=nodes,
         sources=_sources(root, props),
-        macro_files=[p for _, p in _discover(root, macro_dirs, ".sql")],
-        test_paths=[root / d for d in test_dirs],
+        # Custom generic tests ({% test %} blocks) may also live in tests/generic/, as in dbt.
+        macro_files=[p for _, p in _discover(root, macro_dirs, ".sql")
+                     + _discover(root, [f"{d}/generic" for d in test_dirs], ".sql")],
+        singular_tests=[p for base, p in _discover(root, test_dirs, ".sql")
+                        if p.relative_to(base).parts[0] != "generic"],
+        unit_test_files=[p for _, p in _discover(root, [f"{d}/unit" for d in test_dirs], ".yml")],
     )

@@ -38,5 +38,5 @@ def summary(results: list[NodeResult]) -> str:
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
-    order = ("success", "up_to_date", "error", "skipped")
+    order = ("success", "up_to_date", "warn", "error", "skipped")
     return "Done. " + ", ".join(f"{counts.get(s, 0)} {s.replace('_', ' ')}" for s in order)

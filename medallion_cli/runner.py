@@ -1,7 +1,7 @@
 """Running selected nodes in DAG order, in parallel where the DAG allows.
 
-A node runs once all its selected parents succeeded; when one fails, everything downstream of
-it is skipped rather than built on stale data.
+A node runs once all its selected parents finished; when one fails (a data test with error
+severity included), everything downstream of it is skipped rather than built on bad or stale data.
 """
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from __future__ import annotations
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from .datatests import DataTest, run_test
 from .errors import MedallionError
-from .materializations import BuildContext, build_node
+from .materializations import BuildContext, build_node, register_relations
 
 
 @dataclass(frozen=True)
@@ -21,11 +22,12 @@ class NodeResult:
     name: str
     kind: str
     materialized: str
-    status: str  # success | up_to_date | error | skipped
+    status: str  # success | up_to_date | warn | error | skipped
     seconds: float = 0.0
-    rows: int | None = None
+    rows: int | None = None  # rows written; for a test, failing rows
     version: int | None = None
     message: str = ""
+    expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
     detail: str = ""  # the traceback, for --debug
 
     @property
@@ -41,49 +43,78 @@ def _error_message(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult]) -> NodeResult:
+    """Run `work`, timing it; an exception becomes an error result instead of stopping the run."""
+    start = time.perf_counter()
+    try:
+        result = work()
+    except Exception as exc:
+        return NodeResult(name, kind, materialized, "error", time.perf_counter() - start,
+                          message=_error_message(exc), detail=traceback.format_exc())
+    return replace(result, seconds=time.perf_counter() - start)
+
+
 def run_node(ctx: BuildContext, name: str) -> NodeResult:
     node = ctx.graph.nodes[name]
-    start = time.perf_counter()
-    base = dict(name=name, kind=node.file.kind, materialized=node.config.materialized)
-    try:
+
+    def work() -> NodeResult:
         outcome = build_node(ctx, node)
-    except Exception as exc:  # a model failing must not stop the others
-        return NodeResult(**base, status="error", seconds=time.perf_counter() - start,
-                          message=_error_message(exc), detail=traceback.format_exc())
-    write = outcome.write
-    return NodeResult(**base, status=outcome.status, seconds=time.perf_counter() - start,
-                      rows=write.rows if write else None,
-                      version=write.version if write else None, message=outcome.message)
+        write = outcome.write
+        return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
+                          rows=write.rows if write else None,
+                          version=write.version if write else None, message=outcome.message,
+                          expectations=outcome.expectations)
+
+    return timed(name, node.file.kind, node.config.materialized, work)
 
 
-def execute(ctx: BuildContext, selected: list[str], threads: int = 1,
+def run_data_test(ctx: BuildContext, test: DataTest) -> NodeResult:
+    def work() -> NodeResult:
+        register_relations(ctx, test.refs, test.sources)
+        run = run_test(ctx.engine.spark, test)
+        word = {"success": "passed", "warn": "warned", "error": "failed"}[run.status]
+        message = (f"{word}: {run.failures} failing row(s) ({test.origin}, {test.key})\n{run.sample}"
+                   if run.failures else "")
+        return NodeResult(test.name, "test", "test", run.status, rows=run.failures,
+                          message=message.rstrip())
+
+    return timed(test.name, "test", "test", work)
+
+
+def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str], NodeResult],
+            labels: dict[str, tuple[str, str]], threads: int = 1,
             on_result: Callable[[NodeResult], None] = lambda r: None) -> list[NodeResult]:
-    chosen = set(selected)
-    waiting = {n: {p for p in ctx.graph.parents(n) if p in chosen} for n in selected}
+    """Run nodes (models, seeds, tests) in `order`, each once its `parents` finished; a node with a
+    parent that failed or was skipped is skipped. labels: name -> (kind, materialized)."""
+    waiting = {n: set(parents.get(n, ())) & set(order) for n in order}
+    children: dict[str, list[str]] = {}
+    for name, ps in waiting.items():
+        for p in ps:
+            children.setdefault(p, []).append(name)
     results: dict[str, NodeResult] = {}
 
     def finish(result: NodeResult) -> None:
         results[result.name] = result
         on_result(result)
-        for child in ctx.graph.children.get(result.name, ()):
-            if child in waiting and child not in results:
-                if result.status in ("error", "skipped"):
-                    node = ctx.graph.nodes[child]
-                    finish(NodeResult(child, node.file.kind, node.config.materialized, "skipped",
-                                      message=f"upstream '{result.name}' {result.status}"))
-                else:
-                    waiting[child].discard(result.name)
+        for child in children.get(result.name, ()):
+            if child in results:
+                continue
+            if result.status in ("error", "skipped"):
+                finish(NodeResult(child, *labels[child], "skipped",
+                                  message=f"upstream '{result.name}' {result.status}"))
+            else:
+                waiting[child].discard(result.name)
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         running = {}
-        while len(results) < len(selected):
-            for name in selected:  # DAG order, so earlier layers start first
+        while len(results) < len(order):
+            for name in order:  # DAG order, so earlier layers start first
                 if name not in results and name not in running.values() and not waiting[name]:
-                    running[pool.submit(run_node, ctx, name)] = name
+                    running[pool.submit(run, name)] = name
             if not running:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 running.pop(future)
                 finish(future.result())
-    return [results[n] for n in selected if n in results]
+    return [results[n] for n in order if n in results]

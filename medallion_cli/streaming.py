@@ -20,8 +20,8 @@ from typing import Callable
 from .engines import WriteResult
 from .errors import MedallionError
 from .faults import crash_point
-from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, register_inputs,
-                               write_incremental)
+from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, checked_rows,
+                               register_inputs, write_incremental)
 from .rendering import CompiledNode
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
@@ -41,6 +41,7 @@ class BatchReport:
     rows: int
     version: int
     malformed: int
+    expectations: dict
 
 
 @dataclass
@@ -52,6 +53,7 @@ class StreamTally:
     replayed: int = 0
     rows: int = 0
     malformed: int = 0
+    expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
     version: int | None = None
     error: BaseException | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,6 +64,8 @@ class StreamTally:
             self.rows += report.rows
             self.malformed += report.malformed
             self.version = report.version
+            for rule, count in report.expectations.items():
+                self.expectations[rule] = self.expectations.get(rule, 0) + count
         self.on_batch(report)
 
 
@@ -100,12 +104,14 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
         malformed = batch.where(batch[CORRUPT_COLUMN].isNotNull()).count()
     try:
         replace = not ctx.engine.table_exists(path) or (replace_first and tally.batches == 0)
-        result = write_incremental(ctx, node, batch, path, replace=replace,
-                                   txn=(app_id, batch_id))
+        txn = (app_id, batch_id)
+        with checked_rows(ctx, node, batch, replace, txn) as (rows, counts):
+            result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn)
     finally:
         batch.unpersist()
     crash_point(node.name, "committed", batch_id)
-    tally.add(BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed))
+    tally.add(BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
+                          counts))
 
 
 def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
@@ -165,7 +171,8 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if not tally.batches:
         return Outcome("up_to_date", message="no new data" + (
             f"; {tally.replayed} replayed batch(es) already committed" if tally.replayed else ""))
-    return Outcome("success", WriteResult(tally.version, tally.rows), message=facts)
+    return Outcome("success", WriteResult(tally.version, tally.rows), message=facts,
+                   expectations=tally.expectations)
 
 
 def stop_gracefully(query, poll_seconds: float = 0.2) -> None:

@@ -12,14 +12,16 @@ from typing import Callable
 
 import yaml
 
+from .datatests import DataTest, load_tests
 from .errors import MedallionError
-from .graph import Graph, build_graph, select
+from .graph import Graph, build_graph, select, select_tests
 from .materializations import BuildContext
 from .project import Project, load_project
-from .rendering import CompiledNode, render_project
+from .rendering import CompiledNode, Renderer
 from .results import write_compiled, write_run_results
-from .runner import NodeResult, execute
+from .runner import NodeResult, execute, run_data_test, run_node, timed
 from .sqlcheck import check_model_sql
+from .unittests import load_unit_tests, run_unit_test
 
 
 @dataclass(frozen=True)
@@ -47,24 +49,34 @@ def parse_vars(text: str | None) -> dict:
     return value
 
 
-def load(inv: Invocation) -> tuple[Project, Graph]:
+@dataclass(frozen=True)
+class Loaded:
+    project: Project
+    graph: Graph
+    tests: dict[str, DataTest]
+
+
+def load(inv: Invocation) -> Loaded:
     project = load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
-    compiled = render_project(project, inv.full_refresh)
-    graph = build_graph(compiled)
+    renderer = Renderer(project, inv.full_refresh)
+    graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
     for node in graph.nodes.values():
         if node.sql is not None:
             check_model_sql(node, graph.nodes)
-    return project, graph
+    return Loaded(project, graph, load_tests(project, renderer, graph.nodes))
 
 
-def selected_nodes(inv: Invocation, graph: Graph, kinds=("seed", "model")) -> list[str]:
-    return [n for n in select(graph, inv.select, inv.exclude) if graph.nodes[n].file.kind in kinds]
+def selected_nodes(inv: Invocation, graph: Graph, kinds=("seed", "model"),
+                   tests: dict | None = None) -> list[str]:
+    return [n for n in select(graph, inv.select, inv.exclude, tests or {})
+            if graph.nodes[n].file.kind in kinds]
 
 
 def compile_models(inv: Invocation) -> list[CompiledNode]:
-    project, graph = load(inv)
-    nodes = [graph.nodes[n] for n in selected_nodes(inv, graph, ("model",))]
-    write_compiled(project, nodes)
+    loaded = load(inv)
+    nodes = [loaded.graph.nodes[n] for n in selected_nodes(inv, loaded.graph, ("model",),
+                                                            loaded.tests)]
+    write_compiled(loaded.project, nodes)
     return nodes
 
 
@@ -81,9 +93,10 @@ class Listing:
 
 
 def list_nodes(inv: Invocation) -> list[Listing]:
-    project, graph = load(inv)
+    loaded = load(inv)
+    project, graph = loaded.project, loaded.graph
     rows = []
-    for name in selected_nodes(inv, graph):
+    for name in selected_nodes(inv, graph, tests=loaded.tests):
         node = graph.nodes[name]
         deps = node.refs + tuple(f"source:{s}.{t}" for s, t in node.sources)
         materialized = node.config.materialized
@@ -95,30 +108,129 @@ def list_nodes(inv: Invocation) -> list[Listing]:
     return rows
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What to run and in which order: node names, each one's parents, and display labels."""
+
+    order: list[str]
+    parents: dict[str, set[str]]
+    labels: dict[str, tuple[str, str]]
+
+
+def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names: list[str]) -> Plan:
+    """Nodes in DAG order with each test right after the last node it reads. A node also waits
+    for the tests on its parents (when everything those tests read is upstream of it), so an
+    error-severity test failure skips what is built on the data it found wrong."""
+    position = {n: i for i, n in enumerate(nodes)}
+    parents = {n: set(graph.parents(n)) for n in nodes}
+    placed: dict[int, list[str]] = {}
+    for t in test_names:
+        refs = [r for r in tests[t].refs if r in position]
+        parents[t] = set(tests[t].refs)
+        placed.setdefault(max((position[r] for r in refs), default=-1), []).append(t)
+        for child in nodes:
+            upstream = graph.ancestors(child)
+            if set(tests[t].refs) & set(graph.parents(child)) and set(tests[t].refs) <= upstream:
+                parents[child].add(t)
+    order = placed.get(-1, [])
+    for i, n in enumerate(nodes):
+        order += [n] + placed.get(i, [])
+    labels = {n: (graph.nodes[n].file.kind, graph.nodes[n].config.materialized) for n in nodes}
+    labels.update({t: ("test", "test") for t in test_names})
+    return Plan(order, parents, labels)
+
+
+def runner(ctx: BuildContext, tests: dict[str, DataTest]) -> Callable[[str], NodeResult]:
+    return lambda name: (run_data_test(ctx, tests[name]) if name in tests
+                         else run_node(ctx, name))
+
+
+def _context(loaded: Loaded, inv: Invocation) -> BuildContext:
+    from .engines import make_engine
+
+    # The session lives as long as the process: one JVM start per invocation (and per test run).
+    return BuildContext(loaded.project, loaded.graph, make_engine(loaded.project.target),
+                        inv.full_refresh)
+
+
 def build(inv: Invocation, command: str, kinds=("seed", "model"),
           on_start: Callable[[int, str], None] = lambda total, target: None,
           on_result: Callable[[NodeResult], None] = lambda r: None,
           watching: Callable | None = None) -> list[NodeResult]:
-    """Build the selected nodes once; with `watching` (a callback for streaming batches), then
-    keep them running and fresh until SIGINT/SIGTERM (see watch.py)."""
+    """Build the selected nodes once (with `build`, each followed by its data tests); with
+    `watching` (a callback for streaming batches), then keep them running and fresh until
+    SIGINT/SIGTERM (see watch.py)."""
     started = time.time()
-    project, graph = load(inv)
-    chosen = selected_nodes(inv, graph, kinds)
-    write_compiled(project, [graph.nodes[n] for n in chosen])
-    on_start(len(chosen), project.target.name)
-    if not chosen:
+    loaded = load(inv)
+    graph, tests = loaded.graph, loaded.tests
+    chosen = selected_nodes(inv, graph, kinds, tests)
+    test_names = select_tests(graph, tests, inv.select, inv.exclude) if command == "build" else []
+    steps = plan(graph, tests, chosen, test_names)
+    write_compiled(loaded.project, [graph.nodes[n] for n in chosen])
+    on_start(len(steps.order), loaded.project.target.name)
+    if not steps.order:
         return []
-    from .engines import make_engine
-
-    # The session lives as long as the process: one JVM start per invocation (and per test run).
-    ctx = BuildContext(project, graph, make_engine(project.target), inv.full_refresh)
-    results = execute(ctx, chosen, inv.threads or project.target.threads, on_result)
-    write_run_results(project, command, results, started)
+    ctx = _context(loaded, inv)
+    results = execute(steps.order, steps.parents, runner(ctx, tests), steps.labels,
+                      inv.threads or loaded.project.target.threads, on_result)
+    write_run_results(loaded.project, command, results, started)
     if watching is not None:
         from .watch import stop_on_signals, watch
 
         stop = threading.Event()
         quiet = replace(inv, full_refresh=False)
+
+        def refresh(watch_ctx: BuildContext) -> list[NodeResult]:
+            """Batch models (and their tests), re-rendered so is_incremental() is current."""
+            again = load(quiet)
+            names = [n for n in selected_nodes(quiet, again.graph, kinds, again.tests)
+                     if again.graph.nodes[n].config.materialized not in ("streaming", "view")]
+            steps = plan(again.graph, again.tests, names, [])
+            watch_ctx = replace(watch_ctx, graph=again.graph)
+            return execute(steps.order, steps.parents, runner(watch_ctx, again.tests),
+                           steps.labels)
+
         with stop_on_signals(stop):
-            watch(ctx, chosen, results, lambda: load(quiet)[1], on_result, watching, stop)
+            watch(ctx, chosen, results, refresh, on_result, watching, stop)
     return results
+
+
+def test(inv: Invocation, on_start: Callable[[int, str], None] = lambda total, target: None,
+         on_result: Callable[[NodeResult], None] = lambda r: None) -> list[NodeResult]:
+    """Run the selected data tests against the tables as they are."""
+    started = time.time()
+    loaded = load(inv)
+    names = select_tests(loaded.graph, loaded.tests, inv.select, inv.exclude)
+    on_start(len(names), loaded.project.target.name)
+    if not names:
+        return []
+    ctx = _context(loaded, inv)
+    results = execute(names, {}, runner(ctx, loaded.tests), {n: ("test", "test") for n in names},
+                      inv.threads or loaded.project.target.threads, on_result)
+    write_run_results(loaded.project, "test", results, started)
+    return results
+
+
+def unit_test(inv: Invocation, on_start: Callable[[int, str], None] = lambda total, target: None,
+              on_result: Callable[[NodeResult], None] = lambda r: None) -> list[NodeResult]:
+    """Run model unit tests (tests/unit/*.yml) on their given rows; no table is touched."""
+    loaded = load(inv)
+    models = set(selected_nodes(inv, loaded.graph, ("model",), {}))
+    found = {t.name: t for t in load_unit_tests(loaded.project, loaded.graph)}
+    names = [n for n, t in found.items() if t.model in models or n in inv.select]
+    on_start(len(names), loaded.project.target.name)
+    if not names:
+        return []
+    spark = _context(loaded, inv).engine.spark
+
+    def run(name: str) -> NodeResult:
+        def work() -> NodeResult:
+            diff = run_unit_test(spark, loaded.project, loaded.graph, found[name])
+            return NodeResult(name, "unit", "unit test", "error" if diff else "success",
+                              message=f"{found[name].model} ({found[name].origin}): "
+                                      f"{diff}" if diff else "")
+
+        return timed(name, "unit", "unit test", work)
+
+    # Unit tests register temp views by model name: one at a time.
+    return execute(names, {}, run, {n: ("unit", "unit test") for n in names}, 1, on_result)

@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable
 
-from .graph import Graph
 from .materializations import BuildContext
-from .runner import NodeResult, execute
+from .runner import NodeResult
 from .streaming import BATCH_LOCK, BatchReport, start_query, stop_gracefully
 
 POLL_SECONDS = 2.0
@@ -35,13 +34,13 @@ def stop_on_signals(stop: threading.Event):
 
 
 def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
-          reload: Callable[[], Graph], on_result: Callable[[NodeResult], None],
+          refresh: Callable[[BuildContext], list[NodeResult]],
+          on_result: Callable[[NodeResult], None],
           on_batch: Callable[[BatchReport], None], stop: threading.Event) -> None:
     failed = {r.name for r in first_pass if r.status in ("error", "skipped")}
     nodes = ctx.graph.nodes
     streaming = [n for n in selected
                  if nodes[n].config.materialized == "streaming" and n not in failed]
-    refreshed = [n for n in selected if nodes[n].config.materialized not in ("streaming", "view")]
     ctx = replace(ctx, full_refresh=False)  # --full-refresh applies to the first pass only
     queries = {}
     try:
@@ -56,10 +55,8 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                     on_result(NodeResult(name, node.file.kind, "streaming", "error",
                                          message=str(error).splitlines()[0] if error else
                                          "the query stopped"))
-            # Re-rendered each round so is_incremental() and edited SQL are current.
-            ctx = replace(ctx, graph=reload())
             with BATCH_LOCK:
-                results = execute(ctx, [n for n in refreshed if n in ctx.graph.nodes])
+                results = refresh(ctx)
             for result in results:
                 if result.status != "up_to_date":
                     on_result(result)

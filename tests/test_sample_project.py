@@ -10,9 +10,11 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 
 from conftest import read_delta
+from medallion_cli import tasks
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PARTS = ("medallion_project.yml", "profiles", "models", "macros", "seeds", "landing")
+PROJECT_PARTS = ("medallion_project.yml", "profiles", "models", "macros", "seeds", "landing",
+                 "tests")
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +63,33 @@ def test_sample_builds_every_table(sample, build, spark, monkeypatch):
     assert [(e, cur) for c, e, cur in history if c == 2] == [
         ("grace.hopper@example.com", True), ("grace@example.com", False)]
     bronze = read_delta(wh / "bronze/bronze_orders")
-    assert [r["_corrupt_record"] is not None for r in bronze].count(True) == 1  # kept, not dropped
+    assert [r["_corrupt_record"] is not None for r in bronze].count(True) == 2  # kept, not dropped
+    # silver's drop expectations put exactly the two malformed rows in its quarantine
+    quarantine = sorted(((r["order_id"], r["_failed_rules"])
+                         for r in read_delta(wh / "silver/silver_orders_quarantine")), key=str)
+    assert quarantine == [(1008, ["valid_quantity"]),
+                          (None, ["has_order_id", "valid_quantity", "known_status"])]
+    assert results["silver_orders"].expectations == {
+        "has_order_id": 1, "valid_quantity": 2, "known_status": 1}
+    assert {r.kind for r in results.values()} == {"seed", "model", "test"}
 
     # Rebuilding with nothing changed writes nothing anywhere.
     tables = [p for p in wh.glob("*/*") if (p / "_delta_log").is_dir()]
     versions = {p: DeltaTable(str(p)).version() for p in tables}
     again = build(sample)
-    assert {n for n, r in again.items() if r.status != "up_to_date"} == {"gold_order_lines"}
+    assert {n for n, r in again.items()
+            if r.status != "up_to_date" and r.kind != "test"} == {"gold_order_lines"}
     assert {p: DeltaTable(str(p)).version() for p in tables} == versions
+
+
+def test_sample_data_and_unit_tests_pass(sample, build, spark):
+    build(sample)
+    inv = tasks.Invocation(project_dir=str(sample))
+    data_tests = {r.name: r.status for r in tasks.test(inv)}
+    assert len(data_tests) == 10 and set(data_tests.values()) == {"success"}
+    assert "failing_example" not in data_tests  # kept out of the default run
+    unit = {r.name: r.status for r in tasks.unit_test(inv)}
+    assert unit == {"latest_event_wins_and_deletes_apply": "success"}
+    shown = tasks.test(tasks.Invocation(project_dir=str(sample), select=("failing_example",),
+                                        vars={"show_failing_example": True}))
+    assert [(r.name, r.status, r.rows) for r in shown] == [("failing_example", "error", 5)]

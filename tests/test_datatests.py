@@ -1,0 +1,282 @@
+"""Data tests, expectations with quarantine, and model unit tests: passing and failing cases."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable
+
+from conftest import read_delta
+from medallion_cli import tasks
+from medallion_cli.cli import main
+from medallion_cli.errors import MedallionError
+
+PEOPLE = {
+    "seeds/countries.csv": "code,name\nNL,Netherlands\nGB,United Kingdom\n",
+    "models/people.sql": """\
+        select * from values
+          (1, 'ann', 'NL', 30), (2, 'bob', 'GB', 41), (2, 'bob', 'XX', -1), (3, null, 'DE', 25)
+          as t(id, name, country, age)
+    """,
+}
+
+
+def props(tests_yaml: str) -> dict:
+    return {**PEOPLE, "models/props.yml": tests_yaml}
+
+
+def data_test_results(root, **options):
+    inv = tasks.Invocation(project_dir=str(root), **options)
+    return {r.name: r for r in tasks.test(inv)}
+
+
+GENERIC = """\
+models:
+  - name: people
+    tests:
+      - expression: "age >= 0"
+    columns:
+      - name: id
+        tests: [not_null, unique]
+      - name: name
+        tests:
+          - not_null:
+              config: {severity: warn}
+      - name: country
+        tests:
+          - accepted_values: {values: [NL, GB, DE]}
+          - relationships: {to: "ref('countries')", field: code, name: country_known}
+"""
+
+
+def test_generic_tests_count_and_show_failing_rows(project, build):
+    root = project(props(GENERIC))
+    build(root)
+    results = data_test_results(root)
+    summary = {n: (r.status, r.rows) for n, r in results.items()}
+    assert summary == {
+        "expression_people": ("error", 1),
+        "not_null_people_id": ("success", 0),
+        "unique_people_id": ("error", 1),
+        "not_null_people_name": ("warn", 1),
+        "accepted_values_people_country": ("error", 1),
+        "country_known": ("error", 2),  # XX and DE are not in the countries seed
+    }
+    assert "XX" in results["accepted_values_people_country"].message
+    assert "models/props.yml" in results["unique_people_id"].message
+
+
+def test_thresholds_and_selection(project, build):
+    root = project(props("""\
+models:
+  - name: people
+    columns:
+      - name: country
+        tests:
+          - relationships:
+              to: "ref('countries')"
+              field: code
+              config: {error_if: ">2", warn_if: ">1", tags: [refs]}
+      - name: id
+        tests: [unique]
+"""))
+    build(root)
+    results = data_test_results(root, select=("tag:refs",))
+    assert list(results) == ["relationships_people_country"]
+    assert results["relationships_people_country"].status == "warn"  # 2 rows: warn, not error
+    assert set(data_test_results(root, select=("unique_people_id",))) == {"unique_people_id"}
+    assert set(data_test_results(root, exclude=("people",))) == set()
+
+
+def test_custom_generic_and_singular_tests(project, build):
+    root = project({**props("""\
+models:
+  - name: people
+    columns:
+      - name: age
+        tests: [is_positive]
+"""), "tests/generic/is_positive.sql": """\
+        {% test is_positive(model, column_name) %}
+        select * from {{ model }} where {{ column_name }} <= 0
+        {% endtest %}
+    """, "tests/no_duplicate_names.sql": """\
+        {{ config(severity='warn') }}
+        select name, count(*) as n from {{ ref('people') }} group by name having count(*) > 1
+    """})
+    build(root)
+    results = data_test_results(root)
+    assert (results["is_positive_people_age"].status, results["is_positive_people_age"].rows) == (
+        "error", 1)
+    assert (results["no_duplicate_names"].status, results["no_duplicate_names"].rows) == ("warn", 1)
+
+
+def test_build_runs_tests_after_models_and_skips_descendants_on_failure(project, build):
+    root = project({**props("""\
+models:
+  - name: people
+    columns:
+      - name: id
+        tests: [unique]
+      - name: name
+        tests:
+          - not_null: {config: {severity: warn}}
+"""), "models/adults.sql": "select * from {{ ref('people') }} where age >= 18",
+        "models/countries_used.sql": "select distinct code from {{ ref('countries') }}"})
+    results = build(root)
+    assert results["people"].status == "success"
+    assert results["unique_people_id"].status == "error"
+    assert results["not_null_people_name"].status == "warn"
+    assert results["adults"].status == "skipped"
+    assert "upstream 'unique_people_id' error" in results["adults"].message
+    assert results["countries_used"].status == "success"
+    assert not (root / "warehouse/models/adults").exists()
+
+
+@pytest.mark.parametrize("yaml_text,message", [
+    ("models:\n  - name: people\n    columns:\n      - name: idd\n        tests: [not_null]\n",
+     "models[people].columns[idd].tests[0]"),
+    ("models:\n  - name: people\n    columns:\n      - name: id\n        tests: [is_odd]\n",
+     "no generic test named 'is_odd'"),
+    ("models:\n  - name: people\n    columns:\n      - name: id\n        tests:\n"
+     "          - relationships: {to: \"ref('nope')\", field: id}\n", "ref('nope') names no model"),
+    ("models:\n  - name: people\n    columns:\n      - name: id\n        tests:\n"
+     "          - unique: {config: {severity: fatal}}\n", "severity must be 'error' or 'warn'"),
+])
+def test_test_errors_name_the_yaml_file_and_key(project, build, yaml_text, message):
+    root = project(props(yaml_text))
+    if "idd" in yaml_text:  # a wrong column is found when the test runs
+        build(root, select=("people",))
+        result = data_test_results(root)["not_null_people_idd"]
+        assert result.status == "error"
+        assert "models/props.yml" in result.message and message in result.message
+        return
+    with pytest.raises(MedallionError) as err:
+        data_test_results(root)
+    assert "models/props.yml" in str(err.value) and message in str(err.value)
+
+
+def test_broken_singular_test_says_which_test(project, build):
+    root = project({**PEOPLE, "tests/broken.sql": "select nope from {{ ref('people') }}"})
+    build(root, select=("people",))
+    result = data_test_results(root)["broken"]
+    assert result.status == "error"
+    assert "tests/broken.sql" in result.message and "test 'broken'" in result.message
+
+
+EXPECTING = """\
+models:
+  - name: orders
+    config:
+      expectations:
+        has_id: {expect: "id is not null", on_violation: drop}
+        positive: {expect: "qty > 0", on_violation: drop}
+        small: "qty < 100"
+"""
+
+
+def test_expectations_warn_drop_and_quarantine(project, build):
+    root = project({"models/props.yml": EXPECTING, "models/orders.sql": """\
+        select * from values (1, 5), (2, -1), (null, 3), (4, 500), (5, null) as t(id, qty)
+    """})
+    result = build(root)["orders"]
+    assert result.expectations == {"has_id": 1, "positive": 2, "small": 2}  # null breaks it too
+    assert sorted(r["id"] for r in read_delta(root / "warehouse/models/orders")) == [1, 4]
+    quarantine = sorted(read_delta(root / "warehouse/models/orders_quarantine"),
+                        key=lambda r: str(r["id"]))
+    assert [(r["id"], r["qty"], r["_failed_rules"]) for r in quarantine] == [
+        (2, -1, ["positive"]), (5, None, ["positive", "small"]), (None, 3, ["has_id"])]
+    results = json.loads((root / "target/run_results.json").read_text())["results"]
+    assert results[0]["expectations"] == {"has_id": 1, "positive": 2, "small": 2}
+
+
+def test_fail_expectation_leaves_the_table_unchanged(project, build):
+    root = project({"models/orders.sql": """\
+        {{ config(expectations={'positive': {'expect': 'qty > 0', 'on_violation': 'fail'}}) }}
+        select * from values (1, 5) as t(id, qty)
+    """})
+    build(root)
+    table = root / "warehouse/models/orders"
+    (root / "models/orders.sql").write_text((root / "models/orders.sql").read_text().replace(
+        "(1, 5)", "(1, 5), (2, -3)"))
+    result = build(root)["orders"]
+    assert result.status == "error"
+    assert "expectation 'positive' failed on 1 row(s); nothing was written" in result.message
+    assert DeltaTable(str(table)).version() == 0 and read_delta(table) == [{"id": 1, "qty": 5}]
+
+
+def test_streaming_expectations_quarantine_each_batch(project, build):
+    from test_streaming import SOURCES, land
+
+    root = project({"models/sources.yml": SOURCES, "models/silver/orders.sql": """\
+        {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
+                  expectations={'known': {'expect': "status in ('placed', 'paid')",
+                                          'on_violation': 'drop'}}) }}
+        select order_id, status from {{ source('landing', 'orders') }}
+    """})
+    land(root, "1.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1},
+                          {"order_id": 2, "status": "lost", "op": "I", "seq": 1}])
+    assert build(root)["orders"].expectations == {"known": 1}
+    land(root, "2.json", [{"order_id": 3, "status": "???", "op": "I", "seq": 1}])
+    assert build(root)["orders"].expectations == {"known": 1}
+    assert [r["order_id"] for r in read_delta(root / "warehouse/silver/orders")] == [1]
+    assert sorted(r["order_id"] for r in read_delta(
+        root / "warehouse/silver/orders_quarantine")) == [2, 3]
+
+
+def test_bad_expectation_config_is_a_project_error(project):
+    root = project({"models/m.sql": "{{ config(expectations={'x': {'expect': 'a > 0', "
+                                    "'on_violation': 'explode'}}) }}select 1 as a"})
+    with pytest.raises(MedallionError, match="on_violation is 'explode'"):
+        tasks.load(tasks.Invocation(project_dir=str(root)))
+
+
+UNIT = """\
+unit_tests:
+  - name: adults_only
+    model: adults
+    given:
+      - input: ref('people')
+        schema: "id int, name string, age int"
+        rows: [{id: 1, name: ann, age: 30}, {id: 2, name: kid, age: 9}]
+    expect:
+      rows: [{id: 1, name: ann}]
+"""
+
+
+def unit_results(root):
+    return {r.name: r for r in tasks.unit_test(tasks.Invocation(project_dir=str(root)))}
+
+
+def test_unit_tests_pass_and_fail_with_a_readable_diff(project, spark):
+    root = project({**PEOPLE, "models/adults.sql": "select id, name from {{ ref('people') }} "
+                                                   "where age >= 18",
+                    "tests/unit/adults.yml": UNIT})
+    assert unit_results(root)["adults_only"].status == "success"
+    assert not (root / "warehouse").exists()  # no table was read or written
+    (root / "tests/unit/adults.yml").write_text(UNIT.replace("name: ann}]\n", "name: anne}]\n"))
+    failed = unit_results(root)["adults_only"]
+    assert failed.status == "error"
+    assert "anne" in failed.message and "ann" in failed.message
+
+
+def test_unit_test_errors(project, spark):
+    root = project({**PEOPLE, "models/adults.sql": "select * from {{ ref('people') }}",
+                    "tests/unit/adults.yml": UNIT.replace("model: adults", "model: adult")})
+    with pytest.raises(MedallionError, match="model 'adult' does not exist. did you mean"):
+        unit_results(root)
+    root = project({**PEOPLE, "models/adults.sql": "select * from {{ ref('people') }} "
+                                                   "join {{ ref('countries') }} on true",
+                    "tests/unit/adults.yml": UNIT})
+    result = unit_results(root)["adults_only"]
+    assert result.status == "error" and "gives no rows for: countries" in result.message
+
+
+def test_cli_test_exit_codes(project, build):
+    root = project(props("models:\n  - name: people\n    columns:\n      - name: name\n"
+                         "        tests:\n          - not_null: {config: {severity: warn}}\n"))
+    build(root)
+    warned = CliRunner().invoke(main, ["test", "--project-dir", str(root)])
+    assert warned.exit_code == 0 and "WARN" in warned.output
+    (root / "models/props.yml").write_text(GENERIC)
+    failed = CliRunner().invoke(main, ["test", "--project-dir", str(root)])
+    assert failed.exit_code == 1 and "FAIL" in failed.output and "bob" in failed.output
