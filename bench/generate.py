@@ -1,8 +1,10 @@
 """Generate the sample project's e-commerce feed at any size.
 
 Writes landing/orders/*.json (order events: inserts, later updates, deletes, and some late
-updates older than the current state) and landing/customers/*.csv (snapshots, some customers
-changing), in the shape the sample models read. Product ids come from seeds/products.csv.
+updates older than the current state), landing/customers/*.csv (snapshots, some customers
+changing) and landing/events/*.json (clickstream sessions: views, carts, purchases, with some
+duplicate deliveries), in the shape the sample models read. Product ids come from
+seeds/products.csv.
 
     python bench/generate.py --dest /tmp/feed --orders 100000 --files 20
 """
@@ -51,17 +53,39 @@ def order_events(orders: int, rng: random.Random, first_id: int = 1):
     return [e for _, e in events]
 
 
-def generate(dest: Path, orders: int, files: int, seed: int = 7) -> dict:
-    rng = random.Random(seed)
-    order_dir, customer_dir = dest / "orders", dest / "customers"
-    order_dir.mkdir(parents=True, exist_ok=True)
-    customer_dir.mkdir(parents=True, exist_ok=True)
-    events = order_events(orders, rng)
+def click_events(sessions: int, customers: int, rng: random.Random):
+    """Sessions that view a product, some add it to the cart, some buy; ~1% delivered twice."""
+    events = []
+    for s in range(sessions):
+        start = START + dt.timedelta(seconds=45 * s)
+        customer = rng.randint(1, customers) if rng.random() < 0.8 else None
+        product = rng.choice(PRODUCTS)
+        steps = ["page_view"] + (["add_to_cart"] if rng.random() < 0.4 else [])
+        steps += ["purchase"] if rng.random() < 0.25 else []
+        for i, step in enumerate(steps):
+            event = {"event_id": f"e-{s}-{i}", "session_id": f"s-{s}", "customer_id": customer,
+                     "event_type": step, "product_id": product,
+                     "event_at": _stamp(start + dt.timedelta(minutes=2 * i))}
+            events.append(event)
+            if rng.random() < 0.01:
+                events.append(event)
+    return events
+
+
+def _write_json_lines(folder: Path, prefix: str, events: list, files: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     per_file = -(-len(events) // files)
     for n in range(files):
-        chunk = events[n * per_file:(n + 1) * per_file]
-        with (order_dir / f"orders_{n:05d}.json").open("w") as out:
-            out.writelines(json.dumps(e) + "\n" for e in chunk)
+        with (folder / f"{prefix}_{n:05d}.json").open("w") as out:
+            out.writelines(json.dumps(e) + "\n" for e in events[n * per_file:(n + 1) * per_file])
+
+
+def generate(dest: Path, orders: int, files: int, seed: int = 7) -> dict:
+    rng = random.Random(seed)
+    customer_dir = dest / "customers"
+    customer_dir.mkdir(parents=True, exist_ok=True)
+    events = order_events(orders, rng)
+    _write_json_lines(dest / "orders", "orders", events, files)
     customers = max(1, orders // 10)
     with (customer_dir / "customers_00000.csv").open("w", newline="") as out:
         writer = csv.writer(out)
@@ -72,7 +96,10 @@ def generate(dest: Path, orders: int, files: int, seed: int = 7) -> dict:
         for c in rng.sample(range(1, customers + 1), k=customers // 10):
             writer.writerow([c, f"Customer {c}", f"c{c}@example.org", rng.choice(COUNTRIES),
                              _stamp(START + dt.timedelta(days=3))])
-    return {"order_events": len(events), "customers": customers, "files": files}
+    clicks = click_events(orders, customers, rng)
+    _write_json_lines(dest / "events", "events", clicks, files)
+    return {"order_events": len(events), "customers": customers, "click_events": len(clicks),
+            "files": files}
 
 
 def main() -> None:
