@@ -175,5 +175,21 @@ def test(inv, debug, unit):
     _report(lambda on_start, on_result: task(inv, on_start, on_result), debug)
 
 
+@main.command(help="Create a new project NAME from the Medallion template (cookiecutter), "
+                   "asking for the rest unless --no-input.")
+@click.argument("name")
+@click.option("--template", default=None,
+              help="Template folder or git URL (default: the one beside this package).")
+@click.option("--output-dir", default=".", show_default=True, type=click.Path())
+@click.option("--no-input", is_flag=True, help="Take the template's defaults for the rest.")
+def init(name, template, output_dir, no_input):
+    try:
+        created = tasks.init(name, template, output_dir, no_input)
+    except MedallionError as exc:
+        click.secho(f"Error: {exc}", fg="red", err=True)
+        sys.exit(exc.exit_code)
+    click.echo(f"Created {created}. Next: cd {created} and follow its README.")
+
+
 if __name__ == "__main__":
     main()

@@ -5,9 +5,11 @@ cli.py parses arguments and prints; everything it runs is here.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
 import yaml
@@ -234,3 +236,28 @@ def unit_test(inv: Invocation, on_start: Callable[[int, str], None] = lambda tot
 
     # Unit tests register temp views by model name: one at a time.
     return execute(names, {}, run, {n: ("unit", "unit test") for n in names}, 1, on_result)
+
+
+# The template is this repository: cookiecutter.json at its root, beside the package.
+TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def init(name: str, template: str | None = None, output_dir: str = ".",
+         no_input: bool = False, extra: dict | None = None) -> Path:
+    """Create a new project from the Medallion cookiecutter template; returns its folder."""
+    from cookiecutter.exceptions import CookiecutterException
+    from cookiecutter.main import cookiecutter
+
+    if template is None:
+        if not (TEMPLATE_ROOT / "cookiecutter.json").is_file():
+            raise MedallionError("the Medallion template is not installed beside this package",
+                                 hint="pass --template with the template's folder or git URL")
+        template = str(TEMPLATE_ROOT)
+    slug = re.sub(r"\W+", "_", name.strip().lower()).strip("_")
+    try:
+        created = cookiecutter(template, no_input=no_input, output_dir=output_dir,
+                               extra_context={"project_name": name, "project_slug": slug,
+                                              **(extra or {})})
+    except CookiecutterException as exc:
+        raise MedallionError(f"cannot create the project: {exc}", path=output_dir) from exc
+    return Path(created)

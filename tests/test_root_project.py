@@ -57,6 +57,9 @@ def test_sample_builds_every_table(sample, build, spark, monkeypatch):
              for r in read_delta(wh / "gold/gold_customer_value")}
     assert value == {1: (2, "79.79"), 2: (2, "36.90"), 3: (1, "58.50"), 4: (0, "0.00"),
                      5: (1, "48.00")}
+    funnel = {str(r["event_date"]): (r["viewed"], r["carted"], r["purchased"])
+              for r in read_delta(wh / "gold/gold_funnel_conversion")}
+    assert funnel == {"2024-05-01": (4, 3, 2), "2024-05-02": (3, 1, 2)}  # duplicate e-0013 once
     history = [(r["customer_id"], r["email"], r["is_current"])
                for r in read_delta(wh / "silver/silver_customers")]
     assert len(history) == 6  # five customers, one of them changed once (SCD2 keeps both)
@@ -86,7 +89,7 @@ def test_sample_data_and_unit_tests_pass(sample, build, spark):
     build(sample)
     inv = tasks.Invocation(project_dir=str(sample))
     data_tests = {r.name: r.status for r in tasks.test(inv)}
-    assert len(data_tests) == 10 and set(data_tests.values()) == {"success"}
+    assert len(data_tests) == 14 and set(data_tests.values()) == {"success"}
     assert "failing_example" not in data_tests  # kept out of the default run
     unit = {r.name: r.status for r in tasks.unit_test(inv)}
     assert unit == {"latest_event_wins_and_deletes_apply": "success"}

@@ -1,0 +1,77 @@
+"""The cookiecutter template: generated projects build and test green, as generated."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+from cookiecutter.main import cookiecutter
+
+from conftest import read_delta
+from medallion_cli import tasks
+from medallion_cli.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_and_test(project: Path):
+    inv = tasks.Invocation(project_dir=str(project))
+    built = {r.name: r.status for r in tasks.build(inv, "build")}
+    tested = {r.name: r.status for r in tasks.test(inv)}
+    return built, tested
+
+
+def test_no_input_project_builds_and_tests_green(tmp_path, spark, monkeypatch):
+    monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
+    project = Path(cookiecutter(str(ROOT), no_input=True, output_dir=str(tmp_path)))
+    assert project.name == "my_lakehouse"
+    assert (project / "requirements.txt").read_text().strip() == (
+        f"medallion-cli[test] @ {ROOT.as_uri()}")  # the package, not a copy of it
+    assert not (project / "medallion_cli").exists()
+    assert "name: my_lakehouse" in (project / "medallion_project.yml").read_text()
+    built, tested = build_and_test(project)
+    assert set(built.values()) == {"success"} and set(tested.values()) == {"success"}
+    revenue = read_delta(project / "warehouse/gold/gold_daily_revenue")
+    assert sum(r["orders"] for r in revenue) == 6
+    funnel = read_delta(project / "warehouse/gold/gold_funnel_conversion")
+    assert [r["purchased"] for r in funnel] == [2, 2]
+    # the project's own pytest tests (with medallion's fixtures) pass where it was generated
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                         cwd=project, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "2 passed" in run.stdout
+
+
+def test_init_with_custom_values(tmp_path, spark):
+    warehouse = tmp_path / "lake"
+    result = CliRunner().invoke(main, ["init", "Acme Sales", "--output-dir", str(tmp_path),
+                                       "--no-input"])
+    assert result.exit_code == 0, result.output
+    project = tmp_path / "acme_sales"
+    assert "acme_sales:" in (project / "profiles/profiles.yml").read_text()
+    # custom answers, given the way cookiecutter takes them from the API
+    custom = Path(cookiecutter(str(ROOT), no_input=True, output_dir=str(tmp_path / "custom"),
+                               extra_context={"project_name": "Ops Lake",
+                                              "warehouse_path": str(warehouse),
+                                              "spark_master": "local[2]",
+                                              "trigger_interval": "5 seconds"}))
+    text = (custom / "profiles/profiles.yml").read_text()
+    assert f"'{warehouse}'" in text and "'local[2]'" in text
+    assert 'trigger: "5 seconds"' in (custom / "medallion_project.yml").read_text()
+    built, tested = build_and_test(custom)
+    assert set(built.values()) == {"success"} and set(tested.values()) == {"success"}
+    assert len(read_delta(warehouse / "gold/gold_customer_value")) == 5
+
+
+def test_project_without_examples_is_empty_but_valid(tmp_path):
+    project = Path(cookiecutter(str(ROOT), no_input=True, output_dir=str(tmp_path),
+                                extra_context={"include_examples": "no"}))
+    assert not list((project / "models").glob("**/*.sql"))
+    assert tasks.list_nodes(tasks.Invocation(project_dir=str(project))) == []
+    assert (project / "README.md").read_text().startswith("# My Lakehouse")
+
+
+def test_init_outside_a_template_says_how_to_fix(tmp_path):
+    result = CliRunner().invoke(main, ["init", "x", "--template", str(tmp_path / "nowhere"),
+                                       "--output-dir", str(tmp_path), "--no-input"])
+    assert result.exit_code == 2 and "cannot create the project" in result.output
