@@ -175,6 +175,15 @@ def test(inv, debug, unit):
     _report(lambda on_start, on_result: task(inv, on_start, on_result), debug)
 
 
+@main.command(help="Write a static HTML page documenting the project: the DAG by layer, each "
+                   "model's SQL, config, columns, tests and lineage (no Spark started).")
+@common_options
+@click.option("--out", default=None, type=click.Path(),
+              help="Where to write the page (default: target/docs/index.html).")
+def docs(inv, debug, out):
+    click.echo(f"Wrote {tasks.docs(inv, out)}")
+
+
 @main.command(help="Create a new project NAME from the Medallion template (cookiecutter), "
                    "asking for the rest unless --no-input.")
 @click.argument("name")

@@ -261,3 +261,11 @@ def init(name: str, template: str | None = None, output_dir: str = ".",
     except CookiecutterException as exc:
         raise MedallionError(f"cannot create the project: {exc}", path=output_dir) from exc
     return Path(created)
+
+
+def docs(inv: Invocation, out: str | None = None) -> Path:
+    """Write the static documentation page (no JVM); returns its path."""
+    from .docs import write_docs
+
+    loaded = load(inv)
+    return write_docs(loaded.project, loaded.graph, loaded.tests, Path(out) if out else None)

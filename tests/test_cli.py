@@ -43,10 +43,10 @@ def test_ls_and_compile(project):
     assert (root / "target/compiled/models/gold/b.sql").read_text() == "select id from `a`"
 
 
-def test_compile_and_ls_start_no_jvm(project):
+def test_compile_ls_and_docs_start_no_jvm(project):
     root = project({"models/a.sql": "select 1 as id"})
     code = ("import sys; from medallion_cli.cli import main\n"
-            "for cmd in ('ls', 'compile'):\n"
+            "for cmd in ('ls', 'compile', 'docs'):\n"
             "    try: main([cmd, '--project-dir', sys.argv[1]])\n"
             "    except SystemExit as e: assert not e.code, e.code\n"
             "print('PYSPARK LOADED' if 'pyspark' in sys.modules else 'NO PYSPARK')\n")
