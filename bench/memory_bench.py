@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 from streaming_bench import make_project, medallion
 

@@ -117,10 +117,8 @@ def load_tests(project: Project, renderer: Renderer, enabled_models) -> dict[str
             if config.get("enabled", True) is False:
                 continue
             record = Recorded(f"{origin}, {key}")
-            arguments = {"model": renderer.context(record)["ref"](node.name), **args}
-            if column is not None:
-                arguments["column_name"] = column
-            sql = renderer.call_macro(f"test_{test_name}", arguments, record)
+            arguments = {**args, "column_name": column} if column is not None else args
+            sql = renderer.call_macro(f"test_{test_name}", arguments, record, node.name)
             default = "_".join(p for p in (test_name, node.name, column) if p)
             name = _unique(config.get("name", default), tests)
             tests[name] = _make(name, sql, record, origin, key, config)

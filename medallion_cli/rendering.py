@@ -183,10 +183,11 @@ class Renderer:
         with self._errors(rel_path, str(self.project.root / rel_path)):
             return self.env.get_template(rel_path).render(context)
 
-    def call_macro(self, name: str, kwargs: dict, record: Recorded) -> str:
-        """Render by calling a macro (a generic test) with arguments; `to: ref('x')` style string
-        arguments are evaluated as Jinja expressions."""
+    def call_macro(self, name: str, kwargs: dict, record: Recorded, model: str) -> str:
+        """Render by calling a macro (a generic test) on `model` with arguments; `to: ref('x')`
+        style string arguments are evaluated as Jinja expressions."""
         context = self.context(record)
+        kwargs = {"model": context["ref"](model), **kwargs}
         if name not in context:
             raise MedallionError(f"no generic test named '{name[len('test_'):]}'", path=record.origin,
                                  hint="built-in: not_null, unique, accepted_values, relationships, "
