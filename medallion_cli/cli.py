@@ -184,6 +184,69 @@ def docs(inv, debug, out):
     click.echo(f"Wrote {tasks.docs(inv, out)}")
 
 
+@main.command(help="Compact the small files of the selected tables (streaming writes many).")
+@common_options
+def optimize(inv, debug):
+    from . import maintenance
+
+    for name, metrics in maintenance.optimize(inv):
+        click.echo(f"{name:<40} {metrics['files_removed']} files compacted into "
+                   f"{metrics['files_added']}")
+
+
+@main.command(help="Delete files of the selected tables that no version within --retain needs.")
+@common_options
+@click.option("--retain", default="168h", show_default=True,
+              help="Keep what versions this recent need (e.g. 168h, 7d).")
+@click.option("--allow-short-retention", is_flag=True,
+              help="Allow --retain under 168h (readers of older versions lose their files).")
+def vacuum(inv, debug, retain, allow_short_retention):
+    from . import maintenance
+
+    for name, deleted in maintenance.vacuum(inv, retain, allow_short_retention):
+        click.echo(f"{name:<40} {deleted} files deleted")
+
+
+@main.command(help="Print a table's rows, now or --as-of a version or timestamp.")
+@common_options
+@click.argument("model")
+@click.option("--limit", default=20, show_default=True)
+@click.option("--as-of", default=None, help="A version number or an ISO 8601 timestamp.")
+def show(inv, debug, model, limit, as_of):
+    from . import maintenance
+
+    rows = maintenance.show(inv, model, limit, as_of).to_pandas()
+    click.echo(rows.to_string(index=False) if len(rows) else "(no rows)")
+
+
+@main.command(help="List a table's versions: when, what operation, and its metrics.")
+@common_options
+@click.argument("model")
+@click.option("--limit", default=None, type=int)
+def history(inv, debug, model, limit):
+    import datetime as dt
+
+    from . import maintenance
+
+    for commit in maintenance.history(inv, model, limit):
+        when = dt.datetime.fromtimestamp(commit["timestamp"] / 1000, dt.timezone.utc)
+        metrics = commit.get("operationMetrics") or {}
+        rows = metrics.get("num_added_rows", metrics.get("num_output_rows"))
+        click.echo(f"v{commit['version']:<5} {when:%Y-%m-%d %H:%M:%S}  {commit['operation']:<14}"
+                   + (f" rows={rows}" if rows is not None else ""))
+
+
+@main.command(help="Make an old version of a table current again (as a new version).")
+@common_options
+@click.argument("model")
+@click.option("--to", "version", required=True, type=int, help="The version to restore.")
+def restore(inv, debug, model, version):
+    from . import maintenance
+
+    click.echo(f"{model} restored to version {version} as version "
+               f"{maintenance.restore(inv, model, version)}")
+
+
 @main.command(help="Create a new project NAME from the Medallion template (cookiecutter), "
                    "asking for the rest unless --no-input.")
 @click.argument("name")

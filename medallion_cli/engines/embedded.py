@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
@@ -51,9 +52,14 @@ class EmbeddedEngine:
     name = "embedded"
 
     def __init__(self, target: Target):
-        self.spark = start_spark(target)
+        self.target = target
         self.staging = target.warehouse / "_staging"
         self._stream_source_registered = False
+
+    @cached_property
+    def spark(self):
+        """Started on first use: history, show and maintenance need only the Delta log."""
+        return start_spark(self.target)
 
     @contextmanager
     def _staged(self, df):
@@ -183,3 +189,32 @@ class EmbeddedEngine:
         return WriteResult(version=op["version"], rows=rows,
                            files_added=metrics.get("num_added_files",
                                                    metrics.get("num_target_files_added")))
+
+    # Maintenance and time travel: delta-rs alone, no Spark.
+
+    def optimize(self, path: Path) -> dict:
+        """Compact small files into larger ones (no data change); returns files removed/added."""
+        metrics = self._open(path).optimize.compact()
+        return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
+
+    def vacuum(self, path: Path, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+        """Delete files no version within the retention needs; returns the files deleted."""
+        return self._open(path).vacuum(retention_hours=int(retain_hours), dry_run=False,
+                                       enforce_retention_duration=enforce_retention)
+
+    def history(self, path: Path, limit: int | None = None) -> list[dict]:
+        return self._open(path).history(limit)
+
+    def restore(self, path: Path, version: int) -> int:
+        """Make `version`'s rows the table's current state, as a new commit; returns it."""
+        dt = self._open(path)
+        dt.restore(version)
+        return self.table_version(path)
+
+    def snapshot(self, path: Path, as_of: int | str | None = None, limit: int | None = None):
+        """The table's rows (as a pyarrow Table) now, at a version, or at a timestamp."""
+        dt = self._open(path)
+        if as_of is not None:
+            dt.load_as_version(as_of)
+        dataset = dt.to_pyarrow_dataset()
+        return dataset.head(limit) if limit is not None else dataset.to_table()

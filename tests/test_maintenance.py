@@ -1,0 +1,100 @@
+"""optimize, vacuum, show, history, restore: their effect on real Delta tables."""
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable
+
+from conftest import read_delta
+from medallion_cli import maintenance
+from medallion_cli.cli import main
+from medallion_cli.errors import MedallionError
+from medallion_cli.tasks import Invocation
+from test_streaming import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver
+
+
+def files_on_disk(path):
+    return sorted(p for p in path.glob("*.parquet"))
+
+
+@pytest.fixture
+def streamed(project, build):
+    """Three builds, one landing file each: three versions of bronze and silver."""
+    root = project(MODELS)
+    for n, batch in enumerate((BATCH_1, BATCH_2, BATCH_3)):
+        land(root, f"00{n}.json", batch)
+        build(root)
+    return root
+
+
+def test_optimize_compacts_and_vacuum_removes_unreferenced_files(streamed, build):
+    bronze = streamed / "warehouse/bronze/bronze_orders"
+    assert len(DeltaTable(str(bronze)).file_uris()) == 3
+    rows_before = read_delta(bronze)
+    inv = Invocation(project_dir=str(streamed), select=("bronze_orders",))
+    assert maintenance.optimize(inv) == [("bronze_orders", {"files_removed": 3, "files_added": 1})]
+    assert len(DeltaTable(str(bronze)).file_uris()) == 1
+    assert read_delta(bronze) == rows_before
+    assert len(files_on_disk(bronze)) == 4  # old files stay until vacuum
+    with pytest.raises(MedallionError, match="shorter than 168h"):
+        maintenance.vacuum(inv, "0h")
+    assert maintenance.vacuum(inv, "0h", allow_short_retention=True) == [("bronze_orders", 3)]
+    assert len(files_on_disk(bronze)) == 1 and read_delta(bronze) == rows_before
+    # the streaming silver model does not take the compaction for new rows
+    land(streamed, "004.json", [{"order_id": 9, "status": "placed", "op": "I", "seq": 1}])
+    build(streamed)
+    assert silver(streamed) == expected_state(
+        BATCH_1 + BATCH_2 + BATCH_3 + [{"order_id": 9, "status": "placed", "op": "I", "seq": 1}])
+
+
+def test_show_history_and_restore(streamed):
+    inv = Invocation(project_dir=str(streamed))
+    versions = maintenance.history(inv, "silver_orders")
+    assert [v["version"] for v in versions] == [2, 1, 0]
+    assert {v["operation"] for v in versions} == {"WRITE", "MERGE"}
+    first = maintenance.show(inv, "silver_orders", limit=100, as_of="0").to_pylist()
+    assert sorted(r["order_id"] for r in first) == [1, 2, 3, 4, 5]
+    assert len(maintenance.show(inv, "silver_orders", limit=2).to_pylist()) == 2
+    new_version = maintenance.restore(inv, "silver_orders", 0)
+    assert new_version == 3
+    assert sorted(r["order_id"] for r in read_delta(
+        streamed / "warehouse/silver/silver_orders")) == [1, 2, 3, 4, 5]
+    assert maintenance.history(inv, "silver_orders", 1)[0]["operation"] == "RESTORE"
+
+
+def test_time_travel_errors(streamed, project):
+    inv = Invocation(project_dir=str(streamed))
+    with pytest.raises(MedallionError, match="no version 9"):
+        maintenance.restore(inv, "silver_orders", 9)
+    with pytest.raises(MedallionError, match="did you mean 'silver_orders'"):
+        maintenance.history(inv, "silver_order")
+    with pytest.raises(MedallionError, match="cannot read 'silver_orders' as of 77"):
+        maintenance.show(inv, "silver_orders", as_of="77")
+    root = project({"models/v.sql": "{{ config(materialized='view') }}select 1 as a",
+                    "models/t.sql": "select 1 as a"})
+    with pytest.raises(MedallionError, match="is a view"):
+        maintenance.show(Invocation(project_dir=str(root)), "v")
+    with pytest.raises(MedallionError, match="has no table yet"):
+        maintenance.show(Invocation(project_dir=str(root)), "t")
+
+
+def test_cli_maintenance_commands_start_no_jvm(streamed):
+    code = ("import sys; from medallion_cli.cli import main\n"
+            "for args in (['history', 'silver_orders'], ['show', 'silver_orders', '--as-of', '1'],"
+            " ['optimize'], ['vacuum'], ['restore', 'bronze_orders', '--to', '0']):\n"
+            "    try: main(args + ['--project-dir', sys.argv[1]])\n"
+            "    except SystemExit as e: assert not e.code, (args, e.code)\n"
+            "print('PYSPARK LOADED' if 'pyspark' in sys.modules else 'NO PYSPARK')\n")
+    out = subprocess.run([sys.executable, "-c", code, str(streamed)], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("NO PYSPARK")
+    assert "bronze_orders restored to version 0 as version 4" in out.stdout  # 3 = optimize
+    assert "v2     " in out.stdout and "MERGE" in out.stdout
+
+
+def test_cli_vacuum_refuses_short_retention(streamed):
+    result = CliRunner().invoke(main, ["vacuum", "--retain", "1h", "--project-dir", str(streamed)])
+    assert result.exit_code == 2 and "--allow-short-retention" in result.output
