@@ -9,12 +9,6 @@ import click
 
 from . import __version__, tasks
 from .errors import MedallionError
-from .runner import NodeResult
-
-STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",
-                "skipped": "SKIP"}
-TEST_LABEL = {"success": "PASS", "warn": "WARN", "error": "FAIL", "skipped": "SKIP"}
-
 
 def common_options(func):
     """Options every command takes, so `medallion build -s x --target t` reads like dbt."""
@@ -50,60 +44,18 @@ def common_options(func):
     return wrapper
 
 
-def _print_result(total: int, result: NodeResult, index: list[int], debug: bool) -> None:
-    index[0] += 1
-    counter = f"{index[0]:>3} of {total}" if index[0] <= total else "  (watch)"
-    label = (TEST_LABEL if result.kind in ("test", "unit") else STATUS_LABEL)[result.status]
-    what = f"{result.kind} {result.name}" + (
-        f" ({result.materialized})" if result.kind == "model" else "")
-    facts = []
-    if result.rows is not None:
-        facts.append(f"{result.rows} {'failing ' if result.kind == 'test' else ''}rows")
-    if result.version is not None:
-        facts.append(f"v{result.version}")
-    facts.append(f"{result.seconds:.1f}s")
-    color = {"OK": "green", "PASS": "green", "ERROR": "red", "FAIL": "red", "SKIP": "yellow",
-             "WARN": "yellow"}.get(label)
-    click.echo(f"{counter}  " + click.style(f"{label:<10}", fg=color)
-               + f" {what:<50} [{', '.join(facts)}]")
-    for rule, count in result.expectations.items():
-        click.echo(f"      expectation {rule}: {count} row(s) failed")
-    if result.message:
-        click.echo(click.style("      " + result.message.replace("\n", "\n      "), fg=color,
-                               dim=result.status not in ("error", "skipped", "warn")))
-    if result.failed and debug:
-        click.echo(result.detail, err=True)
-
-
-def _print_batch(report) -> None:
-    facts = f"{report.rows} rows, v{report.version}"
-    if report.malformed:
-        facts += f", {report.malformed} malformed"
-    click.echo(f"  (watch)  STREAM     {report.model} batch {report.batch_id}: {facts}")
-
-
-def _report(run, debug: bool, watch: bool = False) -> None:
+def _report(task, debug: bool, log_format: str = "text", watch: bool = False) -> None:
     """Run a task that reports node results, print them as they come, exit 1 on any failure."""
-    total = [0]
-    index = [0]
+    from .progress import Console
 
-    def on_start(count: int, target: str) -> None:
-        total[0] = count
-        then = ", then watching for new data until Ctrl-C" if watch else ""
-        click.echo(f"Running {count} node(s) on target '{target}'{then}" if count
-                   else "Nothing selected.")
-
-    results = run(on_start, lambda r: _print_result(total[0], r, index, debug))
-    if results:
-        from .results import summary
-
-        click.echo(summary(results))
+    console = Console(log_format, debug, watch)
+    results = task(console.reporter())
+    console.finish(results)
     sys.exit(1 if any(r.failed for r in results) else 0)
 
 
-def _run(inv: tasks.Invocation, command: str, kinds, debug: bool, watch: bool = False) -> None:
-    _report(lambda on_start, on_result: tasks.build(
-        inv, command, kinds, on_start, on_result, _print_batch if watch else None), debug, watch)
+LOG_FORMAT = click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+                          show_default=True, help="json: one JSON object per event.")
 
 
 @click.group(help="Medallion: build bronze/silver/gold Delta tables from SQL models.")
@@ -124,22 +76,26 @@ THREADS = click.option("--threads", type=int, default=None,
 @click.option("--watch", is_flag=True,
               help="Keep running: streaming models on their processing-time trigger "
                    "(default 10 seconds), batch models refreshed when inputs change.")
-def build(inv, debug, watch):
-    _run(inv, "build", ("seed", "model"), debug, watch)
+@LOG_FORMAT
+def build(inv, debug, watch, log_format):
+    _report(lambda report: tasks.build(inv, "build", ("seed", "model"), report, watch), debug,
+            log_format, watch)
 
 
 @main.command(help="Build models only (no seeds), in DAG order.")
 @common_options
 @THREADS
-def run(inv, debug):
-    _run(inv, "run", ("model",), debug)
+@LOG_FORMAT
+def run(inv, debug, log_format):
+    _report(lambda report: tasks.build(inv, "run", ("model",), report), debug, log_format)
 
 
 @main.command(help="Load seeds/*.csv into Delta tables; a seed reloads when its file changed.")
 @common_options
 @THREADS
-def seed(inv, debug):
-    _run(inv, "seed", ("seed",), debug)
+@LOG_FORMAT
+def seed(inv, debug, log_format):
+    _report(lambda report: tasks.build(inv, "seed", ("seed",), report), debug, log_format)
 
 
 @main.command(help="Print the rendered Spark SQL of the selected models (no Spark started). "
@@ -170,9 +126,10 @@ def ls(inv, debug):
 @common_options
 @THREADS
 @click.option("--unit", is_flag=True, help="Run model unit tests from tests/unit/*.yml.")
-def test(inv, debug, unit):
+@LOG_FORMAT
+def test(inv, debug, unit, log_format):
     task = tasks.unit_test if unit else tasks.test
-    _report(lambda on_start, on_result: task(inv, on_start, on_result), debug)
+    _report(lambda report: task(inv, report), debug, log_format)
 
 
 @main.command(help="Write a static HTML page documenting the project: the DAG by layer, each "

@@ -34,6 +34,7 @@ class Outcome:
     write: WriteResult | None = None
     message: str = ""
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
+    rows_read: int | None = None
 
 
 @dataclass(frozen=True)

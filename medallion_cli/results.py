@@ -20,6 +20,39 @@ def write_compiled(project: Project, nodes: list[CompiledNode]) -> None:
             out.write_text(node.sql)
 
 
+def write_manifest(project: Project, graph, tests) -> Path:
+    """target/manifest.json: every model, seed, source and test with config, dependencies and
+    rendered SQL, as this invocation saw them."""
+    nodes = {}
+    for name in graph.order:
+        node = graph.nodes[name]
+        materialized = node.config.materialized
+        nodes[name] = {
+            "kind": node.file.kind, "layer": node.file.layer, "path": node.file.rel_path,
+            "description": node.file.description, "config": node.config.as_dict(),
+            "depends_on": {"refs": list(node.refs),
+                           "sources": [f"{s}.{t}" for s, t in node.sources]},
+            "children": list(graph.children.get(name, ())),
+            "compiled_sql": node.sql,
+            "table": None if materialized == "view" else str(project.table_path(node.file)),
+            "checkpoint": (str(project.checkpoint_path(node.file))
+                           if materialized == "streaming" else None),
+        }
+    out = project.target_dir / "manifest.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "project": project.name, "target": project.target.name,
+        "engine": project.target.engine, "warehouse": str(project.target.warehouse),
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "nodes": nodes,
+        "sources": {f"{s.source}.{s.name}": {"format": s.format, "path": str(s.path),
+                                             "schema": s.schema} for s in project.sources.values()},
+        "tests": {name: {"depends_on": list(t.refs), "severity": t.severity, "origin": t.origin,
+                         "key": t.key, "compiled_sql": t.sql} for name, t in tests.items()},
+    }, indent=2, default=str))
+    return out
+
+
 def write_run_results(project: Project, command: str, results: list[NodeResult],
                       started: float) -> Path:
     out = project.target_dir / "run_results.json"
@@ -32,11 +65,3 @@ def write_run_results(project: Project, command: str, results: list[NodeResult],
         "results": [{k: v for k, v in asdict(r).items() if k != "detail"} for r in results],
     }, indent=2))
     return out
-
-
-def summary(results: list[NodeResult]) -> str:
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    order = ("success", "up_to_date", "warn", "error", "skipped")
-    return "Done. " + ", ".join(f"{counts.get(s, 0)} {s.replace('_', ' ')}" for s in order)

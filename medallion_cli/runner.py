@@ -25,6 +25,8 @@ class NodeResult:
     status: str  # success | up_to_date | warn | error | skipped
     seconds: float = 0.0
     rows: int | None = None  # rows written; for a test, failing rows
+    rows_read: int | None = None  # input rows, where known (streaming models)
+    files_added: int | None = None
     version: int | None = None
     message: str = ""
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
@@ -61,7 +63,8 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
         outcome = build_node(ctx, node)
         write = outcome.write
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
-                          rows=write.rows if write else None,
+                          rows=write.rows if write else None, rows_read=outcome.rows_read,
+                          files_added=write.files_added if write else None,
                           version=write.version if write else None, message=outcome.message,
                           expectations=outcome.expectations)
 
@@ -83,7 +86,8 @@ def run_data_test(ctx: BuildContext, test: DataTest) -> NodeResult:
 
 def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str], NodeResult],
             labels: dict[str, tuple[str, str]], threads: int = 1,
-            on_result: Callable[[NodeResult], None] = lambda r: None) -> list[NodeResult]:
+            on_result: Callable[[NodeResult], None] = lambda r: None,
+            on_begin: Callable[[str], None] = lambda name: None) -> list[NodeResult]:
     """Run nodes (models, seeds, tests) in `order`, each once its `parents` finished; a node with a
     parent that failed or was skipped is skipped. labels: name -> (kind, materialized)."""
     waiting = {n: set(parents.get(n, ())) & set(order) for n in order}
@@ -110,6 +114,7 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
         while len(results) < len(order):
             for name in order:  # DAG order, so earlier layers start first
                 if name not in results and name not in running.values() and not waiting[name]:
+                    on_begin(name)
                     running[pool.submit(run, name)] = name
             if not running:
                 break

@@ -42,6 +42,7 @@ class BatchReport:
     version: int
     malformed: int
     expectations: dict
+    files_added: int
 
 
 @dataclass
@@ -52,6 +53,7 @@ class StreamTally:
     batches: int = 0
     replayed: int = 0
     rows: int = 0
+    files_added: int = 0
     malformed: int = 0
     expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
     version: int | None = None
@@ -62,6 +64,7 @@ class StreamTally:
         with self.lock:
             self.batches += 1
             self.rows += report.rows
+            self.files_added += report.files_added
             self.malformed += report.malformed
             self.version = report.version
             for rule, count in report.expectations.items():
@@ -111,7 +114,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
         batch.unpersist()
     crash_point(node.name, "committed", batch_id)
     tally.add(BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
-                          counts))
+                          counts, result.files_added or 0))
 
 
 def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
@@ -171,8 +174,9 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if not tally.batches:
         return Outcome("up_to_date", message="no new data" + (
             f"; {tally.replayed} replayed batch(es) already committed" if tally.replayed else ""))
-    return Outcome("success", WriteResult(tally.version, tally.rows), message=facts,
-                   expectations=tally.expectations)
+    rows_read = sum(p.get("numInputRows", 0) for p in query.recentProgress)
+    return Outcome("success", WriteResult(tally.version, tally.rows, tally.files_added),
+                   message=facts, expectations=tally.expectations, rows_read=rows_read)
 
 
 def stop_gracefully(query, poll_seconds: float = 0.2) -> None:

@@ -20,7 +20,7 @@ from .graph import Graph, build_graph, select, select_tests
 from .materializations import BuildContext
 from .project import Project, load_project
 from .rendering import CompiledNode, Renderer
-from .results import write_compiled, write_run_results
+from .results import write_compiled, write_manifest, write_run_results
 from .runner import NodeResult, execute, run_data_test, run_node, timed
 from .sqlcheck import check_model_sql
 from .unittests import load_unit_tests, run_unit_test
@@ -65,7 +65,9 @@ def load(inv: Invocation) -> Loaded:
     for node in graph.nodes.values():
         if node.sql is not None:
             check_model_sql(node, graph.nodes)
-    return Loaded(project, graph, load_tests(project, renderer, graph.nodes))
+    loaded = Loaded(project, graph, load_tests(project, renderer, graph.nodes))
+    write_manifest(project, graph, loaded.tests)
+    return loaded
 
 
 def selected_nodes(inv: Invocation, graph: Graph, kinds=("seed", "model"),
@@ -108,6 +110,16 @@ def list_nodes(inv: Invocation) -> list[Listing]:
         rows.append(Listing(name, node.file.kind, node.file.layer, materialized, deps,
                             node.file.rel_path, table, checkpoint))
     return rows
+
+
+@dataclass(frozen=True)
+class Reporter:
+    """How a task reports progress as it goes; the CLI prints, tests may collect."""
+
+    start: Callable[[int, str], None] = lambda total, target: None
+    begin: Callable[[str], None] = lambda name: None
+    result: Callable[[NodeResult], None] = lambda result: None
+    batch: Callable = lambda report: None  # a streaming micro-batch under --watch
 
 
 @dataclass(frozen=True)
@@ -155,13 +167,10 @@ def _context(loaded: Loaded, inv: Invocation) -> BuildContext:
                         inv.full_refresh)
 
 
-def build(inv: Invocation, command: str, kinds=("seed", "model"),
-          on_start: Callable[[int, str], None] = lambda total, target: None,
-          on_result: Callable[[NodeResult], None] = lambda r: None,
-          watching: Callable | None = None) -> list[NodeResult]:
+def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Reporter = Reporter(),
+          watch: bool = False) -> list[NodeResult]:
     """Build the selected nodes once (with `build`, each followed by its data tests); with
-    `watching` (a callback for streaming batches), then keep them running and fresh until
-    SIGINT/SIGTERM (see watch.py)."""
+    `watch`, then keep them running and fresh until SIGINT/SIGTERM (see watch.py)."""
     started = time.time()
     loaded = load(inv)
     graph, tests = loaded.graph, loaded.tests
@@ -169,14 +178,14 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"),
     test_names = select_tests(graph, tests, inv.select, inv.exclude) if command == "build" else []
     steps = plan(graph, tests, chosen, test_names)
     write_compiled(loaded.project, [graph.nodes[n] for n in chosen])
-    on_start(len(steps.order), loaded.project.target.name)
+    report.start(len(steps.order), loaded.project.target.name)
     if not steps.order:
         return []
     ctx = _context(loaded, inv)
     results = execute(steps.order, steps.parents, runner(ctx, tests), steps.labels,
-                      inv.threads or loaded.project.target.threads, on_result)
+                      inv.threads or loaded.project.target.threads, report.result, report.begin)
     write_run_results(loaded.project, command, results, started)
-    if watching is not None:
+    if watch:
         from .watch import stop_on_signals, watch
 
         stop = threading.Event()
@@ -193,34 +202,32 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"),
                            steps.labels)
 
         with stop_on_signals(stop):
-            watch(ctx, chosen, results, refresh, on_result, watching, stop)
+            watch(ctx, chosen, results, refresh, report.result, report.batch, stop)
     return results
 
 
-def test(inv: Invocation, on_start: Callable[[int, str], None] = lambda total, target: None,
-         on_result: Callable[[NodeResult], None] = lambda r: None) -> list[NodeResult]:
+def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     """Run the selected data tests against the tables as they are."""
     started = time.time()
     loaded = load(inv)
     names = select_tests(loaded.graph, loaded.tests, inv.select, inv.exclude)
-    on_start(len(names), loaded.project.target.name)
+    report.start(len(names), loaded.project.target.name)
     if not names:
         return []
     ctx = _context(loaded, inv)
     results = execute(names, {}, runner(ctx, loaded.tests), {n: ("test", "test") for n in names},
-                      inv.threads or loaded.project.target.threads, on_result)
+                      inv.threads or loaded.project.target.threads, report.result, report.begin)
     write_run_results(loaded.project, "test", results, started)
     return results
 
 
-def unit_test(inv: Invocation, on_start: Callable[[int, str], None] = lambda total, target: None,
-              on_result: Callable[[NodeResult], None] = lambda r: None) -> list[NodeResult]:
+def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     """Run model unit tests (tests/unit/*.yml) on their given rows; no table is touched."""
     loaded = load(inv)
     models = set(selected_nodes(inv, loaded.graph, ("model",), {}))
     found = {t.name: t for t in load_unit_tests(loaded.project, loaded.graph)}
     names = [n for n, t in found.items() if t.model in models or n in inv.select]
-    on_start(len(names), loaded.project.target.name)
+    report.start(len(names), loaded.project.target.name)
     if not names:
         return []
     spark = _context(loaded, inv).engine.spark
@@ -235,7 +242,8 @@ def unit_test(inv: Invocation, on_start: Callable[[int, str], None] = lambda tot
         return timed(name, "unit", "unit test", work)
 
     # Unit tests register temp views by model name: one at a time.
-    return execute(names, {}, run, {n: ("unit", "unit test") for n in names}, 1, on_result)
+    return execute(names, {}, run, {n: ("unit", "unit test") for n in names}, 1, report.result,
+                   report.begin)
 
 
 # The template is this repository: cookiecutter.json at its root, beside the package.

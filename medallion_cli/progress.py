@@ -1,0 +1,128 @@
+"""Printing a task's progress: one line per node, a live status line on a terminal, or JSON.
+
+On a terminal, a status line under the results shows what is running and for how long; it is
+redrawn every half second and erased before each result line. Piped output gets plain lines
+only. --log-format json writes one JSON object per event (start, result, batch, done).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from dataclasses import asdict
+
+import click
+
+from .runner import NodeResult
+from .tasks import Reporter
+
+STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",
+                "skipped": "SKIP"}
+TEST_LABEL = {"success": "PASS", "warn": "WARN", "error": "FAIL", "skipped": "SKIP"}
+COLORS = {"OK": "green", "PASS": "green", "ERROR": "red", "FAIL": "red", "SKIP": "yellow",
+          "WARN": "yellow"}
+ORDER = ("success", "up_to_date", "warn", "error", "skipped")
+ERASE_LINE = "\r\033[K"  # back to the start of the line, and clear it
+
+
+def counts(results: list[NodeResult]) -> dict[str, int]:
+    return {s: sum(r.status == s for r in results) for s in ORDER}
+
+
+class Console:
+    def __init__(self, log_format: str = "text", debug: bool = False, watch: bool = False,
+                 live: bool | None = None):
+        self.json = log_format == "json"
+        self.debug = debug
+        self.watch = watch
+        self.live = (sys.stdout.isatty() if live is None else live) and not self.json
+        self.total = 0
+        self.done = 0
+        self.running: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def reporter(self) -> Reporter:
+        return Reporter(self.start, self.begin, self.result, self.batch)
+
+    def _emit(self, event: str, **fields) -> None:
+        click.echo(json.dumps({"event": event, **fields}, default=str))
+
+    def _line(self, text: str) -> None:
+        with self.lock:
+            if self.live:
+                click.echo(ERASE_LINE, nl=False, color=True)
+            click.echo(text)
+
+    def start(self, total: int, target: str) -> None:
+        self.total = total
+        if self.json:
+            return self._emit("start", nodes=total, target=target)
+        then = ", then watching for new data until Ctrl-C" if self.watch else ""
+        click.echo(f"Running {total} node(s) on target '{target}'{then}" if total
+                   else "Nothing selected.")
+        if self.live and total:
+            threading.Thread(target=self._tick, daemon=True).start()
+
+    def begin(self, name: str) -> None:
+        with self.lock:
+            self.running[name] = time.monotonic()
+
+    def _tick(self) -> None:
+        while not self.stop.wait(0.5):
+            with self.lock:
+                now = time.monotonic()
+                busy = ", ".join(f"{n} ({now - t:.0f}s)" for n, t in self.running.items())
+                if busy:
+                    status = f"  [{self.done}/{self.total}] running: {busy}"
+                    click.echo(ERASE_LINE + status[:150], nl=False, color=True)
+
+    def result(self, result: NodeResult) -> None:
+        with self.lock:
+            self.running.pop(result.name, None)
+            self.done += 1
+        if self.json:
+            return self._emit("result", **{k: v for k, v in asdict(result).items()
+                                           if k != "detail" or self.debug})
+        counter = f"{self.done:>3} of {self.total}" if self.done <= self.total else "  (watch)"
+        label = (TEST_LABEL if result.kind in ("test", "unit") else STATUS_LABEL)[result.status]
+        what = f"{result.kind} {result.name}" + (
+            f" ({result.materialized})" if result.kind == "model" else "")
+        facts = []
+        if result.rows is not None:
+            facts.append(f"{result.rows} {'failing ' if result.kind == 'test' else ''}rows")
+        if result.version is not None:
+            facts.append(f"v{result.version}")
+        facts.append(f"{result.seconds:.1f}s")
+        color = COLORS.get(label)
+        lines = [f"{counter}  " + click.style(f"{label:<10}", fg=color)
+                 + f" {what:<50} [{', '.join(facts)}]"]
+        lines += [f"      expectation {rule}: {n} row(s) failed"
+                  for rule, n in result.expectations.items()]
+        if result.message:
+            lines.append(click.style("      " + result.message.replace("\n", "\n      "),
+                                     fg=color, dim=result.status not in ("error", "skipped",
+                                                                         "warn")))
+        if result.failed and self.debug:
+            lines.append(result.detail)
+        self._line("\n".join(lines))
+
+    def batch(self, report) -> None:
+        if self.json:
+            return self._emit("batch", **asdict(report))
+        facts = f"{report.rows} rows, v{report.version}"
+        if report.malformed:
+            facts += f", {report.malformed} malformed"
+        self._line(f"  (watch)  STREAM     {report.model} batch {report.batch_id}: {facts}")
+
+    def finish(self, results: list[NodeResult]) -> None:
+        self.stop.set()
+        if self.live:
+            click.echo(ERASE_LINE, nl=False, color=True)
+        if self.json:
+            return self._emit("done", counts=counts(results))
+        if results:
+            click.echo("Done. " + ", ".join(f"{n} {s.replace('_', ' ')}"
+                                            for s, n in counts(results).items()))

@@ -1,0 +1,64 @@
+"""Run artifacts (manifest.json, run_results.json) and progress output (live, plain, JSON)."""
+
+import json
+import time
+
+from click.testing import CliRunner
+
+from medallion_cli.cli import main
+from medallion_cli.progress import Console
+from medallion_cli.runner import NodeResult
+from test_streaming import BATCH_1, MODELS, land
+
+
+def test_manifest_and_run_results(project):
+    root = project({**MODELS, "models/gold/counts.sql":
+                    "select status, count(*) as n from {{ ref('silver_orders') }} group by status",
+                    "models/props.yml": "models:\n  - name: counts\n    columns:\n"
+                                        "      - {name: status, tests: [unique]}\n"})
+    land(root, "001.json", BATCH_1)
+    result = CliRunner().invoke(main, ["build", "--project-dir", str(root)])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((root / "target/manifest.json").read_text())
+    silver = manifest["nodes"]["silver_orders"]
+    assert silver["depends_on"] == {"refs": ["bronze_orders"], "sources": []}
+    assert silver["config"]["unique_key"] == ["order_id"]
+    assert silver["checkpoint"].endswith("_checkpoints/silver/silver_orders")
+    assert "from `bronze_orders`" in silver["compiled_sql"]
+    assert manifest["tests"]["unique_counts_status"]["depends_on"] == ["counts"]
+    runs = {r["name"]: r for r in json.loads(
+        (root / "target/run_results.json").read_text())["results"]}
+    bronze = runs["bronze_orders"]
+    assert (bronze["status"], bronze["rows"], bronze["rows_read"], bronze["version"]) == (
+        "success", 5, 5, 0)
+    assert bronze["files_added"] >= 1 and bronze["seconds"] > 0
+    assert runs["unique_counts_status"]["status"] == "success"
+
+
+def test_json_log_format(project):
+    root = project({"models/a.sql": "select 1 as id"})
+    result = CliRunner().invoke(main, ["run", "--project-dir", str(root), "--log-format", "json"])
+    events = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    assert [e["event"] for e in events] == ["start", "result", "done"]
+    assert events[1]["name"] == "a" and events[1]["status"] == "success"
+    assert events[2]["counts"]["success"] == 1
+
+
+def test_live_status_line_on_a_terminal_and_plain_lines_otherwise():
+    def run(live: bool) -> str:
+        runner = CliRunner()
+        with runner.isolation() as (out, _, _):
+            console = Console(live=live)
+            console.start(1, "local")
+            console.begin("slow_model")
+            time.sleep(1.2)
+            console.result(NodeResult("slow_model", "model", "table", "success", 1.2, rows=3))
+            console.finish([NodeResult("slow_model", "model", "table", "success")])
+            return out.getvalue().decode()
+
+    live = run(True)
+    assert "[0/1] running: slow_model (1s)" in live
+    assert "\r\x1b[K" in live and "1 of 1" in live
+    plain = run(False)
+    assert "running:" not in plain and "\x1b[K" not in plain
+    assert "1 of 1" in plain and "[3 rows, 1.2s]" in plain
