@@ -6,17 +6,32 @@ requirements.txt points at this same repository, so the project depends on the m
 package rather than carrying a copy of it.
 """
 
+import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
-REPO = Path("{{ cookiecutter._repo_dir }}")
 TEMPLATE = "{{ cookiecutter._template }}"
 INCLUDE_EXAMPLES = "{{ cookiecutter.include_examples }}" == "yes"
 # Copied from the repository root when examples are wanted (globs, relative to the root).
 EXAMPLES = ["models/**/*", "macros/*.sql", "seeds/*", "landing/**/*", "tests/*.sql",
             "tests/unit/*.yml", "tests/examples/*.sql", "tests/generic/*.sql",
             "tests/test_sample_*.py"]
+
+
+def template_root() -> Path:
+    """The template repository's folder. Hooks run inside the new project, so a relative path
+    (`cookiecutter .`) is taken from where cookiecutter was started: the shell's PWD."""
+    given = Path("{{ cookiecutter._repo_dir }}")
+    root = given if given.is_absolute() else Path(os.environ.get("PWD", "")) / given
+    if not (root / "cookiecutter.json").is_file():
+        sys.exit(f"cannot find the Medallion template at {root}; run cookiecutter with the "
+                 "template's absolute path")
+    return root.resolve()
+
+
+REPO = template_root()
 
 
 def package_requirement() -> str:

@@ -1,5 +1,6 @@
 """The cookiecutter template: generated projects build and test green, as generated."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,14 @@ def test_init_outside_a_template_says_how_to_fix(tmp_path):
     result = CliRunner().invoke(main, ["init", "x", "--template", str(tmp_path / "nowhere"),
                                        "--output-dir", str(tmp_path), "--no-input"])
     assert result.exit_code == 2 and "cannot create the project" in result.output
+
+
+def test_cookiecutter_cli_with_a_relative_template_path(tmp_path):
+    """`cookiecutter .` from the repository: the hook finds the examples and this package."""
+    out = subprocess.run([str(Path(sys.executable).parent / "cookiecutter"), "--no-input",
+                          "--output-dir", str(tmp_path), "."], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "PWD": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    project = tmp_path / "my_lakehouse"
+    assert (project / "models/silver/silver_orders.sql").is_file()
+    assert (project / "requirements.txt").read_text().strip().endswith(ROOT.as_uri())
