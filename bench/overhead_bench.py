@@ -1,0 +1,101 @@
+"""Framework overhead: `medallion build` against the same work written by hand, and the speed
+of `medallion compile` / `ls` on a 500-model project.
+
+    python bench/overhead_bench.py --orders 300000      # about a minute of work on 2 cores
+    python bench/overhead_bench.py --orders 2000 --models 50    # CI's smoke run
+
+Both start from an empty warehouse on the same landing files, each in its own process (JVM start
+included), one after the other; medallion's timed command is `run` (models, no data tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from streaming_bench import make_project, medallion
+
+HERE = Path(__file__).resolve().parent
+
+
+def timed(cmd, cwd=None) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def make_wide_project(root: Path, models: int) -> Path:
+    """A project with `models` models: a fifth bronze over a source, the rest chained on them."""
+    (root / "models/bronze").mkdir(parents=True)
+    (root / "models/silver").mkdir(parents=True)
+    (root / "macros").mkdir()
+    (root / "profiles").mkdir()
+    shutil.copy(HERE.parent / "profiles/profiles.yml", root / "profiles/profiles.yml")
+    (root / "medallion_project.yml").write_text("name: wide\nprofile: medallion\n")
+    (root / "macros/m.sql").write_text("{% macro cents(c) %}cast({{ c }} * 100 as bigint)"
+                                       "{% endmacro %}")
+    (root / "models/sources.yml").write_text(
+        "sources:\n  - name: raw\n    tables:\n      - {name: t, format: delta, path: raw}\n")
+    bronze = max(1, models // 5)
+    for i in range(bronze):
+        (root / f"models/bronze/b{i}.sql").write_text(
+            "select id, amount, {{ cents('amount') }} as cents "
+            "from {{ source('raw', 't') }} where id % " + str(bronze) + f" = {i}")
+    for i in range(models - bronze):
+        parent = f"b{i % bronze}" if i < bronze else f"s{i - bronze}"
+        (root / f"models/silver/s{i}.sql").write_text(
+            f"select id, sum(cents) as cents from {{{{ ref('{parent}') }}}} group by id")
+    return root
+
+
+def cli_seconds(project: Path, command: str, runs: int = 3) -> float:
+    return statistics.median(timed(medallion(command, "--project-dir", str(project)))
+                             for _ in range(runs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=300000)
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--models", type=int, default=500)
+    args = parser.parse_args()
+
+    project, feed = make_project(args.orders, args.files)
+    # The hand-written script runs no data tests, so time `run` (models only) after the seed.
+    subprocess.run(medallion("seed", "--project-dir", str(project)), check=True,
+                   capture_output=True)
+    medallion_seconds = timed(medallion("run", "--project-dir", str(project)))
+    results = {r["name"]: r for r in json.loads(
+        (project / "target/run_results.json").read_text())["results"]}
+    out = subprocess.run([sys.executable, str(HERE / "handwritten.py"), str(project)],
+                         check=True, capture_output=True, text=True).stdout
+    handwritten = eval(out.strip().splitlines()[-1])  # the script prints one dict literal
+    report = {
+        "feed": feed,
+        "medallion_build_seconds": round(medallion_seconds, 1),
+        "handwritten_seconds": handwritten["seconds"],
+        "overhead_ratio": round(medallion_seconds / handwritten["seconds"], 2),
+        "medallion_rows_per_second": {
+            n: round((r["rows"] or 0) / r["seconds"]) for n, r in results.items()
+            if r["kind"] == "model" and r["rows"]},
+        "handwritten_rows_per_second": {
+            n: round(t["rows"] / t["seconds"]) for n, t in handwritten["tables"].items()
+            if t["seconds"]},
+    }
+    shutil.rmtree(project, ignore_errors=True)
+    wide = make_wide_project(Path(__import__("tempfile").mkdtemp(prefix="medallion-wide-")),
+                             args.models)
+    report[f"compile_{args.models}_models_seconds"] = round(cli_seconds(wide, "compile"), 2)
+    report[f"ls_{args.models}_models_seconds"] = round(cli_seconds(wide, "ls"), 2)
+    shutil.rmtree(wide, ignore_errors=True)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
