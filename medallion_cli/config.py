@@ -30,6 +30,7 @@ CONFIG_KEYS = {
     "expectations": None,
     "enabled": (True, False),
     "column_types": None,
+    "optimize_after_files": None,
 }
 
 
@@ -48,6 +49,7 @@ class NodeConfig:
     expectations: dict = field(default_factory=dict)
     enabled: bool = True
     column_types: dict = field(default_factory=dict)
+    optimize_after_files: int | None = None  # streaming: compact once the table has more files
 
     def as_dict(self) -> dict:
         return {key: getattr(self, key) for key in CONFIG_KEYS}
@@ -87,6 +89,15 @@ def _expectations(raw, origin: str) -> dict:
                                  "one of warn, drop, fail", path=origin)
         rules[str(name)] = {"expect": str(rule["expect"]), "on_violation": action}
     return rules
+
+
+def _positive_int(value, key: str, origin: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MedallionError(f"config '{key}' is {value!r}; it must be a whole number above 0",
+                             path=origin)
+    return value
 
 
 def check_keys(raw: dict, origin: str) -> None:
@@ -136,6 +147,8 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         expectations=_expectations(raw.get("expectations") or {}, origin),
         enabled=bool(raw.get("enabled", True)),
         column_types=dict(raw.get("column_types") or {}),
+        optimize_after_files=_positive_int(raw.get("optimize_after_files"),
+                                           "optimize_after_files", origin),
     )
     if config.trigger != "available_now" and not _is_interval(config.trigger):
         raise MedallionError(f"config 'trigger' is {config.trigger!r}", path=origin,

@@ -113,6 +113,11 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
     finally:
         batch.unpersist()
     crash_point(node.name, "committed", batch_id)
+    limit = node.config.optimize_after_files
+    if limit and ctx.engine.file_count(path) > limit:
+        # Streaming writes small files; a compaction commit changes no data, so readers
+        # downstream (streams included) do not see it as new rows.
+        ctx.engine.optimize(path)
     tally.add(BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
                           counts, result.files_added or 0))
 

@@ -98,3 +98,18 @@ def test_cli_maintenance_commands_start_no_jvm(streamed):
 def test_cli_vacuum_refuses_short_retention(streamed):
     result = CliRunner().invoke(main, ["vacuum", "--retain", "1h", "--project-dir", str(streamed)])
     assert result.exit_code == 2 and "--allow-short-retention" in result.output
+
+
+def test_streaming_auto_compaction_after_a_file_threshold(project, build):
+    files = dict(MODELS)
+    files["models/bronze/bronze_orders.sql"] = files["models/bronze/bronze_orders.sql"].replace(
+        "materialized='streaming'", "materialized='streaming', optimize_after_files=2")
+    root = project(files)
+    for n, batch in enumerate((BATCH_1, BATCH_2, BATCH_3)):
+        land(root, f"00{n}.json", batch)
+    build(root)  # three bronze batches (maxFilesPerTrigger: 1), compacted once past two files
+    bronze = DeltaTable(str(root / "warehouse/bronze/bronze_orders"))
+    assert len(bronze.file_uris()) <= 2
+    assert "OPTIMIZE" in {c["operation"] for c in bronze.history()}
+    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 12
+    assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)

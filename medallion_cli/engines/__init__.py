@@ -60,6 +60,25 @@ class Engine(Protocol):
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult: ...
 
 
+    # Maintenance and time travel.
+
+    def optimize(self, path: Path) -> dict:
+        """Compact small files (a commit with no data change); {files_removed, files_added}."""
+
+    def vacuum(self, path: Path, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+        """Delete unreferenced files older than the retention; returns them."""
+
+    def file_count(self, path: Path) -> int: ...
+
+    def history(self, path: Path, limit: int | None = None) -> list[dict]: ...
+
+    def restore(self, path: Path, version: int) -> int:
+        """Make `version` current as a new commit; returns the new version."""
+
+    def snapshot(self, path: Path, as_of: int | str | None = None, limit: int | None = None):
+        """Rows now, at a version, or at a timestamp (a pyarrow Table)."""
+
+
 def make_engine(target: Target) -> Engine:
     if target.engine == "embedded":
         from .embedded import EmbeddedEngine

@@ -202,6 +202,9 @@ class EmbeddedEngine:
         return self._open(path).vacuum(retention_hours=int(retain_hours), dry_run=False,
                                        enforce_retention_duration=enforce_retention)
 
+    def file_count(self, path: Path) -> int:
+        return len(self._open(path).file_uris())
+
     def history(self, path: Path, limit: int | None = None) -> list[dict]:
         return self._open(path).history(limit)
 
