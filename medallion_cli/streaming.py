@@ -101,17 +101,12 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
         with tally.lock:
             tally.replayed += 1
         return
-    malformed = 0
-    if CORRUPT_COLUMN in batch.columns:
-        batch = batch.persist()  # counted, then written: read the input once
-        malformed = batch.where(batch[CORRUPT_COLUMN].isNotNull()).count()
-    try:
-        replace = not ctx.engine.table_exists(path) or (replace_first and tally.batches == 0)
-        txn = (app_id, batch_id)
-        with checked_rows(ctx, node, batch, replace, txn) as (rows, counts):
-            result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn)
-    finally:
-        batch.unpersist()
+    replace = not ctx.engine.table_exists(path) or (replace_first and tally.batches == 0)
+    txn = (app_id, batch_id)
+    with checked_rows(ctx, node, batch, replace, txn) as (rows, counts):
+        result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn)
+    # Malformed rows kept in the table, counted from the written files' statistics.
+    malformed = result.non_null.get(CORRUPT_COLUMN, 0)
     crash_point(node.name, "committed", batch_id)
     limit = node.config.optimize_after_files
     if limit and ctx.engine.file_count(path) > limit:

@@ -6,7 +6,7 @@ atomic overwrite and append, and MERGE. A profile's target picks the engine by n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,6 +21,7 @@ class WriteResult:
     version: int
     rows: int | None
     files_added: int | None = None
+    non_null: dict = field(default_factory=dict)  # column -> non-null values in what was written
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
@@ -48,6 +49,36 @@ def _last_operation(dt: DeltaTable) -> dict:
     return dt.history(1)[0]
 
 
+class StagedFiles:
+    """The Parquet files Spark staged; their footers give row and null counts without a scan."""
+
+    def __init__(self, files: list[str]):
+        self.files = files
+        self.metadata = [pq.ParquetFile(f).metadata for f in files]
+        self.rows = sum(m.num_rows for m in self.metadata)
+
+    def non_null(self) -> dict[str, int]:
+        """Non-null values per top-level column, from the row groups' statistics (reading the
+        column itself where a footer has no null count)."""
+        counts: dict[str, int] = {}
+        for path, meta in zip(self.files, self.metadata):
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                for c in range(group.num_columns):
+                    column = group.column(c)
+                    name = column.path_in_schema
+                    if "." in name:
+                        continue  # nested fields are not counted
+                    stats = column.statistics
+                    if stats is not None and stats.has_null_count:
+                        nulls = stats.null_count
+                    else:
+                        nulls = pq.ParquetFile(path).read_row_group(g, columns=[name]).column(
+                            0).null_count
+                    counts[name] = counts.get(name, 0) + group.num_rows - nulls
+        return counts
+
+
 class EmbeddedEngine:
     name = "embedded"
 
@@ -63,7 +94,7 @@ class EmbeddedEngine:
 
     @contextmanager
     def _staged(self, df):
-        """The DataFrame as (stream of Arrow batches, row count), through a staging Parquet folder."""
+        """The DataFrame as (stream of Arrow batches, staged files), via a staging Parquet folder."""
         folder = self.staging / uuid.uuid4().hex
         try:
             df.write.parquet(str(folder))
@@ -73,7 +104,7 @@ class EmbeddedEngine:
             schema = pa.schema([f.with_nullable(True) for f in dataset.schema]).remove_metadata()
             yield pa.RecordBatchReader.from_batches(
                 schema, (batch.cast(schema) for batch in dataset.to_batches())), \
-                dataset.count_rows()
+                StagedFiles(dataset.files)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -93,14 +124,12 @@ class EmbeddedEngine:
             raise MedallionError("no Delta table here", path=path) from exc
 
     def read_table(self, path: Path):
-        from pyspark.sql.pandas.types import from_arrow_schema
-
         dt = self._open(path)
         if "deletionVectors" in (dt.protocol().reader_features or []):
             raise MedallionError("this table uses deletion vectors, which the embedded engine "
                                  "cannot read", path=path,
                                  hint="disable them on the table or use the delta-spark engine")
-        schema = from_arrow_schema(pa.schema(dt.schema().to_arrow()))
+        schema = self._spark_schema(dt)
         files = dt.file_uris()
         if not files:
             return self.spark.createDataFrame([], schema)
@@ -114,7 +143,15 @@ class EmbeddedEngine:
         if not self._stream_source_registered:
             self.spark.dataSource.register(DeltaStreamSource)
             self._stream_source_registered = True
-        return self.spark.readStream.format(FORMAT).option("path", str(path)).load()
+        # The schema, read here from the Delta log, spares Spark a Python worker round trip.
+        return (self.spark.readStream.format(FORMAT).schema(self._spark_schema(self._open(path)))
+                .option("path", str(path)).load())
+
+    @staticmethod
+    def _spark_schema(dt: DeltaTable):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(pa.schema(dt.schema().to_arrow()))
 
     def table_version(self, path: Path) -> int:
         return self._open(path).version()
@@ -132,26 +169,27 @@ class EmbeddedEngine:
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None) -> WriteResult:
         path.mkdir(parents=True, exist_ok=True)
-        with self._staged(df) as (data, rows):
-            if not rows and mode == "append" and self.table_exists(path):
-                return self._unchanged(path)  # nothing to add: no empty commit
+        with self._staged(df) as (data, staged):
+            if not staged.rows and mode == "append" and self.table_exists(path):
+                return self._unchanged(path, staged)  # nothing to add: no empty commit
             write_deltalake(
                 str(path), data, mode=mode, partition_by=list(partition_by) or None,
                 schema_mode="overwrite" if mode == "overwrite" else (
                     "merge" if merge_schema else None),
                 commit_properties=_commit(metadata, txn))
-        return self._result(path)
+        return self._result(path, staged)
 
     def merge(self, df, path: Path, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
-        with self._staged(df) as (data, rows):
-            if not rows:
-                return self._unchanged(path)
+        with self._staged(df) as (data, staged):
+            if not staged.rows:
+                return self._unchanged(path, staged)
             self._merge(data, path, spec, metadata, merge_schema, txn)
-        return self._result(path)
+        return self._result(path, staged)
 
-    def _unchanged(self, path: Path) -> WriteResult:
-        return WriteResult(version=self._open(path).version(), rows=0, files_added=0)
+    def _unchanged(self, path: Path, staged: StagedFiles) -> WriteResult:
+        return WriteResult(version=self._open(path).version(), rows=0, files_added=0,
+                           non_null=staged.non_null())
 
     def _merge(self, data, path, spec, metadata, merge_schema, txn) -> None:
         dt = self._open(path)
@@ -178,7 +216,7 @@ class EmbeddedEngine:
                     hint="deduplicate in the SQL or set sequence_by so the latest row wins") from exc
             raise
 
-    def _result(self, path: Path) -> WriteResult:
+    def _result(self, path: Path, staged: StagedFiles) -> WriteResult:
         op = _last_operation(self._open(path))
         metrics = op.get("operationMetrics") or {}
         if "num_added_rows" in metrics:
@@ -188,7 +226,8 @@ class EmbeddedEngine:
                        for k in ("inserted", "updated", "deleted"))
         return WriteResult(version=op["version"], rows=rows,
                            files_added=metrics.get("num_added_files",
-                                                   metrics.get("num_target_files_added")))
+                                                   metrics.get("num_target_files_added")),
+                           non_null=staged.non_null())
 
     # Maintenance and time travel: delta-rs alone, no Spark.
 
