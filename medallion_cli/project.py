@@ -199,6 +199,20 @@ def _properties(root: Path, model_dirs: list[str]) -> list[tuple[Path, dict]]:
     return [(path, read_yaml(path)) for _, path in files]
 
 
+def _schema_ddl(table: dict, where: str) -> str | None:
+    """A source table's schema as DDL: given as `schema: "a int, b string"`, or as `columns:`
+    with a name and a data_type (or type) each, as in dbt."""
+    if table.get("schema"):
+        return str(table["schema"])
+    typed = [c for c in table.get("columns") or () if c.get("data_type") or c.get("type")]
+    if not typed:
+        return None
+    if len(typed) != len(table["columns"]):
+        raise MedallionError(f"{where}: every column needs a data_type once one has one",
+                             hint="or give the whole schema as schema: 'a int, b string'")
+    return ", ".join(f"`{c['name']}` {c.get('data_type') or c.get('type')}" for c in typed)
+
+
 def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str], SourceTable]:
     sources = {}
     for path, data in props:
@@ -218,7 +232,7 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                 sources[(sname, tname)] = SourceTable(
                     source=sname, name=tname, format=fmt,
                     path=(base / table.get("path", tname)).resolve(),
-                    schema=table.get("schema"),
+                    schema=_schema_ddl(table, f"{origin}, source {sname}.{tname}"),
                     options={**(source.get("options") or {}), **(table.get("options") or {})},
                     origin=origin)
     return sources

@@ -226,3 +226,33 @@ def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, crash_at)
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
     bronze = read_delta(root / "warehouse/bronze/bronze_orders")
     assert len(bronze) == len(BATCH_1 + BATCH_2 + BATCH_3)  # nothing twice, nothing lost
+
+
+def test_parquet_source_with_yaml_columns_streams_new_files(project, build):
+    root = project({
+        "models/sources.yml": """\
+            sources:
+              - name: landing
+                path: landing
+                tables:
+                  - name: readings
+                    format: parquet
+                    columns:
+                      - {name: sensor, data_type: string}
+                      - {name: value, data_type: double}
+        """,
+        "models/bronze/readings.sql": "{{ config(materialized='streaming') }}"
+                                      "select sensor, value, _source_file "
+                                      "from {{ source('landing', 'readings') }}"})
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = root / "landing/readings"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"sensor": ["a", "b"], "value": [1.0, 2.0]}), folder / "part1.parquet")
+    assert build(root)["readings"].rows == 2
+    pq.write_table(pa.table({"sensor": ["c"], "value": [3.0]}), folder / "part2.parquet")
+    assert build(root)["readings"].rows == 1
+    rows = read_delta(root / "warehouse/bronze/readings")
+    assert sorted((r["sensor"], r["value"]) for r in rows) == [("a", 1.0), ("b", 2.0), ("c", 3.0)]
+    assert all("/landing/readings/part" in r["_source_file"] for r in rows)
