@@ -7,6 +7,7 @@ with no framework. Usage: python bench/handwritten.py PROJECT_DIR
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -112,8 +113,9 @@ def main(project: Path) -> None:
                             from e group by event_date, session_id) group by event_date"""),
          "gold_funnel_conversion")
     total = time.perf_counter() - started
-    print({"seconds": round(total, 2),
-           "tables": {k: {"rows": r, "seconds": round(s, 2)} for k, (r, s) in timings.items()}})
+    print(json.dumps({"seconds": round(total, 2),
+                      "tables": {k: {"rows": r, "seconds": round(s, 2)}
+                                 for k, (r, s) in timings.items()}}))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def main() -> None:
         (project / "target/run_results.json").read_text())["results"]}
     out = subprocess.run([sys.executable, str(HERE / "handwritten.py"), str(project)],
                          check=True, capture_output=True, text=True).stdout
-    handwritten = eval(out.strip().splitlines()[-1])  # the script prints one dict literal
+    handwritten = json.loads(out.strip().splitlines()[-1])
     report = {
         "feed": feed,
         "medallion_build_seconds": round(medallion_seconds, 1),
@@ -89,8 +90,7 @@ def main() -> None:
             if t["seconds"]},
     }
     shutil.rmtree(project, ignore_errors=True)
-    wide = make_wide_project(Path(__import__("tempfile").mkdtemp(prefix="medallion-wide-")),
-                             args.models)
+    wide = make_wide_project(Path(tempfile.mkdtemp(prefix="medallion-wide-")), args.models)
     report[f"compile_{args.models}_models_seconds"] = round(cli_seconds(wide, "compile"), 2)
     report[f"ls_{args.models}_models_seconds"] = round(cli_seconds(wide, "ls"), 2)
     shutil.rmtree(wide, ignore_errors=True)

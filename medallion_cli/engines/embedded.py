@@ -44,9 +44,6 @@ def _commit(metadata: dict | None, txn: tuple[str, int] | None) -> CommitPropert
                             app_transactions=[Transaction(*txn)] if txn else None)
 
 
-def _last_operation(dt: DeltaTable) -> dict:
-    dt.update_incremental()
-    return dt.history(1)[0]
 
 
 class StagedFiles:
@@ -61,7 +58,7 @@ class StagedFiles:
         """Non-null values per top-level column, from the row groups' statistics (reading the
         column itself where a footer has no null count)."""
         counts: dict[str, int] = {}
-        for path, meta in zip(self.files, self.metadata):
+        for path, meta in zip(self.files, self.metadata, strict=True):
             for g in range(meta.num_row_groups):
                 group = meta.row_group(g)
                 for c in range(group.num_columns):
@@ -217,7 +214,7 @@ class EmbeddedEngine:
             raise
 
     def _result(self, path: Path, staged: StagedFiles) -> WriteResult:
-        op = _last_operation(self._open(path))
+        op = self._open(path).history(1)[0]
         metrics = op.get("operationMetrics") or {}
         if "num_added_rows" in metrics:
             rows = metrics["num_added_rows"]
