@@ -6,6 +6,7 @@ severity included), everything downstream of it is skipped rather than built on 
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -37,12 +38,21 @@ class NodeResult:
         return self.status == "error"
 
 
-def _error_message(exc: BaseException) -> str:
+PYTHON_ERROR_LINE = re.compile(r"^\s*[\w.]*(Error|Exception): .+")
+
+
+def error_message(exc: BaseException) -> str:
+    """What went wrong, in a line: Spark errors go on with the whole query plan, so their first
+    line; but when Spark wraps a Python traceback (from a streaming source, say), its last
+    `SomeError: ...` line, which is where the reason is."""
     if isinstance(exc, MedallionError):
         return str(exc)
-    text = str(exc).strip() or type(exc).__name__
-    # Spark errors go on with the whole query plan; the first line says what is wrong.
-    return text.splitlines()[0]
+    lines = (str(exc).strip() or type(exc).__name__).splitlines()
+    if "Traceback (most recent call last)" in str(exc):
+        reasons = [line.strip() for line in lines if PYTHON_ERROR_LINE.match(line)]
+        if reasons:
+            return reasons[-1]
+    return lines[0]
 
 
 def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult]) -> NodeResult:
@@ -52,7 +62,7 @@ def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult
         result = work()
     except Exception as exc:
         return NodeResult(name, kind, materialized, "error", time.perf_counter() - start,
-                          message=_error_message(exc), detail=traceback.format_exc())
+                          message=error_message(exc), detail=traceback.format_exc())
     return replace(result, seconds=time.perf_counter() - start)
 
 

@@ -23,6 +23,7 @@ from .faults import crash_point
 from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, checked_rows,
                                register_inputs, write_incremental)
 from .rendering import CompiledNode
+from .runner import error_message
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
 # With two streaming queries running Spark jobs at once, Spark 4.1 in local mode intermittently
@@ -153,7 +154,7 @@ def raise_query_error(query, tally: StreamTally) -> None:
     if tally.error is not None:
         raise tally.error
     if query.exception() is not None:
-        raise RuntimeError(str(query.exception()).splitlines()[0])
+        raise RuntimeError(error_message(query.exception()))
 
 
 def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:

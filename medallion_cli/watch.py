@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Callable
 
 from .materializations import BuildContext
-from .runner import NodeResult
+from .runner import NodeResult, error_message
 from .streaming import BATCH_LOCK, BatchReport, start_query, stop_gracefully
 
 POLL_SECONDS = 2.0
@@ -53,7 +53,7 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                     error = tally.error or query.exception()
                     node = nodes[name]
                     on_result(NodeResult(name, node.file.kind, "streaming", "error",
-                                         message=str(error).splitlines()[0] if error else
+                                         message=error_message(error) if error else
                                          "the query stopped"))
             with BATCH_LOCK:
                 results = refresh(ctx)

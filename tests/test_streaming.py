@@ -256,3 +256,16 @@ def test_parquet_source_with_yaml_columns_streams_new_files(project, build):
     rows = read_delta(root / "warehouse/bronze/readings")
     assert sorted((r["sensor"], r["value"]) for r in rows) == [("a", 1.0), ("b", 2.0), ("c", 3.0)]
     assert all("/landing/readings/part" in r["_source_file"] for r in rows)
+
+
+def test_streaming_from_a_merged_table_fails_and_says_why(project, build):
+    root = project({**MODELS, "models/gold/status_log.sql": """\
+        {{ config(materialized='streaming') }}
+        select order_id, status from {{ ref('silver_orders') }}
+    """})
+    land(root, "001.json", BATCH_1)
+    assert build(root)["status_log"].status == "success"
+    land(root, "002.json", BATCH_2)  # silver now updates and deletes rows: not appends
+    result = build(root)["status_log"]
+    assert result.status == "error"
+    assert "changed or removed existing rows" in result.message
