@@ -17,7 +17,7 @@ from .errors import MedallionError, closest
 
 PROJECT_FILE = "medallion_project.yml"
 PROFILES_FILE = "profiles.yml"
-ENGINES = ("embedded",)
+ENGINES = ("embedded", "delta-spark")
 SOURCE_FORMATS = ("json", "csv", "parquet", "delta")
 # Bronze keeps whatever new columns land; other layers fail on them unless told otherwise.
 LAYER_DEFAULTS = {"bronze": {"on_schema_change": "append_new_columns"}}
@@ -33,6 +33,7 @@ class Target:
     spark_master: str
     spark_conf: dict
     threads: int
+    delta_jars: str | None = None  # delta-spark engine: a folder of Delta JARs for spark.jars
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         spark_master=str(spark.get("master", "local[*]")),
         spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
         threads=int(out.get("threads", 1)),
+        delta_jars=out.get("delta_jars") or None,
     )
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from medallion_cli import tasks
+
+DELTA_JARS = "MEDALLION_DELTA_JARS"  # a folder of Delta Lake JARs: runs the native engine's tests
 
 PROFILE = """\
 test:
@@ -49,7 +53,13 @@ def spark():
     from medallion_cli.project import load_target
 
     root = write_project(Path(__import__("tempfile").mkdtemp()), {})
-    session = start_spark(load_target(root, "test", None, None))
+    target = load_target(root, "test", None, None)
+    extra = {}
+    if os.environ.get(DELTA_JARS):  # one session for both engines: start it with Delta's JARs
+        from medallion_cli.engines.native import spark_settings
+
+        extra = spark_settings(replace(target, delta_jars=os.environ[DELTA_JARS]))
+    session = start_spark(target, extra)
     yield session
     session.stop()
 

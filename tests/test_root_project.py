@@ -96,3 +96,11 @@ def test_sample_data_and_unit_tests_pass(sample, build, spark):
     shown = tasks.test(tasks.Invocation(project_dir=str(sample), select=("failing_example",),
                                         vars={"show_failing_example": True}))
     assert [(r.name, r.status, r.rows) for r in shown] == [("failing_example", "error", 5)]
+
+
+def test_sample_profile_has_a_cluster_target_for_the_native_engine():
+    from medallion_cli.project import load_project
+
+    target = load_project(ROOT, target="cluster").target
+    assert (target.engine, target.spark_master) == ("delta-spark", "spark://spark-master:7077")
+    assert target.delta_jars is None  # unless MEDALLION_DELTA_JARS names a folder

@@ -85,4 +85,8 @@ def make_engine(target: Target) -> Engine:
         from .embedded import EmbeddedEngine
 
         return EmbeddedEngine(target)
+    if target.engine == "delta-spark":
+        from .native import NativeEngine
+
+        return NativeEngine(target)
     raise ValueError(f"unknown engine {target.engine}")

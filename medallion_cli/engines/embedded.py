@@ -165,6 +165,8 @@ class EmbeddedEngine:
     def write(self, df, path: Path, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None) -> WriteResult:
+        if self._replayed(path, txn):
+            return self._unchanged(path)
         path.mkdir(parents=True, exist_ok=True)
         with self._staged(df) as (data, staged):
             if not staged.rows and mode == "append" and self.table_exists(path):
@@ -178,15 +180,25 @@ class EmbeddedEngine:
 
     def merge(self, df, path: Path, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
+        if self._replayed(path, txn):
+            return self._unchanged(path)
         with self._staged(df) as (data, staged):
             if not staged.rows:
                 return self._unchanged(path, staged)
             self._merge(data, path, spec, metadata, merge_schema, txn)
         return self._result(path, staged)
 
-    def _unchanged(self, path: Path, staged: StagedFiles) -> WriteResult:
+    def _replayed(self, path: Path, txn: tuple[str, int] | None) -> bool:
+        """Whether the app transaction already committed this version (or a later one): then
+        the write is a replay and must change nothing, as in Delta's own txnAppId/txnVersion."""
+        if txn is None:
+            return False
+        done = self.committed_version(path, txn[0])
+        return done is not None and done >= txn[1]
+
+    def _unchanged(self, path: Path, staged: StagedFiles | None = None) -> WriteResult:
         return WriteResult(version=self._open(path).version(), rows=0, files_added=0,
-                           non_null=staged.non_null())
+                           non_null=staged.non_null() if staged else {})
 
     def _merge(self, data, path, spec, metadata, merge_schema, txn) -> None:
         dt = self._open(path)

@@ -31,7 +31,7 @@ def spark_conf(target: Target) -> dict[str, str]:
     }
 
 
-def start_spark(target: Target):
+def start_spark(target: Target, extra_conf: dict[str, str] | None = None):
     if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
         raise MedallionError("Java was not found; Spark needs Java 17",
                              hint="install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless) "
@@ -41,7 +41,7 @@ def start_spark(target: Target):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(target.spark_master).appName("medallion")
-    for key, value in spark_conf(target).items():
+    for key, value in {**spark_conf(target), **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()

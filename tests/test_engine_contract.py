@@ -1,0 +1,132 @@
+"""The engine interface's contract, run against every engine: the embedded one always, the native
+(delta-spark) one when MEDALLION_DELTA_JARS names a folder with the Delta Lake JARs."""
+
+import os
+
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from conftest import DELTA_JARS
+from medallion_cli.engines import MergeSpec, make_engine
+from medallion_cli.engines.native_sql import merge_sql, snapshot_sql
+from medallion_cli.errors import MedallionError
+from medallion_cli.project import Target
+
+NATIVE = pytest.param("delta-spark", marks=pytest.mark.skipif(
+    not os.environ.get(DELTA_JARS),
+    reason=f"no Delta Lake JARs here (Maven is unreachable); set {DELTA_JARS} to a folder of them "
+           "to run the native engine's contract"))
+
+
+@pytest.fixture(params=["embedded", NATIVE])
+def engine(request, spark, tmp_path):
+    return make_engine(Target("contract", request.param, tmp_path / "wh", "local[2]", {}, 1,
+                              os.environ.get(DELTA_JARS)))
+
+
+def rows(engine, path):
+    return sorted(tuple(r) for r in engine.read_table(path).collect())
+
+
+def frame(spark, data):
+    return spark.createDataFrame(data, "id long, v string, seq int")
+
+
+def test_overwrite_append_and_read(engine, spark, tmp_path):
+    path = tmp_path / "wh/t"
+    assert not engine.table_exists(path)
+    first = engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite",
+                         metadata={"medallion.note": "x"})
+    assert (first.version, first.rows) == (0, 1) and engine.table_exists(path)
+    assert engine.last_commit_value(path, "medallion.note") == "x"
+    engine.write(frame(spark, [(2, "b", 1)]), path, "append")
+    assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
+    engine.write(frame(spark, [(3, "c", 1)]), path, "overwrite")
+    assert rows(engine, path) == [(3, "c", 1)] and engine.table_version(path) == 2
+
+
+def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
+    path = tmp_path / "wh/t"
+    engine.write(frame(spark, [(1, "a", 1)]), path, "append", txn=("app", 0))
+    engine.write(frame(spark, [(1, "a", 1)]), path, "append", txn=("app", 0))  # replayed batch
+    engine.write(frame(spark, [(2, "b", 1)]), path, "append", txn=("app", 1))
+    assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
+
+
+def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, tmp_path):
+    path = tmp_path / "wh/t"
+    engine.write(frame(spark, [(1, "a", 2), (2, "b", 1), (3, "c", 1)]), path, "overwrite")
+    source = spark.createDataFrame(
+        [(1, "old", 1, False), (2, "new", 2, False), (3, "gone", 2, True), (4, "d", 1, False),
+         (5, "never", 1, True)], "id long, v string, seq int, _medallion_delete boolean")
+    engine.merge(source, path, MergeSpec(("id",), "seq", "_medallion_delete"))
+    assert rows(engine, path) == [(1, "a", 2), (2, "new", 2), (4, "d", 1)]
+
+
+def test_history_snapshot_restore_and_optimize(engine, spark, tmp_path):
+    path = tmp_path / "wh/t"
+    engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
+    engine.write(frame(spark, [(2, "b", 1)]), path, "append")
+    engine.write(frame(spark, [(3, "c", 1)]), path, "append")
+    assert [h["version"] for h in engine.history(path)] == [2, 1, 0]
+    assert engine.snapshot(path, 0).to_pylist() == [{"id": 1, "v": "a", "seq": 1}]
+    assert engine.file_count(path) == 3
+    assert engine.optimize(path)["files_removed"] == 3 and engine.file_count(path) == 1
+    assert engine.restore(path, 1) == 4
+    assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
+
+
+def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    engine = make_engine(Target("t", "embedded", tmp_path / "wh", "local[2]", {}, 1))
+    df = spark.sql("select 1L as id, 'x' as s, current_timestamp() as ts, date'2024-01-01' as d, "
+                   "cast(1.5 as decimal(10,2)) as amount, array(1, 2) as xs")
+    engine.write(df, tmp_path / "wh/t", "overwrite", partition_by=("d",))
+    protocol = DeltaTable(str(tmp_path / "wh/t")).protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+
+
+def test_native_engine_without_delta_jars_says_the_three_ways(spark, tmp_path):
+    if os.environ.get(DELTA_JARS):
+        pytest.skip("the Delta JARs are on this session's classpath")
+    engine = make_engine(Target("t", "delta-spark", tmp_path / "wh", "local[2]", {}, 1))
+    with pytest.raises(MedallionError) as err:
+        engine.read_table(tmp_path / "wh/t")
+    text = str(err.value)
+    assert "Delta Lake JARs are not on Spark's classpath" in text
+    assert "Databricks" in text and "delta_jars" in text and "spark.jars.packages" in text
+    empty = tmp_path / "jars"
+    empty.mkdir()
+    with pytest.raises(MedallionError, match="has no .jar files"):
+        make_engine(Target("t", "delta-spark", tmp_path / "wh", "local[2]", {}, 1,
+                           str(empty))).spark
+
+
+def test_native_merge_sql_parses_with_sqlglot_spark():
+    sql = merge_sql("/lake/silver/orders", "src", ["id", "v", "seq", "_medallion_delete"],
+                    MergeSpec(("id", "region"), "seq", "_medallion_delete"))
+    merge = sqlglot.parse_one(sql, read="spark")
+    assert isinstance(merge, exp.Merge)
+    assert merge.this.name == "/lake/silver/orders" and merge.this.db == "delta"
+    whens = merge.find_all(exp.When)
+    kinds = [(w.args.get("matched"), type(w.args["then"]).__name__) for w in whens]
+    assert kinds == [(True, "Var"), (True, "Update"), (False, "Insert")]  # DELETE parses as Var
+    condition = merge.args["on"].sql("spark")
+    assert "t.`id` = s.`id`" in condition and "t.`region` = s.`region`" in condition
+    assert "_medallion_delete" not in merge.find(exp.Insert).sql("spark").split("VALUES")[0]
+    plain = sqlglot.parse_one(merge_sql("/p", "src", ["id", "v"], MergeSpec(("id",))),
+                              read="spark")
+    assert len(list(plain.find_all(exp.When))) == 2
+
+
+@pytest.mark.parametrize("as_of,clause", [(None, None), (3, "VERSION AS OF 3"),
+                                          ("2024-05-01T00:00:00Z", "TIMESTAMP AS OF")])
+def test_native_time_travel_sql_parses_with_sqlglot_spark(as_of, clause):
+    query = sqlglot.parse_one(snapshot_sql("/lake/gold/revenue", as_of), read="spark")
+    table = query.find(exp.Table)
+    assert table.name == "/lake/gold/revenue" and table.db == "delta"
+    if clause:
+        assert clause in query.sql("spark")
+
