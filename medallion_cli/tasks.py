@@ -138,13 +138,16 @@ def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names:
     position = {n: i for i, n in enumerate(nodes)}
     parents = {n: set(graph.parents(n)) for n in nodes}
     placed: dict[int, list[str]] = {}
+    upstream: dict[str, set[str]] = {}  # ancestors, walked once per node that needs them
     for t in test_names:
-        refs = [r for r in tests[t].refs if r in position]
-        parents[t] = set(tests[t].refs)
-        placed.setdefault(max((position[r] for r in refs), default=-1), []).append(t)
-        for child in nodes:
-            upstream = graph.ancestors(child)
-            if set(tests[t].refs) & set(graph.parents(child)) and set(tests[t].refs) <= upstream:
+        refs = set(tests[t].refs)
+        parents[t] = refs
+        placed.setdefault(max((position[r] for r in refs if r in position), default=-1),
+                          []).append(t)
+        for child in {c for r in refs for c in graph.children.get(r, ()) if c in position}:
+            if child not in upstream:
+                upstream[child] = graph.ancestors(child)
+            if refs <= upstream[child]:
                 parents[child].add(t)
     order = placed.get(-1, [])
     for i, n in enumerate(nodes):
@@ -192,7 +195,7 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Report
         quiet = replace(inv, full_refresh=False)
 
         def refresh(watch_ctx: BuildContext) -> list[NodeResult]:
-            """Batch models (and their tests), re-rendered so is_incremental() is current."""
+            """Batch models, re-rendered so is_incremental() and edited SQL are current."""
             again = load(quiet)
             names = [n for n in selected_nodes(quiet, again.graph, kinds, again.tests)
                      if again.graph.nodes[n].config.materialized not in ("streaming", "view")]
