@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .engines import make_engine
 from .errors import MedallionError, closest
-from .materializations import QUARANTINE_SUFFIX
+from .project import QUARANTINE_SUFFIX
 from .tasks import Invocation, Loaded, load, selected_nodes
 
 MIN_RETENTION_HOURS = 168  # Delta's default: a week of versions stays readable
@@ -43,9 +43,7 @@ def table_of(loaded: Loaded, name: str) -> TableRef:
     node = graph.nodes[base]
     if node.config.materialized == "view":
         raise MedallionError(f"'{name}' is a view: it has no table", path=node.file.rel_path)
-    path = project.table_path(node.file)
-    if base != name:
-        path = path.with_name(path.name + QUARANTINE_SUFFIX)
+    path = project.quarantine_path(node.file) if base != name else project.table_path(node.file)
     engine = make_engine(project.target)
     if not engine.table_exists(path):
         raise MedallionError(f"'{name}' has no table yet (nothing at {path})",
@@ -61,9 +59,8 @@ def _selected_tables(inv: Invocation) -> tuple[Loaded, list[TableRef]]:
         node = loaded.graph.nodes[name]
         if node.config.materialized == "view":
             continue
-        path = loaded.project.table_path(node.file)
-        quarantine = path.with_name(path.name + QUARANTINE_SUFFIX)
-        tables += [TableRef(p.name, p) for p in (path, quarantine) if engine.table_exists(p)]
+        paths = (loaded.project.table_path(node.file), loaded.project.quarantine_path(node.file))
+        tables += [TableRef(p.name, p) for p in paths if engine.table_exists(p)]
     return loaded, tables
 
 

@@ -24,7 +24,6 @@ DELETE_COLUMN = "_medallion_delete"
 CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_FILE_COLUMN = "_source_file"
 FAILED_RULES = "_failed_rules"
-QUARANTINE_SUFFIX = "_quarantine"
 VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
 
 
@@ -176,11 +175,6 @@ def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
     return Outcome("success", write, expectations=counts)
 
 
-def quarantine_path(ctx: BuildContext, node: CompiledNode) -> Path:
-    path = ctx.project.table_path(node.file)
-    return path.with_name(f"{path.name}{QUARANTINE_SUFFIX}")
-
-
 @contextmanager
 def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                  txn: tuple[str, int] | None = None):
@@ -212,7 +206,7 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                 hint="fix the data or the rule; on_violation 'drop' would quarantine the rows")
         dropping = [n for n, r in rules.items() if r["on_violation"] == "drop"]
         dropped = F.arrays_overlap(F.col(FAILED_RULES), F.array(*map(F.lit, dropping or [""])))
-        quarantine = quarantine_path(ctx, node)
+        quarantine = ctx.project.quarantine_path(node.file)
         # A replaced table starts a new quarantine too, so old bad rows do not linger there.
         if any(counts[n] for n in dropping) or (replace and ctx.engine.table_exists(quarantine)):
             bad = checked.where(dropped).withColumn("_quarantined_at", F.current_timestamp())

@@ -19,6 +19,7 @@ PROJECT_FILE = "medallion_project.yml"
 PROFILES_FILE = "profiles.yml"
 ENGINES = ("embedded", "delta-spark")
 SOURCE_FORMATS = ("json", "csv", "parquet", "delta")
+QUARANTINE_SUFFIX = "_quarantine"
 # Bronze keeps whatever new columns land; other layers fail on them unless told otherwise.
 LAYER_DEFAULTS = {"bronze": {"on_schema_change": "append_new_columns"}}
 
@@ -81,6 +82,11 @@ class Project:
 
     def table_path(self, node: NodeFile) -> Path:
         return self.target.warehouse / node.layer / node.name
+
+    def quarantine_path(self, node: NodeFile) -> Path:
+        """Where rows a model's `drop` expectations reject are kept, beside its table."""
+        path = self.table_path(node)
+        return path.with_name(path.name + QUARANTINE_SUFFIX)
 
     def checkpoint_path(self, node: NodeFile) -> Path:
         """Where a streaming model's Structured Streaming checkpoint lives."""
