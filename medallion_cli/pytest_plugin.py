@@ -39,14 +39,16 @@ def spark(medallion_project):
 
 @pytest.fixture
 def run_model(spark, medallion_project):
+    from .rendering import Renderer
     from .unittests import input_relation, model_output, rows_frame
 
     project, graph = medallion_project.project, medallion_project.graph
+    renderer = Renderer(project)
 
     def _run(name: str, inputs: dict):
         frames = {}
         for key, value in inputs.items():
-            relation = input_relation(project, key, "run_model", f"input {key!r}")
+            relation = input_relation(renderer, key, "run_model", f"input {key!r}")
             frames[relation] = value if hasattr(value, "schema") else rows_frame(spark, value)
         return model_output(spark, project, graph, name, frames, "run_model")
 

@@ -56,6 +56,7 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
 TEST_BLOCK = re.compile(r"{%(-?)\s*test\s+(\w+)\s*\(")
 END_TEST_BLOCK = re.compile(r"{%(-?)\s*endtest\s*(-?)%}")
 BUILTIN_TESTS = Path(__file__).resolve().parent / "generic_tests.sql"
+RELATION_CALL = re.compile(r"\s*(ref|source)\(.*\)\s*")  # a string argument naming a relation
 
 
 def test_blocks_as_macros(text: str) -> str:
@@ -197,9 +198,17 @@ class Renderer:
             return str(context[name](**args))
 
     def _evaluate(self, value, context: dict):
-        if isinstance(value, str) and re.fullmatch(r"\s*(ref|source)\(.*\)\s*", value):
+        if isinstance(value, str) and RELATION_CALL.fullmatch(value):
             return self.env.compile_expression(value, undefined_to_none=False)(**context)
         return value
+
+    def relation_of(self, text: str, origin: str) -> str | None:
+        """The relation `ref('x')` or `source('s', 't')` names (unit-test inputs), or None when
+        `text` is neither; unknown names fail as they do in a model, with the closest ones."""
+        if not RELATION_CALL.fullmatch(text):
+            return None
+        with self._errors(origin, None):
+            return str(self._evaluate(text, self.context(Recorded(origin)))).strip("`")
 
     def render(self, node: NodeFile) -> CompiledNode:
         if node.kind == "seed":

@@ -21,7 +21,6 @@ columns they name, in any order, with chispa.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 from .errors import MedallionError, closest
@@ -29,9 +28,6 @@ from .graph import Graph
 from .materializations import first_build_rows
 from .project import Project, read_yaml
 from .rendering import Renderer
-
-INPUT = re.compile(r"""\s*(?:ref\(\s*['"](\w+)['"]\s*\)|source\(\s*['"](\w+)['"]\s*,\s*['"](\w+)['"]\s*\))\s*""")
-
 
 @dataclass(frozen=True)
 class UnitTest:
@@ -42,23 +38,19 @@ class UnitTest:
     origin: str
 
 
-def input_relation(project: Project, text: str, origin: str, key: str) -> str:
+def input_relation(renderer: Renderer, text: str, origin: str, key: str) -> str:
     """The temp view name for `ref('x')`, `source('s', 't')` or a bare model name."""
-    match = INPUT.fullmatch(text)
-    if match and match.group(1):
-        return match.group(1)
-    if match:
-        source = project.sources.get((match.group(2), match.group(3)))
-        if source is None:
-            raise MedallionError(f"{key}: {text} is not a declared source", path=origin)
-        return source.relation
-    if text in project.nodes:
+    name = renderer.relation_of(text, f"{origin}, {key}")
+    if name is not None:
+        return name
+    if text in renderer.project.nodes:
         return text
     raise MedallionError(f"{key}: input {text!r} is not ref('model') or source('name', 'table')",
                          path=origin)
 
 
 def load_unit_tests(project: Project, graph: Graph) -> list[UnitTest]:
+    renderer = Renderer(project)
     found = []
     for path in project.unit_test_files:
         origin = str(path.relative_to(project.root))
@@ -70,7 +62,7 @@ def load_unit_tests(project: Project, graph: Graph) -> list[UnitTest]:
                                      f"{closest(str(model), graph.nodes)}".strip(), path=origin)
             given = {}
             for j, item in enumerate(entry.get("given") or []):
-                name = input_relation(project, str(item.get("input", "")), origin,
+                name = input_relation(renderer, str(item.get("input", "")), origin,
                                       f"{key}.given[{j}]")
                 given[name] = {"rows": item.get("rows") or [], "schema": item.get("schema")}
             found.append(UnitTest(entry.get("name") or f"{model}_{i}", model, given,

@@ -264,6 +264,11 @@ def test_unit_test_errors(project, spark):
                     "tests/unit/adults.yml": UNIT.replace("model: adults", "model: adult")})
     with pytest.raises(MedallionError, match="model 'adult' does not exist. did you mean"):
         unit_results(root)
+    root = project({**PEOPLE, "models/adults.sql": "select * from {{ ref('people') }}",
+                    "tests/unit/adults.yml": UNIT.replace("ref('people')", "ref('peple')")})
+    with pytest.raises(MedallionError) as err:  # an input is resolved like a ref in a model
+        unit_results(root)
+    assert "tests/unit/adults.yml" in str(err.value) and "did you mean 'people'" in str(err.value)
     root = project({**PEOPLE, "models/adults.sql": "select * from {{ ref('people') }} "
                                                    "join {{ ref('countries') }} on true",
                     "tests/unit/adults.yml": UNIT})
