@@ -100,8 +100,8 @@ def test_native_engine_without_delta_jars_says_the_three_ways(spark, tmp_path):
     empty = tmp_path / "jars"
     empty.mkdir()
     with pytest.raises(MedallionError, match="has no .jar files"):
-        make_engine(Target("t", "delta-spark", tmp_path / "wh", "local[2]", {}, 1,
-                           str(empty))).spark
+        _ = make_engine(Target("t", "delta-spark", tmp_path / "wh", "local[2]", {}, 1,
+                               str(empty))).spark  # starting Spark is what fails
 
 
 def test_native_merge_sql_parses_with_sqlglot_spark():
