@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,10 @@ CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_FILE_COLUMN = "_source_file"
 FAILED_RULES = "_failed_rules"
 VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
+# Temp views belong to the whole Spark session, and nodes built side by side may register the
+# same relation differently (a whole table, or a micro-batch's new rows): registering a node's
+# inputs and analysing its SQL happen under this lock, after which the plan no longer reads them.
+VIEWS_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,17 @@ def register_inputs(ctx: BuildContext, node: CompiledNode, streaming: bool = Fal
         ctx.engine.read_table(path).createOrReplaceTempView(node.name)
 
 
+def model_rows(ctx: BuildContext, node: CompiledNode, streaming: bool = False,
+               inputs: dict | None = None):
+    """The node's SQL as a DataFrame over its registered inputs; `inputs` (relation ->
+    DataFrame) stand in for some of them, as a micro-batch's new rows do for a streaming model."""
+    with VIEWS_LOCK:
+        register_inputs(ctx, node, streaming)
+        for relation, df in (inputs or {}).items():
+            df.createOrReplaceTempView(relation)
+        return ctx.engine.spark.sql(node.sql)
+
+
 def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False) -> None:
     """Temp views for refs and sources, named as rendering names them.
 
@@ -93,7 +109,7 @@ def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False
     for name in refs:
         parent = ctx.graph.nodes[name]
         if streaming and parent.config.materialized == "streaming":
-            ctx.engine.read_stream(_built_table(ctx, parent)).createOrReplaceTempView(name)
+            ctx.engine.read_stream(built_table(ctx, parent)).createOrReplaceTempView(name)
         else:
             _register_ref(ctx, name)
     for key in sources:
@@ -101,7 +117,7 @@ def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False
         read_source(ctx, source, streaming).createOrReplaceTempView(source.relation)
 
 
-def _built_table(ctx: BuildContext, node: CompiledNode) -> Path:
+def built_table(ctx: BuildContext, node: CompiledNode) -> Path:
     path = ctx.project.table_path(node.file)
     if not ctx.engine.table_exists(path):
         raise MedallionError(f"'{node.name}' has not been built yet (no Delta table at {path})",
@@ -113,10 +129,9 @@ def _built_table(ctx: BuildContext, node: CompiledNode) -> Path:
 def _register_ref(ctx: BuildContext, name: str) -> None:
     parent = ctx.graph.nodes[name]
     if parent.config.materialized == "view":
-        register_inputs(ctx, parent)
-        ctx.engine.spark.sql(parent.sql).createOrReplaceTempView(name)
+        model_rows(ctx, parent).createOrReplaceTempView(name)
         return
-    ctx.engine.read_table(_built_table(ctx, parent)).createOrReplaceTempView(name)
+    ctx.engine.read_table(built_table(ctx, parent)).createOrReplaceTempView(name)
 
 
 def fingerprint(ctx: BuildContext, node: CompiledNode) -> str:
@@ -152,8 +167,7 @@ def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
 
         return build_streaming(ctx, node)
     if node.config.materialized == "view":
-        register_inputs(ctx, node)
-        ctx.engine.spark.sql(node.sql).createOrReplaceTempView(node.name)
+        model_rows(ctx, node).createOrReplaceTempView(node.name)
         return Outcome("success")
     path = ctx.project.table_path(node.file)
     state = fingerprint(ctx, node)
@@ -164,9 +178,8 @@ def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if node.file.kind == "seed":
         return Outcome("success", ctx.engine.write(read_seed(ctx, node), path, "overwrite",
                                                    metadata=metadata))
-    register_inputs(ctx, node)
     replace = node.config.materialized == "table" or not node.is_incremental
-    with checked_rows(ctx, node, ctx.engine.spark.sql(node.sql), replace) as (df, counts):
+    with checked_rows(ctx, node, model_rows(ctx, node), replace) as (df, counts):
         if node.config.materialized == "table":
             write = ctx.engine.write(df, path, "overwrite", node.config.partition_by,
                                      metadata=metadata)

@@ -15,7 +15,7 @@ from typing import Callable
 
 from .datatests import DataTest, run_test
 from .errors import MedallionError
-from .materializations import BuildContext, build_node, register_relations
+from .materializations import VIEWS_LOCK, BuildContext, build_node, register_relations
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,9 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
 
 def run_data_test(ctx: BuildContext, test: DataTest) -> NodeResult:
     def work() -> NodeResult:
-        register_relations(ctx, test.refs, test.sources)
-        run = run_test(ctx.engine.spark, test)
+        with VIEWS_LOCK:  # a test is a small query: analysed and run under the lock
+            register_relations(ctx, test.refs, test.sources)
+            run = run_test(ctx.engine.spark, test)
         word = {"success": "passed", "warn": "warned", "error": "failed"}[run.status]
         message = (f"{word}: {run.failures} failing row(s) ({test.origin}, {test.key})\n{run.sample}"
                    if run.failures else "")

@@ -1,5 +1,9 @@
 """Streaming models: one Structured Streaming query per model.
 
+Over landing files (and over Delta tables on an engine with a Delta streaming source), the
+model's SQL is the streaming query. On an engine that follows Delta tables through their commit
+logs (the embedded engine, see engines/delta_log.py), the query streams the input tables' new
+commits, and each micro-batch runs the model's SQL on the rows those commits added.
 Each micro-batch goes through foreachBatch into the same append / MERGE code as incremental
 models, committed with a Delta app transaction (app id = model and query, version = batch id).
 Spark's checkpoint (one folder per model) says which input is done; the app transaction says
@@ -20,8 +24,8 @@ from typing import Callable
 from .engines import WriteResult
 from .errors import MedallionError
 from .faults import crash_point
-from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, checked_rows,
-                               register_inputs, write_incremental)
+from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, built_table,
+                               checked_rows, model_rows, write_incremental)
 from .rendering import CompiledNode
 from .runner import error_message
 
@@ -44,6 +48,7 @@ class BatchReport:
     malformed: int
     expectations: dict
     files_added: int
+    rows_read: int | None = None  # known when the batch's rows were read from Delta commits
 
 
 @dataclass
@@ -58,6 +63,7 @@ class StreamTally:
     malformed: int = 0
     expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
     version: int | None = None
+    rows_read: int | None = None
     error: BaseException | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -68,6 +74,8 @@ class StreamTally:
             self.files_added += report.files_added
             self.malformed += report.malformed
             self.version = report.version
+            if report.rows_read is not None:
+                self.rows_read = (self.rows_read or 0) + report.rows_read
             for rule, count in report.expectations.items():
                 self.expectations[rule] = self.expectations.get(rule, 0) + count
         self.on_batch(report)
@@ -83,17 +91,18 @@ def query_app_id(node: CompiledNode, checkpoint: Path) -> str:
 
 
 def write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, replace_first: bool,
-                batch, batch_id: int) -> None:
+                rows_of: Callable, batch, batch_id: int) -> None:
+    """foreachBatch: write the rows `rows_of(batch, batch_id)` gives as (rows, rows read)."""
     try:
         with BATCH_LOCK:
-            _write_batch(ctx, node, tally, replace_first, batch, batch_id)
+            _write_batch(ctx, node, tally, replace_first, rows_of, batch, batch_id)
     except BaseException as exc:  # Spark wraps it; keep the original to report it plainly
         tally.error = exc
         raise
 
 
 def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, replace_first: bool,
-                 batch, batch_id: int) -> None:
+                 rows_of: Callable, batch, batch_id: int) -> None:
     crash_point(node.name, "batch_start", batch_id)
     path = ctx.project.table_path(node.file)
     app_id = query_app_id(node, ctx.project.checkpoint_path(node.file))
@@ -104,7 +113,8 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
         return
     replace = not ctx.engine.table_exists(path) or (replace_first and tally.batches == 0)
     txn = (app_id, batch_id)
-    with checked_rows(ctx, node, batch, replace, txn) as (rows, counts):
+    new_rows, rows_read = rows_of(batch, batch_id)
+    with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts):
         result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn)
     # Malformed rows kept in the table, counted from the written files' statistics.
     malformed = result.non_null.get(CORRUPT_COLUMN, 0)
@@ -115,7 +125,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
         # downstream (streams included) do not see it as new rows.
         ctx.engine.optimize(path)
     tally.add(BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
-                          counts, result.files_added or 0))
+                          counts, result.files_added or 0, rows_read))
 
 
 def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
@@ -129,16 +139,26 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
         # A new checkpoint reads every input from the start; the first batch replaces the table,
         # so until it commits the old table stays readable and intact.
         shutil.rmtree(checkpoint, ignore_errors=True)
-    register_inputs(ctx, node, streaming=True)
-    df = ctx.engine.spark.sql(node.sql)
-    if not df.isStreaming:
-        raise MedallionError("a streaming model must read a source or a streaming model",
-                             path=node.file.rel_path,
-                             hint="use materialized='incremental' for a model over batch tables")
+    tables = followed_tables(ctx, node)
+    if tables:
+        df = _commit_streams(ctx, tables)
+
+        def rows_of(batch, batch_id):
+            return commit_rows(ctx, node, tables, batch, batch_id)
+    else:
+        df = model_rows(ctx, node, streaming=True)
+        if not df.isStreaming:
+            raise MedallionError("a streaming model must read a source or a streaming model",
+                                 path=node.file.rel_path,
+                                 hint="use materialized='incremental' for a model over batch "
+                                 "tables")
+
+        def rows_of(batch, batch_id):
+            return batch, None
     tally = StreamTally(on_batch)
     writer = (df.writeStream
               .foreachBatch(lambda batch, batch_id: write_batch(
-                  ctx, node, tally, ctx.full_refresh, batch, batch_id))
+                  ctx, node, tally, ctx.full_refresh, rows_of, batch, batch_id))
               .option("checkpointLocation", str(checkpoint))
               .queryName(f"medallion_{node.name}"))
     if continuous:
@@ -148,6 +168,52 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     else:
         writer = writer.trigger(availableNow=True)
     return writer.start(), tally
+
+
+def followed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, Path]:
+    """Relation -> Delta table, for the inputs a streaming model streams, when the engine
+    follows commit logs (refs to streaming models, Delta sources); otherwise empty."""
+    if not ctx.engine.follows_commit_log:
+        return {}
+    tables = {name: built_table(ctx, ctx.graph.nodes[name]) for name in node.refs
+              if ctx.graph.nodes[name].config.materialized == "streaming"}
+    sources = [ctx.project.sources[key] for key in node.sources]
+    tables.update({s.relation: s.path for s in sources if s.format == "delta"})
+    files = [f"{s.source}.{s.name}" for s in sources if s.format != "delta"]
+    if tables and files:
+        raise MedallionError(
+            f"this streaming model reads landing files ({', '.join(files)}) and streaming "
+            f"tables ({', '.join(tables)}) together, which the {ctx.engine.name} engine cannot "
+            "stream in one query", path=node.file.rel_path,
+            hint="ingest the files in a bronze model of their own and ref() it here")
+    return tables
+
+
+def _commit_streams(ctx: BuildContext, tables: dict[str, Path]):
+    """One stream of (relation, version) over the commits of every followed table."""
+    from pyspark.sql import functions as F
+
+    streams = [ctx.engine.commit_stream(path).withColumn("relation", F.lit(relation))
+               for relation, path in tables.items()]
+    union = streams[0]
+    for stream in streams[1:]:
+        union = union.unionByName(stream)
+    return union
+
+
+def commit_rows(ctx: BuildContext, node: CompiledNode, tables: dict[str, Path], batch,
+                batch_id: int):
+    """(the model's rows for one micro-batch of commits, input rows read). The query's first
+    batch reads each table as of the newest commit it took; later ones what their commits added."""
+    versions: dict[str, list[int]] = {relation: [] for relation in tables}
+    for row in batch.collect():  # one small row per commit
+        versions[row["relation"]].append(row["version"])
+    inputs, rows_read = {}, 0
+    for relation, path in tables.items():
+        inputs[relation], count = ctx.engine.read_commits(path, versions[relation],
+                                                          from_snapshot=batch_id == 0)
+        rows_read += count
+    return model_rows(ctx, node, inputs=inputs), rows_read
 
 
 def raise_query_error(query, tally: StreamTally) -> None:
@@ -175,7 +241,8 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if not tally.batches:
         return Outcome("up_to_date", message="no new data" + (
             f"; {tally.replayed} replayed batch(es) already committed" if tally.replayed else ""))
-    rows_read = sum(p.get("numInputRows", 0) for p in query.recentProgress)
+    rows_read = (tally.rows_read if tally.rows_read is not None
+                 else sum(p.get("numInputRows", 0) for p in query.recentProgress))
     return Outcome("success", WriteResult(tally.version, tally.rows, tally.files_added),
                    message=facts, expectations=tally.expectations, rows_read=rows_read)
 

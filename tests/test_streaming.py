@@ -92,6 +92,8 @@ def test_land_build_land_more_build(project, build):
     results = build(root)
     # maxFilesPerTrigger: 1 makes one bronze batch per file
     assert results["bronze_orders"].message.startswith("3 batch(es)")
+    # silver read only the rows bronze's new commits added
+    assert (first["silver_orders"].rows_read, results["silver_orders"].rows_read) == (5, 11)
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3 + BATCH_2)
     assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 5 + 4 + 3 + 4
 
@@ -198,6 +200,41 @@ def test_streaming_model_needs_a_streaming_input(project, build):
                                     "select * from {{ ref('a') }}"})
     result = build(root)["b"]
     assert result.status == "error" and "must read a source or a streaming model" in result.message
+
+
+def test_streaming_model_over_two_streaming_tables_reads_each_ones_new_rows(project, build):
+    root = project({**MODELS, "models/bronze/bronze_customers.sql": """\
+        {{ config(materialized='streaming') }}
+        select * from {{ source('landing', 'customers') }}
+    """, "models/silver/keys.sql": """\
+        {{ config(materialized='streaming') }}
+        select order_id as id, 'order' as kind from {{ ref('bronze_orders') }}
+        union all
+        select customer_id, 'customer' from {{ ref('bronze_customers') }}
+    """})
+    land(root, "001.json", BATCH_1)
+    (root / "landing/customers").mkdir(parents=True)
+    (root / "landing/customers/c1.json").write_text(
+        '{"customer_id": 100, "tier": "gold", "op": "I", "changed_at": "2024-01-01T00:00:00"}\n')
+    assert build(root)["keys"].rows == 6
+    land(root, "002.json", BATCH_2)  # only orders move on
+    assert build(root)["keys"].rows_read == 4
+    keys = sorted((r["kind"], r["id"]) for r in read_delta(root / "warehouse/silver/keys"))
+    assert keys == [("customer", 100)] + [("order", i) for i in (1, 1, 2, 2, 3, 3, 4, 5, 6)]
+
+
+def test_streaming_files_and_tables_in_one_model_is_refused(project, build):
+    root = project({**MODELS, "models/silver/mixed.sql": """\
+        {{ config(materialized='streaming') }}
+        select o.order_id from {{ source('landing', 'orders') }} o
+        join {{ ref('bronze_orders') }} b on b.order_id = o.order_id
+    """})
+    land(root, "001.json", BATCH_1)
+    result = build(root)["mixed"]
+    assert result.status == "error"
+    assert "reads landing files (landing.orders) and streaming tables (bronze_orders)" in (
+        result.message)
+    assert "bronze model of their own" in result.message
 
 
 def run_build(root, crash_at=None):

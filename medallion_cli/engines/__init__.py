@@ -40,8 +40,21 @@ class Engine(Protocol):
 
     def read_table(self, path: Path) -> DataFrame: ...
 
+    # How streaming models read Delta tables. An engine with a Delta streaming source
+    # (follows_commit_log False) gives read_stream, and the model's SQL runs as a streaming query.
+    # One without it follows each table's commit log instead: commit_stream drives the query, and
+    # each micro-batch runs the model's SQL on what read_commits returns for its commits.
+    follows_commit_log: bool
+
     def read_stream(self, path: Path) -> DataFrame:
         """A streaming DataFrame of the rows each new version of the table adds."""
+
+    def commit_stream(self, path: Path) -> DataFrame:
+        """A streaming DataFrame with one row (column `version`) per commit of the table."""
+
+    def read_commits(self, path: Path, versions: list[int], from_snapshot: bool
+                     ) -> tuple[DataFrame, int]:
+        """(rows, count) the commits added; from_snapshot: the table at the newest of them."""
 
     def table_version(self, path: Path) -> int: ...
 

@@ -22,7 +22,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from ..errors import MedallionError
 from ..project import Target
-from . import MergeSpec, WriteResult
+from . import MergeSpec, WriteResult, delta_log
 from .spark import start_spark
 
 SOURCE, TARGET = "s", "t"
@@ -82,7 +82,6 @@ class EmbeddedEngine:
     def __init__(self, target: Target):
         self.target = target
         self.staging = target.warehouse / "_staging"
-        self._stream_source_registered = False
 
     @cached_property
     def spark(self):
@@ -122,27 +121,40 @@ class EmbeddedEngine:
 
     def read_table(self, path: Path):
         dt = self._open(path)
+        return self._read_files(dt, path, dt.file_uris())
+
+    def _read_files(self, dt: DeltaTable, path: Path, files: list[str]):
+        """The rows of some of the table's data files, with the table's current schema."""
         if "deletionVectors" in (dt.protocol().reader_features or []):
             raise MedallionError("this table uses deletion vectors, which the embedded engine "
                                  "cannot read", path=path,
                                  hint="disable them on the table or use the delta-spark engine")
         schema = self._spark_schema(dt)
-        files = dt.file_uris()
         if not files:
             return self.spark.createDataFrame([], schema)
         # basePath lets Spark take partition values from the hive-style folder names delta-rs writes.
         return self.spark.read.schema(schema).option("basePath", str(path)).parquet(*files)
 
-    def read_stream(self, path: Path):
-        """A streaming DataFrame of the rows each new version of the table adds."""
-        from .delta_stream import FORMAT, DeltaStreamSource
+    # Streaming models follow a Delta table through its commit log (see delta_log.py): Spark
+    # 4.1 without the Delta JARs has no Delta streaming source, and a Python one costs a Python
+    # process per query and reads rows through Python.
+    follows_commit_log = True
 
-        if not self._stream_source_registered:
-            self.spark.dataSource.register(DeltaStreamSource)
-            self._stream_source_registered = True
-        # The schema, read here from the Delta log, spares Spark a Python worker round trip.
-        return (self.spark.readStream.format(FORMAT).schema(self._spark_schema(self._open(path)))
-                .option("path", str(path)).load())
+    def commit_stream(self, path: Path):
+        """A streaming DataFrame with one row (column `version`) per commit of the table."""
+        return delta_log.commit_stream(self.spark, path)
+
+    def read_commits(self, path: Path, versions: list[int], from_snapshot: bool):
+        """(rows, count): what the given commits added, or with from_snapshot, every row of the
+        table at the newest of them (the first batch of a stream)."""
+        if not versions:
+            files = []
+        elif from_snapshot:
+            files = delta_log.snapshot_files(path, max(versions))
+        else:
+            files = delta_log.added_files(path, versions)
+        return (self._read_files(self._open(path), path, [f for f, _ in files]),
+                sum(rows or 0 for _, rows in files))
 
     @staticmethod
     def _spark_schema(dt: DeltaTable):

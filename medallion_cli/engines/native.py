@@ -71,6 +71,8 @@ class NativeEngine:
     def read_table(self, path: Path):
         return self.spark.read.format("delta").load(str(path))
 
+    follows_commit_log = False  # Delta's own streaming source reads the tables
+
     def read_stream(self, path: Path):
         return self.spark.readStream.format("delta").load(str(path))
 
