@@ -156,6 +156,26 @@ def fingerprint(ctx: BuildContext, node: CompiledNode) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
+    """Rows in the Delta tables a batch model reads (through views too), from the tables' file
+    statistics; None when it also reads landing files, whose rows are not counted anywhere."""
+    total = 0
+    for name in node.refs:
+        parent = ctx.graph.nodes[name]
+        rows = (rows_read(ctx, parent) if parent.config.materialized == "view"
+                else ctx.engine.row_count(ctx.project.table_path(parent.file)))
+        if rows is None:
+            return None
+        total += rows
+    for key in node.sources:
+        source = ctx.project.sources[key]
+        rows = ctx.engine.row_count(source.path) if source.format == "delta" else None
+        if rows is None:
+            return None
+        total += rows
+    return total
+
+
 def _file_listing(folder: Path) -> list:
     return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
                   for p in folder.rglob("*") if p.is_file())
@@ -185,7 +205,7 @@ def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
                                      metadata=metadata)
         else:
             write = write_incremental(ctx, node, df, path, replace=replace, metadata=metadata)
-    return Outcome("success", write, expectations=counts)
+    return Outcome("success", write, expectations=counts, rows_read=rows_read(ctx, node))
 
 
 @contextmanager

@@ -26,7 +26,7 @@ class NodeResult:
     status: str  # success | up_to_date | warn | error | skipped
     seconds: float = 0.0
     rows: int | None = None  # rows written; for a test, failing rows
-    rows_read: int | None = None  # input rows, where known (streaming models)
+    rows_read: int | None = None  # input rows, where known (Delta inputs)
     files_added: int | None = None
     version: int | None = None
     message: str = ""

@@ -33,6 +33,8 @@ def test_manifest_and_run_results(project):
         "success", 5, 5, 0)
     assert bronze["files_added"] >= 1 and bronze["seconds"] > 0
     assert runs["unique_counts_status"]["status"] == "success"
+    # a batch model reads silver's 5 rows, counted from the Delta log's file statistics
+    assert (runs["silver_orders"]["rows_read"], runs["counts"]["rows_read"]) == (5, 5)
 
 
 def test_json_log_format(project):

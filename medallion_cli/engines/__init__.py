@@ -84,6 +84,9 @@ class Engine(Protocol):
 
     def file_count(self, path: Path) -> int: ...
 
+    def row_count(self, path: Path) -> int | None:
+        """Rows in the table now, from the Delta log's file statistics (None if it lacks them)."""
+
     def history(self, path: Path, limit: int | None = None) -> list[dict]: ...
 
     def restore(self, path: Path, version: int) -> int:

@@ -265,6 +265,10 @@ class EmbeddedEngine:
     def file_count(self, path: Path) -> int:
         return len(self._open(path).file_uris())
 
+    def row_count(self, path: Path) -> int | None:
+        rows = pa.table(self._open(path).get_add_actions(flatten=True)).column("num_records")
+        return None if rows.null_count else sum(rows.to_pylist())
+
     def history(self, path: Path, limit: int | None = None) -> list[dict]:
         return self._open(path).history(limit)
 

@@ -154,6 +154,9 @@ class NativeEngine:
     def file_count(self, path: Path) -> int:
         return int(self._table(path).detail().first()["numFiles"])
 
+    def row_count(self, path: Path) -> int | None:
+        return self.read_table(path).count()  # Delta answers a bare count from its log
+
     def history(self, path: Path, limit: int | None = None) -> list[dict]:
         rows = self._table(path).history(limit).collect()
         return [{**row.asDict(recursive=True),

@@ -36,7 +36,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None):
         raise MedallionError("Java was not found; Spark needs Java 17",
                              hint="install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless) "
                                   "or set JAVA_HOME")
-    # Set before the JVM starts: Python streaming sources ignore spark.pyspark.python.
+    # Set before the JVM starts: some Python worker launches read only the environment.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
