@@ -73,12 +73,12 @@ class StreamTally:
         self.on_batch(report)
 
 
-def query_app_id(node: CompiledNode, checkpoint: Path) -> str:
+def query_app_id(node: CompiledNode, checkpoint: str) -> str:
     """The app id for Delta app transactions: the model and its checkpoint's query id.
 
     A new checkpoint (after --full-refresh or by hand) is a new query whose batch ids start at 0
     again; a new app id keeps those batches from being taken for replays of the old ones."""
-    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    query_id = json.loads((Path(checkpoint) / "metadata").read_text())["id"]
     return f"medallion:{node.name}:{query_id}"
 
 

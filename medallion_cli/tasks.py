@@ -104,8 +104,8 @@ def list_nodes(inv: Invocation) -> list[Listing]:
         node = graph.nodes[name]
         deps = node.refs + tuple(f"source:{s}.{t}" for s, t in node.sources)
         materialized = node.config.materialized
-        table = None if materialized == "view" else str(project.table_path(node.file))
-        checkpoint = (str(project.checkpoint_path(node.file)) if materialized == "streaming"
+        table = None if materialized == "view" else project.table_path(node.file)
+        checkpoint = (project.checkpoint_path(node.file) if materialized == "streaming"
                       else None)
         rows.append(Listing(name, node.file.kind, node.file.layer, materialized, deps,
                             node.file.rel_path, table, checkpoint))

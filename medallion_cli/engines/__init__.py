@@ -2,12 +2,12 @@
 
 An engine computes with Spark and owns the Delta side: reading a table's current snapshot,
 atomic overwrite and append, and MERGE. A profile's target picks the engine by name.
+Tables and checkpoints are locations (str): local paths, or object-store URIs on delta-spark.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -36,47 +36,47 @@ class MergeSpec:
 class Engine(Protocol):
     spark: SparkSession
 
-    def table_exists(self, path: Path) -> bool: ...
+    def table_exists(self, path: str) -> bool: ...
 
-    def read_table(self, path: Path) -> DataFrame: ...
+    def read_table(self, path: str) -> DataFrame: ...
 
-    def read_stream(self, path: Path) -> DataFrame:
+    def read_stream(self, path: str) -> DataFrame:
         """A streaming DataFrame of the rows each new version of the table adds."""
 
-    def table_version(self, path: Path) -> int: ...
+    def table_version(self, path: str) -> int: ...
 
-    def last_commit_value(self, path: Path, key: str) -> str | None:
+    def last_commit_value(self, path: str, key: str) -> str | None:
         """`key` from the custom metadata of the table's last data-writing commit."""
 
-    def committed_version(self, path: Path, app_id: str) -> int | None:
+    def committed_version(self, path: str, app_id: str) -> int | None:
         """The last version (batch id) `app_id` committed to the table, or None."""
 
-    def write(self, df: DataFrame, path: Path, mode: str, partition_by: tuple[str, ...] = (),
+    def write(self, df: DataFrame, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None) -> WriteResult:
         """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows.
         txn (app_id, version) is recorded in the same commit, for exactly-once streaming."""
 
-    def merge(self, df: DataFrame, path: Path, spec: MergeSpec, metadata: dict | None = None,
+    def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult: ...
 
 
     # Maintenance and time travel.
 
-    def optimize(self, path: Path) -> dict:
+    def optimize(self, path: str) -> dict:
         """Compact small files (a commit with no data change); {files_removed, files_added}."""
 
-    def vacuum(self, path: Path, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+    def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
         """Delete unreferenced files older than the retention; returns them."""
 
-    def file_count(self, path: Path) -> int: ...
+    def file_count(self, path: str) -> int: ...
 
-    def history(self, path: Path, limit: int | None = None) -> list[dict]: ...
+    def history(self, path: str, limit: int | None = None) -> list[dict]: ...
 
-    def restore(self, path: Path, version: int) -> int:
+    def restore(self, path: str, version: int) -> int:
         """Make `version` current as a new commit; returns the new version."""
 
-    def snapshot(self, path: Path, as_of: int | str | None = None, limit: int | None = None):
+    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
         """Rows now, at a version, or at a timestamp (a pyarrow Table)."""
 
 

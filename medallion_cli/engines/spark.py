@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import MedallionError
+from ..locations import join
 from ..project import Target
 
 LOG_CONFIG = Path(__file__).resolve().parent.parent / "log4j2.properties"
@@ -25,7 +26,7 @@ def spark_conf(target: Target) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "4",
         # Staged Parquet is read back by Arrow: standard microsecond timestamps, not INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-        "spark.sql.warehouse.dir": str(target.warehouse / "_spark"),
+        "spark.sql.warehouse.dir": join(target.warehouse, "_spark"),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
         **target.spark_conf,
     }
