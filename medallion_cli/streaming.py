@@ -10,16 +10,15 @@ writes nothing, so every row lands exactly once.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
-from .engines import WriteResult
+from .engines import Engine, WriteResult
 from .errors import MedallionError
 from .faults import crash_point
+from .locations import join
 from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, checked_rows,
                                register_inputs, write_incremental)
 from .rendering import CompiledNode
@@ -73,12 +72,12 @@ class StreamTally:
         self.on_batch(report)
 
 
-def query_app_id(node: CompiledNode, checkpoint: str) -> str:
+def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
     """The app id for Delta app transactions: the model and its checkpoint's query id.
 
     A new checkpoint (after --full-refresh or by hand) is a new query whose batch ids start at 0
     again; a new app id keeps those batches from being taken for replays of the old ones."""
-    query_id = json.loads((Path(checkpoint) / "metadata").read_text())["id"]
+    query_id = json.loads(engine.read_text(join(checkpoint, "metadata")))["id"]
     return f"medallion:{node.name}:{query_id}"
 
 
@@ -96,7 +95,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
                  batch, batch_id: int) -> None:
     crash_point(node.name, "batch_start", batch_id)
     path = ctx.project.table_path(node.file)
-    app_id = query_app_id(node, ctx.project.checkpoint_path(node.file))
+    app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
     done = ctx.engine.committed_version(path, app_id)
     if done is not None and done >= batch_id:
         with tally.lock:
@@ -128,7 +127,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     if ctx.full_refresh:
         # A new checkpoint reads every input from the start; the first batch replaces the table,
         # so until it commits the old table stays readable and intact.
-        shutil.rmtree(checkpoint, ignore_errors=True)
+        ctx.engine.remove_folder(checkpoint)
     register_inputs(ctx, node, streaming=True)
     df = ctx.engine.spark.sql(node.sql)
     if not df.isStreaming:

@@ -129,3 +129,14 @@ def test_native_time_travel_sql_parses_with_sqlglot_spark(as_of, clause):
     assert table.name == "/lake/gold/revenue" and table.db == "delta"
     if clause:
         assert clause in query.sql("spark")
+
+
+def test_checkpoint_files(engine, tmp_path):
+    checkpoint = tmp_path / "wh/_checkpoints/models/m"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets/0").write_text("v1")
+    (checkpoint / "metadata").write_text('{"id":"q1"}')
+    assert engine.read_text(str(checkpoint / "metadata")) == '{"id":"q1"}'
+    engine.remove_folder(str(checkpoint))
+    assert not checkpoint.exists()
+    engine.remove_folder(str(checkpoint))  # nothing there: fine

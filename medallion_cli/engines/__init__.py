@@ -79,6 +79,14 @@ class Engine(Protocol):
     def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
         """Rows now, at a version, or at a timestamp (a pyarrow Table)."""
 
+    # Streaming checkpoints, wherever the warehouse is.
+
+    def read_text(self, location: str) -> str:
+        """The content of a file (a checkpoint's metadata)."""
+
+    def remove_folder(self, location: str) -> None:
+        """Delete a folder and everything in it (a checkpoint); nothing there is fine."""
+
 
 def make_engine(target: Target) -> Engine:
     if target.engine == "embedded":

@@ -269,3 +269,11 @@ class EmbeddedEngine:
             dt.load_as_version(as_of)
         dataset = dt.to_pyarrow_dataset()
         return dataset.head(limit) if limit is not None else dataset.to_table()
+
+    # Checkpoints: the warehouse is a local folder here.
+
+    def read_text(self, location: str) -> str:
+        return Path(location).read_text()
+
+    def remove_folder(self, location: str) -> None:
+        shutil.rmtree(location, ignore_errors=True)

@@ -16,7 +16,7 @@ from ..errors import MedallionError
 from ..project import Target
 from . import MergeSpec, WriteResult
 from .native_sql import merge_sql, snapshot_sql
-from .spark import start_spark
+from .spark import read_text, remove_folder, start_spark
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -164,3 +164,11 @@ class NativeEngine:
     def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
         df = self.spark.sql(snapshot_sql(str(path), as_of))
         return (df.limit(limit) if limit is not None else df).toArrow()
+
+    # Checkpoints live beside the tables, on whatever storage the warehouse is.
+
+    def read_text(self, location: str) -> str:
+        return read_text(self.spark, location)
+
+    def remove_folder(self, location: str) -> None:
+        remove_folder(self.spark, location)
