@@ -102,7 +102,10 @@ def seed(inv, debug, log_format):
                    "Also written to target/compiled/.")
 @common_options
 def compile(inv, debug):
-    for node in tasks.compile_models(inv):
+    compiled = tasks.compile_models(inv)
+    if compiled.note:
+        click.secho(f"note: {compiled.note}", fg="yellow", err=True)
+    for node in compiled.nodes:
         click.echo(click.style(f"-- {node.name} ({node.file.rel_path})", fg="cyan"))
         click.echo(node.sql.strip() + "\n")
 

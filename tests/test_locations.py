@@ -1,11 +1,16 @@
 """Warehouse locations: local folders and object-store URIs, from the profile to every table,
 quarantine and checkpoint, and what compile and ls do offline with a cluster target."""
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from conftest import PROFILE
+from medallion_cli.cli import main
 from medallion_cli.errors import MedallionError
 from medallion_cli.locations import is_remote, join, resolve_warehouse
 from medallion_cli.project import load_project
@@ -105,3 +110,36 @@ def test_a_warehouse_uri_naming_no_place_is_a_profile_error(project):
     assert err.value.path.endswith("profiles/profiles.yml")
     assert "target 'local': warehouse s3a:// names no bucket" in err.value.message
     assert "s3a://bucket/lake" in err.value.hint
+
+
+def test_ls_and_compile_of_a_cluster_target_work_offline(project):
+    """No Spark, no Delta reader, no network: the locations are computed, the tables not read."""
+    root = project(MODELS, profile=CLUSTER)
+    code = ("import sys; from medallion_cli.cli import main\n"
+            "for cmd in (['ls'], ['compile', '-s', 'kinds']):\n"
+            "    try: main(cmd + ['--project-dir', sys.argv[1], '-t', 'cluster'])\n"
+            "    except SystemExit as e: assert not e.code, e.code\n"
+            "loaded = [m for m in ('pyspark', 'deltalake', 'py4j') if m in sys.modules]\n"
+            "print('LOADED', loaded)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("LOADED []")
+    lines = out.stdout.splitlines()
+    events = lines.index(next(line for line in lines if line.startswith("events ")))
+    assert lines[events + 1].split() == [
+        "checkpoint:", "s3a://lake-bucket/medallion/_checkpoints/bronze/events"]
+    # compile: the SQL a first build runs, and a note saying why, naming the warehouse
+    assert "where id >" not in out.stdout and "from `events`" in out.stdout
+    assert ("note: is_incremental() is false in this SQL: the warehouse "
+            "s3a://lake-bucket/medallion is not read offline") in out.stderr
+    manifest = json.loads((root / "target/manifest.json").read_text())
+    assert manifest["warehouse"] == "s3a://lake-bucket/medallion"
+    assert manifest["nodes"]["kinds"]["table"] == "s3a://lake-bucket/medallion/silver/kinds"
+    assert manifest["nodes"]["events"]["checkpoint"] == (
+        "s3a://lake-bucket/medallion/_checkpoints/bronze/events")
+
+
+def test_compile_says_nothing_when_it_could_read_the_tables(project):
+    root = project(MODELS)
+    result = CliRunner().invoke(main, ["compile", "--project-dir", str(root), "-s", "kinds"])
+    assert result.exit_code == 0 and "note:" not in result.output
