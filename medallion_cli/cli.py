@@ -136,7 +136,8 @@ def test(inv, debug, unit, log_format):
 
 
 @main.command(help="Write a static HTML page documenting the project: the DAG by layer, each "
-                   "model's SQL, config, columns, tests and lineage (no Spark started).")
+                   "model's SQL, config, columns, tests and lineage (no Spark started on the "
+                   "embedded engine; delta-spark reads built tables' columns through Spark).")
 @common_options
 @click.option("--out", default=None, type=click.Path(),
               help="Where to write the page (default: target/docs/index.html).")

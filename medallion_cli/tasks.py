@@ -297,8 +297,10 @@ def init(name: str, template: str | None = None, output_dir: str = ".",
 
 
 def docs(inv: Invocation, out: str | None = None) -> Path:
-    """Write the static documentation page (no JVM); returns its path."""
+    """Write the static documentation page; returns its path. Built tables' columns come from
+    the engine (the embedded one reads the Delta log: no JVM)."""
     from .docs import write_docs
 
     loaded = load(inv)
-    return write_docs(loaded.project, loaded.graph, loaded.tests, Path(out) if out else None)
+    return write_docs(loaded.project, loaded.graph, loaded.tests,
+                      make_engine(loaded.project.target).table_columns, Path(out) if out else None)

@@ -131,6 +131,15 @@ def test_native_time_travel_sql_parses_with_sqlglot_spark(as_of, clause):
         assert clause in query.sql("spark")
 
 
+
+def test_table_columns(engine, spark, tmp_path):
+    path = str(tmp_path / "wh/t")
+    assert engine.table_columns(path) is None
+    engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
+    columns = engine.table_columns(path)
+    assert list(columns) == ["id", "v", "seq"] and columns["v"] == "string"
+
+
 def test_checkpoint_files(engine, tmp_path):
     checkpoint = tmp_path / "wh/_checkpoints/models/m"
     (checkpoint / "offsets").mkdir(parents=True)

@@ -79,6 +79,9 @@ class Engine(Protocol):
     def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
         """Rows now, at a version, or at a timestamp (a pyarrow Table)."""
 
+    def table_columns(self, path: str) -> dict[str, str] | None:
+        """Column name -> type name of the table, or None when there is no table."""
+
     # Streaming checkpoints, wherever the warehouse is.
 
     def read_text(self, location: str) -> str:

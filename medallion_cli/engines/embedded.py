@@ -270,6 +270,12 @@ class EmbeddedEngine:
         dataset = dt.to_pyarrow_dataset()
         return dataset.head(limit) if limit is not None else dataset.to_table()
 
+    def table_columns(self, path: str) -> dict[str, str] | None:
+        """Column name -> Delta type name, from the Delta log (no JVM)."""
+        if not self.table_exists(path):
+            return None
+        return {f.name: _type_name(f.type) for f in self._open(path).schema().fields}
+
     # Checkpoints: the warehouse is a local folder here.
 
     def read_text(self, location: str) -> str:
@@ -277,3 +283,10 @@ class EmbeddedEngine:
 
     def remove_folder(self, location: str) -> None:
         shutil.rmtree(location, ignore_errors=True)
+
+
+def _type_name(delta_type) -> str:
+    """`long`, `decimal(12,2)`, or the kind of a nested type (array, struct, map)."""
+    primitive = getattr(delta_type, "type", None)
+    return primitive if isinstance(primitive, str) else type(delta_type).__name__.replace(
+        "Type", "").lower()

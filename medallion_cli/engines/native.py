@@ -165,6 +165,11 @@ class NativeEngine:
         df = self.spark.sql(snapshot_sql(str(path), as_of))
         return (df.limit(limit) if limit is not None else df).toArrow()
 
+    def table_columns(self, path: str) -> dict[str, str] | None:
+        if not self.table_exists(path):
+            return None
+        return {f.name: f.dataType.simpleString() for f in self.read_table(path).schema.fields}
+
     # Checkpoints live beside the tables, on whatever storage the warehouse is.
 
     def read_text(self, location: str) -> str:
