@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from conftest import PROFILE
 from medallion_cli.cli import main
+from medallion_cli.engines import make_engine
 from medallion_cli.errors import MedallionError
 from medallion_cli.locations import is_remote, join, resolve_warehouse
 from medallion_cli.project import load_project
@@ -143,3 +144,33 @@ def test_compile_says_nothing_when_it_could_read_the_tables(project):
     root = project(MODELS)
     result = CliRunner().invoke(main, ["compile", "--project-dir", str(root), "-s", "kinds"])
     assert result.exit_code == 0 and "note:" not in result.output
+
+
+EMBEDDED_ON_S3 = PROFILE + """\
+    s3:
+      engine: embedded
+      warehouse: s3a://lake-bucket/medallion
+"""
+
+
+def test_the_embedded_engine_refuses_a_remote_warehouse_when_made(project):
+    root = project(MODELS, profile=EMBEDDED_ON_S3)
+    target = load_project(root, target="s3").target  # loading the project is fine
+    with pytest.raises(MedallionError) as err:
+        make_engine(target)
+    assert err.value.path == str(root / "profiles/profiles.yml")
+    assert err.value.message == (
+        "target 's3' has its warehouse on object storage (s3a://lake-bucket/medallion), but the "
+        "embedded engine writes to local disks only")
+    assert "use engine: delta-spark for an object-store warehouse" in err.value.hint
+
+
+def test_build_on_such_a_target_is_a_usage_error_and_ls_still_works(project):
+    root = project(MODELS, profile=EMBEDDED_ON_S3)
+    runner = CliRunner()
+    assert runner.invoke(main, ["ls", "--project-dir", str(root), "-t", "s3"]).exit_code == 0
+    result = runner.invoke(main, ["build", "--project-dir", str(root), "-t", "s3"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{root}/profiles/profiles.yml: target 's3' has its warehouse on object storage" in (
+        result.output)
+    assert "hint: use engine: delta-spark" in result.output

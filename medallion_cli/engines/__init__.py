@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from ..errors import MedallionError
+from ..locations import is_remote
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -93,6 +96,13 @@ class Engine(Protocol):
 
 def make_engine(target: Target) -> Engine:
     if target.engine == "embedded":
+        if is_remote(target.warehouse):
+            raise MedallionError(
+                f"target '{target.name}' has its warehouse on object storage "
+                f"({target.warehouse}), but the embedded engine writes to local disks only",
+                path=target.profiles_file,
+                hint="use engine: delta-spark for an object-store warehouse (see 'Running on a "
+                     "cluster' in the README), or give the embedded engine a local folder")
         from .embedded import EmbeddedEngine
 
         return EmbeddedEngine(target)
