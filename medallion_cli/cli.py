@@ -102,7 +102,10 @@ def seed(inv, debug, log_format):
                    "Also written to target/compiled/.")
 @common_options
 def compile(inv, debug):
-    for node in tasks.compile_models(inv):
+    compiled = tasks.compile_models(inv)
+    if compiled.note:
+        click.secho(f"note: {compiled.note}", fg="yellow", err=True)
+    for node in compiled.nodes:
         click.echo(click.style(f"-- {node.name} ({node.file.rel_path})", fg="cyan"))
         click.echo(node.sql.strip() + "\n")
 
@@ -133,7 +136,8 @@ def test(inv, debug, unit, log_format):
 
 
 @main.command(help="Write a static HTML page documenting the project: the DAG by layer, each "
-                   "model's SQL, config, columns, tests and lineage (no Spark started).")
+                   "model's SQL, config, columns, tests and lineage (no Spark started on the "
+                   "embedded engine; delta-spark reads built tables' columns through Spark).")
 @common_options
 @click.option("--out", default=None, type=click.Path(),
               help="Where to write the page (default: target/docs/index.html).")

@@ -2,8 +2,8 @@
 
 The page shows the DAG by layer, and for each model its SQL, config, columns, tests, upstream and
 downstream, and column-level lineage where sqlglot can resolve it. Column names come from the
-Delta tables already built (read with delta-rs, no JVM), from sources' declared schemas, and from
-each model's own SELECT, in DAG order.
+Delta tables already built (asked of the engine: the embedded one reads the Delta log, no JVM),
+from sources' declared schemas, and from each model's own SELECT, in DAG order.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
+from typing import Callable
 
 import sqlglot
 from sqlglot import exp
@@ -23,21 +24,6 @@ from .project import Project
 from .rendering import CompiledNode
 
 PAGE = Path(__file__).resolve().parent / "docs_page.html"
-
-
-def _delta_columns(path: Path) -> dict[str, str] | None:
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(str(path)):
-        return None
-    return {f.name: _type_name(f.type) for f in DeltaTable(str(path)).schema().fields}
-
-
-def _type_name(delta_type) -> str:
-    """`long`, `decimal(12,2)`, or the kind of a nested type (array, struct, map)."""
-    primitive = getattr(delta_type, "type", None)
-    return primitive if isinstance(primitive, str) else type(delta_type).__name__.replace(
-        "Type", "").lower()
 
 
 def _ddl_columns(ddl: str) -> dict[str, str]:
@@ -69,11 +55,13 @@ def _lineage(column: str, sql: str, schema: dict) -> list[str]:
     return sorted(set(found))
 
 
-def describe(project: Project, graph: Graph, tests: dict[str, DataTest]) -> dict:
-    """The page's data: every node with its SQL, config, columns, lineage, tests and edges."""
+def describe(project: Project, graph: Graph, tests: dict[str, DataTest],
+             table_columns: Callable[[str], dict[str, str] | None]) -> dict:
+    """The page's data: every node with its SQL, config, columns, lineage, tests and edges.
+    table_columns gives a built table's columns and types (None when there is no table)."""
     schema: dict[str, dict[str, str]] = {}
     for source in project.sources.values():
-        cols = (_delta_columns(source.path) if source.format == "delta"
+        cols = (table_columns(str(source.path)) if source.format == "delta"
                 else _ddl_columns(source.schema) if source.schema else None)
         if cols:
             extra = {} if source.format == "delta" else {"_corrupt_record": "string",
@@ -82,7 +70,7 @@ def describe(project: Project, graph: Graph, tests: dict[str, DataTest]) -> dict
     nodes = []
     for name in graph.order:
         node: CompiledNode = graph.nodes[name]
-        built = _delta_columns(project.table_path(node.file))
+        built = table_columns(project.table_path(node.file))
         documented = {c.get("name"): c.get("description", "") for c in node.file.columns}
         if node.sql is not None:
             columns = list(built or {}) or _output_columns(node.sql, schema)
@@ -111,10 +99,12 @@ def describe(project: Project, graph: Graph, tests: dict[str, DataTest]) -> dict
 
 
 def write_docs(project: Project, graph: Graph, tests: dict[str, DataTest],
+               table_columns: Callable[[str], dict[str, str] | None],
                out: Path | None = None) -> Path:
     out = out or project.target_dir / "docs" / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(describe(project, graph, tests), default=str).replace("</", "<\\/")
+    data = json.dumps(describe(project, graph, tests, table_columns),
+                      default=str).replace("</", "<\\/")
     out.write_text(PAGE.read_text().replace("__TITLE__", html.escape(project.name))
                    .replace("__DATA__", data))
     return out

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from .engines import make_engine
 from .errors import MedallionError, closest
@@ -21,7 +20,7 @@ MIN_RETENTION_HOURS = 168  # Delta's default: a week of versions stays readable
 @dataclass(frozen=True)
 class TableRef:
     name: str
-    path: Path
+    path: str  # a location: local path or object-store URI
 
 
 def parse_hours(text: str) -> float:
@@ -59,8 +58,9 @@ def _selected_tables(inv: Invocation) -> tuple[Loaded, list[TableRef]]:
         node = loaded.graph.nodes[name]
         if node.config.materialized == "view":
             continue
-        paths = (loaded.project.table_path(node.file), loaded.project.quarantine_path(node.file))
-        tables += [TableRef(p.name, p) for p in paths if engine.table_exists(p)]
+        refs = (TableRef(name, loaded.project.table_path(node.file)),
+                TableRef(name + QUARANTINE_SUFFIX, loaded.project.quarantine_path(node.file)))
+        tables += [t for t in refs if engine.table_exists(t.path)]
     return loaded, tables
 
 

@@ -117,7 +117,7 @@ def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False
         read_source(ctx, source, streaming).createOrReplaceTempView(source.relation)
 
 
-def built_table(ctx: BuildContext, node: CompiledNode) -> Path:
+def built_table(ctx: BuildContext, node: CompiledNode) -> str:
     path = ctx.project.table_path(node.file)
     if not ctx.engine.table_exists(path):
         raise MedallionError(f"'{node.name}' has not been built yet (no Delta table at {path})",
@@ -250,7 +250,7 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
         checked.unpersist()
 
 
-def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, replace: bool,
+def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, replace: bool,
                       txn: tuple[str, int] | None = None,
                       metadata: dict | None = None) -> WriteResult:
     """Append or MERGE into the table, or create it (replace) on the first write.
@@ -278,7 +278,7 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: Path, rep
     return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn)
 
 
-def merge_rows(ctx: BuildContext | None, cfg, df, existing: Path | None):
+def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None):
     """The rows a MERGE writes and how it matches them: one row per key (the latest by
     sequence_by) with a delete flag, or, for scd_type 2, the recomputed history of the keys
     touched (existing: the table to merge into, None on the first build)."""
@@ -321,7 +321,7 @@ def prepare_merge_source(df, cfg):
     return df
 
 
-def scd2_history(ctx: BuildContext, df, cfg, path: Path | None):
+def scd2_history(ctx: BuildContext, df, cfg, path: str | None):
     """SCD type 2 rows for every key the new rows touch, recomputed from the whole timeline.
 
     The timeline of a key is its stored versions plus the new rows, ordered by sequence_by; each

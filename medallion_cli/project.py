@@ -14,6 +14,7 @@ import yaml
 
 from .config import CONFIG_KEYS, check_keys, merge_layers
 from .errors import MedallionError, closest
+from .locations import join, resolve_warehouse
 
 PROJECT_FILE = "medallion_project.yml"
 PROFILES_FILE = "profiles.yml"
@@ -30,11 +31,12 @@ class Target:
 
     name: str
     engine: str
-    warehouse: Path
+    warehouse: str  # a location: an absolute local path or an object-store URI (locations.py)
     spark_master: str
     spark_conf: dict
     threads: int
     delta_jars: str | None = None  # delta-spark engine: a folder of Delta JARs for spark.jars
+    profiles_file: str | None = None  # where the target is defined, for errors about it
 
 
 @dataclass(frozen=True)
@@ -80,17 +82,16 @@ class Project:
     singular_tests: list[Path] = field(default_factory=list)
     unit_test_files: list[Path] = field(default_factory=list)
 
-    def table_path(self, node: NodeFile) -> Path:
-        return self.target.warehouse / node.layer / node.name
+    def table_path(self, node: NodeFile) -> str:
+        return join(self.target.warehouse, node.layer, node.name)
 
-    def quarantine_path(self, node: NodeFile) -> Path:
+    def quarantine_path(self, node: NodeFile) -> str:
         """Where rows a model's `drop` expectations reject are kept, beside its table."""
-        path = self.table_path(node)
-        return path.with_name(path.name + QUARANTINE_SUFFIX)
+        return self.table_path(node) + QUARANTINE_SUFFIX
 
-    def checkpoint_path(self, node: NodeFile) -> Path:
+    def checkpoint_path(self, node: NodeFile) -> str:
         """Where a streaming model's Structured Streaming checkpoint lives."""
-        return self.target.warehouse / "_checkpoints" / node.layer / node.name
+        return join(self.target.warehouse, "_checkpoints", node.layer, node.name)
 
     @property
     def target_dir(self) -> Path:
@@ -157,15 +158,21 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         raise MedallionError(f"target '{name}' has unknown engine '{engine}'", path=profiles_path,
                              hint="engines: " + ", ".join(ENGINES))
     spark = out.get("spark") or {}
-    warehouse = Path(out.get("warehouse", "warehouse"))
+    try:
+        warehouse = resolve_warehouse(str(out.get("warehouse", "warehouse")), root)
+    except ValueError as exc:
+        raise MedallionError(f"target '{name}': warehouse {exc}", path=profiles_path,
+                             hint="a folder (relative to the project or absolute), file:///path, "
+                                  "or an object-store URI such as s3a://bucket/lake") from exc
     return Target(
         name=name,
         engine=engine,
-        warehouse=warehouse if warehouse.is_absolute() else (root / warehouse).resolve(),
+        warehouse=warehouse,
         spark_master=str(spark.get("master", "local[*]")),
         spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
         threads=int(out.get("threads", 1)),
         delta_jars=out.get("delta_jars") or None,
+        profiles_file=str(profiles_path),
     )
 
 

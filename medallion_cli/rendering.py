@@ -16,6 +16,7 @@ import jinja2
 
 from .config import NodeConfig, check_keys, merge_layers, resolve_config
 from .errors import MedallionError, closest
+from .locations import is_remote
 from .project import NodeFile, Project, env_var
 
 
@@ -86,7 +87,7 @@ class Renderer:
     """Compiles macros once and renders each model or test with its own context."""
 
     def __init__(self, project: Project, full_refresh: bool = False,
-                 table_exists: Callable[[Path], bool] | None = None):
+                 table_exists: Callable[[str], bool] | None = None):
         self.project = project
         self.full_refresh = full_refresh
         self.table_exists = table_exists or _delta_table_exists
@@ -228,9 +229,14 @@ class Renderer:
                             is_incremental())
 
 
-def _delta_table_exists(path: Path) -> bool:
+def _delta_table_exists(path: str) -> bool:
+    """Whether a table exists, as compile and ls see it without an engine: from the local disk.
+    A remote warehouse is not read (that would need its credentials and network), so its
+    tables count as not built; builds ask the engine instead."""
+    if is_remote(path):
+        return False
     # A Delta table exists once its log has a commit; checking the folder avoids loading the log.
-    log = path / "_delta_log"
+    log = Path(path) / "_delta_log"
     return log.is_dir() and any(log.glob("*.json"))
 
 

@@ -34,15 +34,15 @@ def write_manifest(project: Project, graph, tests) -> Path:
                            "sources": [f"{s}.{t}" for s, t in node.sources]},
             "children": list(graph.children.get(name, ())),
             "compiled_sql": node.sql,
-            "table": None if materialized == "view" else str(project.table_path(node.file)),
-            "checkpoint": (str(project.checkpoint_path(node.file))
+            "table": None if materialized == "view" else project.table_path(node.file),
+            "checkpoint": (project.checkpoint_path(node.file)
                            if materialized == "streaming" else None),
         }
     out = project.target_dir / "manifest.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "project": project.name, "target": project.target.name,
-        "engine": project.target.engine, "warehouse": str(project.target.warehouse),
+        "engine": project.target.engine, "warehouse": project.target.warehouse,
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "nodes": nodes,
         "sources": {f"{s.source}.{s.name}": {"format": s.format, "path": str(s.path),

@@ -14,16 +14,15 @@ writes nothing, so every row lands exactly once.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
-from .engines import WriteResult
+from .engines import Engine, WriteResult
 from .errors import MedallionError
 from .faults import crash_point
+from .locations import join
 from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, built_table,
                                checked_rows, model_rows, write_incremental)
 from .rendering import CompiledNode
@@ -81,12 +80,12 @@ class StreamTally:
         self.on_batch(report)
 
 
-def query_app_id(node: CompiledNode, checkpoint: Path) -> str:
+def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
     """The app id for Delta app transactions: the model and its checkpoint's query id.
 
     A new checkpoint (after --full-refresh or by hand) is a new query whose batch ids start at 0
     again; a new app id keeps those batches from being taken for replays of the old ones."""
-    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    query_id = json.loads(engine.read_text(join(checkpoint, "metadata")))["id"]
     return f"medallion:{node.name}:{query_id}"
 
 
@@ -105,7 +104,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
                  rows_of: Callable, batch, batch_id: int) -> None:
     crash_point(node.name, "batch_start", batch_id)
     path = ctx.project.table_path(node.file)
-    app_id = query_app_id(node, ctx.project.checkpoint_path(node.file))
+    app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
     done = ctx.engine.committed_version(path, app_id)
     if done is not None and done >= batch_id:
         with tally.lock:
@@ -138,7 +137,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     if ctx.full_refresh:
         # A new checkpoint reads every input from the start; the first batch replaces the table,
         # so until it commits the old table stays readable and intact.
-        shutil.rmtree(checkpoint, ignore_errors=True)
+        ctx.engine.remove_folder(checkpoint)
     tables = followed_tables(ctx, node)
     if tables:
         df = _commit_streams(ctx, tables)
@@ -170,7 +169,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     return writer.start(), tally
 
 
-def followed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, Path]:
+def followed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
     """Relation -> Delta table, for the inputs a streaming model streams, when the engine
     follows commit logs (refs to streaming models, Delta sources); otherwise empty."""
     if not ctx.engine.follows_commit_log:
@@ -189,7 +188,7 @@ def followed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, Path]:
     return tables
 
 
-def _commit_streams(ctx: BuildContext, tables: dict[str, Path]):
+def _commit_streams(ctx: BuildContext, tables: dict[str, str]):
     """One stream of (relation, version) over the commits of every followed table."""
     from pyspark.sql import functions as F
 
@@ -201,7 +200,7 @@ def _commit_streams(ctx: BuildContext, tables: dict[str, Path]):
     return union
 
 
-def commit_rows(ctx: BuildContext, node: CompiledNode, tables: dict[str, Path], batch,
+def commit_rows(ctx: BuildContext, node: CompiledNode, tables: dict[str, str], batch,
                 batch_id: int):
     """(the model's rows for one micro-batch of commits, input rows read). The query's first
     batch reads each table as of the newest commit it took; later ones what their commits added."""

@@ -15,10 +15,12 @@ from typing import Callable
 import yaml
 
 from .datatests import DataTest, load_tests
+from .engines import Engine, make_engine
 from .errors import MedallionError
 from .graph import Graph, build_graph, select, select_tests
+from .locations import is_remote
 from .materializations import BuildContext
-from .project import Project, load_project
+from .project import Project, Target, load_project
 from .rendering import CompiledNode, Renderer
 from .results import write_compiled, write_manifest, write_run_results
 from .runner import NodeResult, execute, run_data_test, run_node, timed
@@ -56,16 +58,21 @@ class Loaded:
     project: Project
     graph: Graph
     tests: dict[str, DataTest]
+    engine: Engine | None = None  # a build's: is_incremental() asked it whether tables exist
 
 
-def load(inv: Invocation) -> Loaded:
+def load(inv: Invocation, engine: Callable[[Target], Engine] | None = None) -> Loaded:
+    """Load and render the project. A build passes how to get the target's engine, so that
+    is_incremental() asks it whether each table exists, wherever the warehouse is; without one
+    (compile, ls, docs) rendering looks at the local disk only and reads no remote warehouse."""
     project = load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
-    renderer = Renderer(project, inv.full_refresh)
+    made = engine(project.target) if engine else None
+    renderer = Renderer(project, inv.full_refresh, made.table_exists if made else None)
     graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
     for node in graph.nodes.values():
         if node.sql is not None:
             check_model_sql(node, graph.nodes)
-    loaded = Loaded(project, graph, load_tests(project, renderer, graph.nodes))
+    loaded = Loaded(project, graph, load_tests(project, renderer, graph.nodes), made)
     write_manifest(project, graph, loaded.tests)
     return loaded
 
@@ -76,12 +83,29 @@ def selected_nodes(inv: Invocation, graph: Graph, kinds=("seed", "model"),
             if graph.nodes[n].file.kind in kinds]
 
 
-def compile_models(inv: Invocation) -> list[CompiledNode]:
+@dataclass(frozen=True)
+class Compiled:
+    nodes: list[CompiledNode]
+    note: str | None  # what compiling without an engine could not know, to tell the user
+
+
+def compile_models(inv: Invocation) -> Compiled:
     loaded = load(inv)
     nodes = [loaded.graph.nodes[n] for n in selected_nodes(inv, loaded.graph, ("model",),
                                                             loaded.tests)]
     write_compiled(loaded.project, nodes)
-    return nodes
+    return Compiled(nodes, offline_note(loaded.project, nodes))
+
+
+def offline_note(project: Project, nodes: list[CompiledNode]) -> str | None:
+    """compile reads no remote warehouse, so is_incremental() is false in what it shows for
+    incremental and streaming models; say so rather than show SQL a build would not run."""
+    warehouse = project.target.warehouse
+    if not is_remote(warehouse) or not any(
+            n.config.materialized in ("incremental", "streaming") for n in nodes):
+        return None
+    return (f"is_incremental() is false in this SQL: the warehouse {warehouse} is not read "
+            "offline; medallion build renders it against the tables")
 
 
 @dataclass(frozen=True)
@@ -104,8 +128,8 @@ def list_nodes(inv: Invocation) -> list[Listing]:
         node = graph.nodes[name]
         deps = node.refs + tuple(f"source:{s}.{t}" for s, t in node.sources)
         materialized = node.config.materialized
-        table = None if materialized == "view" else str(project.table_path(node.file))
-        checkpoint = (str(project.checkpoint_path(node.file)) if materialized == "streaming"
+        table = None if materialized == "view" else project.table_path(node.file)
+        checkpoint = (project.checkpoint_path(node.file) if materialized == "streaming"
                       else None)
         rows.append(Listing(name, node.file.kind, node.file.layer, materialized, deps,
                             node.file.rel_path, table, checkpoint))
@@ -163,11 +187,9 @@ def runner(ctx: BuildContext, tests: dict[str, DataTest]) -> Callable[[str], Nod
 
 
 def _context(loaded: Loaded, inv: Invocation) -> BuildContext:
-    from .engines import make_engine
-
     # The session lives as long as the process: one JVM start per invocation (and per test run).
-    return BuildContext(loaded.project, loaded.graph, make_engine(loaded.project.target),
-                        inv.full_refresh)
+    return BuildContext(loaded.project, loaded.graph,
+                        loaded.engine or make_engine(loaded.project.target), inv.full_refresh)
 
 
 def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Reporter = Reporter(),
@@ -175,7 +197,7 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Report
     """Build the selected nodes once (with `build`, each followed by its data tests); with
     `watch`, then keep them running and fresh until SIGINT/SIGTERM (see watch.py)."""
     started = time.time()
-    loaded = load(inv)
+    loaded = load(inv, make_engine)
     graph, tests = loaded.graph, loaded.tests
     chosen = selected_nodes(inv, graph, kinds, tests)
     test_names = select_tests(graph, tests, inv.select, inv.exclude) if command == "build" else []
@@ -196,7 +218,7 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Report
 
         def refresh(watch_ctx: BuildContext) -> list[NodeResult]:
             """Batch models, re-rendered so is_incremental() and edited SQL are current."""
-            again = load(quiet)
+            again = load(quiet, lambda target: watch_ctx.engine)
             names = [n for n in selected_nodes(quiet, again.graph, kinds, again.tests)
                      if again.graph.nodes[n].config.materialized not in ("streaming", "view")]
             steps = plan(again.graph, again.tests, names, [])
@@ -275,8 +297,10 @@ def init(name: str, template: str | None = None, output_dir: str = ".",
 
 
 def docs(inv: Invocation, out: str | None = None) -> Path:
-    """Write the static documentation page (no JVM); returns its path."""
+    """Write the static documentation page; returns its path. Built tables' columns come from
+    the engine (the embedded one reads the Delta log: no JVM)."""
     from .docs import write_docs
 
     loaded = load(inv)
-    return write_docs(loaded.project, loaded.graph, loaded.tests, Path(out) if out else None)
+    return write_docs(loaded.project, loaded.graph, loaded.tests,
+                      make_engine(loaded.project.target).table_columns, Path(out) if out else None)

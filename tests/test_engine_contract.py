@@ -21,7 +21,7 @@ NATIVE = pytest.param("delta-spark", marks=pytest.mark.skipif(
 
 @pytest.fixture(params=["embedded", NATIVE])
 def engine(request, spark, tmp_path):
-    return make_engine(Target("contract", request.param, tmp_path / "wh", "local[2]", {}, 1,
+    return make_engine(Target("contract", request.param, str(tmp_path / "wh"), "local[2]", {}, 1,
                               os.environ.get(DELTA_JARS)))
 
 
@@ -80,7 +80,7 @@ def test_history_snapshot_restore_and_optimize(engine, spark, tmp_path):
 def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(spark, tmp_path):
     from deltalake import DeltaTable
 
-    engine = make_engine(Target("t", "embedded", tmp_path / "wh", "local[2]", {}, 1))
+    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
     df = spark.sql("select 1L as id, 'x' as s, current_timestamp() as ts, date'2024-01-01' as d, "
                    "cast(1.5 as decimal(10,2)) as amount, array(1, 2) as xs")
     engine.write(df, tmp_path / "wh/t", "overwrite", partition_by=("d",))
@@ -91,7 +91,7 @@ def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(s
 def test_native_engine_without_delta_jars_says_the_three_ways(spark, tmp_path):
     if os.environ.get(DELTA_JARS):
         pytest.skip("the Delta JARs are on this session's classpath")
-    engine = make_engine(Target("t", "delta-spark", tmp_path / "wh", "local[2]", {}, 1))
+    engine = make_engine(Target("t", "delta-spark", str(tmp_path / "wh"), "local[2]", {}, 1))
     with pytest.raises(MedallionError) as err:
         engine.read_table(tmp_path / "wh/t")
     text = str(err.value)
@@ -100,7 +100,7 @@ def test_native_engine_without_delta_jars_says_the_three_ways(spark, tmp_path):
     empty = tmp_path / "jars"
     empty.mkdir()
     with pytest.raises(MedallionError, match="has no .jar files"):
-        _ = make_engine(Target("t", "delta-spark", tmp_path / "wh", "local[2]", {}, 1,
+        _ = make_engine(Target("t", "delta-spark", str(tmp_path / "wh"), "local[2]", {}, 1,
                                str(empty))).spark  # starting Spark is what fails
 
 
@@ -130,3 +130,22 @@ def test_native_time_travel_sql_parses_with_sqlglot_spark(as_of, clause):
     if clause:
         assert clause in query.sql("spark")
 
+
+
+def test_table_columns(engine, spark, tmp_path):
+    path = str(tmp_path / "wh/t")
+    assert engine.table_columns(path) is None
+    engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
+    columns = engine.table_columns(path)
+    assert list(columns) == ["id", "v", "seq"] and columns["v"] == "string"
+
+
+def test_checkpoint_files(engine, tmp_path):
+    checkpoint = tmp_path / "wh/_checkpoints/models/m"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets/0").write_text("v1")
+    (checkpoint / "metadata").write_text('{"id":"q1"}')
+    assert engine.read_text(str(checkpoint / "metadata")) == '{"id":"q1"}'
+    engine.remove_folder(str(checkpoint))
+    assert not checkpoint.exists()
+    engine.remove_folder(str(checkpoint))  # nothing there: fine

@@ -17,7 +17,7 @@ def test_profile_target_and_env_var(project, monkeypatch):
       spark: {master: "local[1]", conf: {spark.x: 1}}
 """)
     default = load_project(root).target
-    assert default.name == "local" and default.warehouse == root / "warehouse"
+    assert default.name == "local" and default.warehouse == str(root / "warehouse")
     other = load_project(root, target="other").target
     assert str(other.warehouse) == "/tmp/somewhere"
     assert other.threads == 4 and other.spark_master == "local[1]"
@@ -70,5 +70,5 @@ def test_duplicate_names_and_orphan_properties(project):
 def test_table_paths_follow_layer_and_name(project):
     root = project({"models/gold/g.sql": "select 1", "seeds/s.csv": "a\n1\n"})
     proj = load_project(root)
-    assert proj.table_path(proj.nodes["g"]) == root / "warehouse/gold/g"
-    assert proj.table_path(proj.nodes["s"]) == root / "warehouse/seeds/s"
+    assert proj.table_path(proj.nodes["g"]) == str(root / "warehouse/gold/g")
+    assert proj.table_path(proj.nodes["s"]) == str(root / "warehouse/seeds/s")

@@ -2,9 +2,10 @@
 
 import pytest
 
+from conftest import PROFILE
 from medallion_cli.errors import MedallionError
 from medallion_cli.project import load_project
-from medallion_cli.rendering import render_project
+from medallion_cli.rendering import Renderer, render_project
 
 SOURCES = """\
 sources:
@@ -77,6 +78,19 @@ def test_this_and_is_incremental_follow_table_and_full_refresh(project):
     node = compiled(root)["m"]
     assert node.is_incremental is True and "from `m`" in node.sql
     assert compiled(root, full_refresh=True)["m"].is_incremental is False
+
+
+def test_is_incremental_on_a_remote_warehouse_asks_the_engine_or_is_false(project):
+    root = project({"models/m.sql": """\
+        {{ config(materialized='incremental') }}
+        select 1 as id {% if is_incremental() %}from {{ this }}{% endif %}
+    """}, profile=PROFILE.replace("warehouse: warehouse", "warehouse: s3a://b/lake"))
+    proj = load_project(root)
+    assert Renderer(proj).render(proj.nodes["m"]).is_incremental is False  # nothing is read
+    asked = []
+    building = Renderer(proj, table_exists=lambda location: asked.append(location) or True)
+    assert building.render(proj.nodes["m"]).is_incremental is True
+    assert asked[0] == "s3a://b/lake/models/m"
 
 
 def test_unknown_ref_names_file_line_and_closest(project):

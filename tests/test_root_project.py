@@ -104,3 +104,13 @@ def test_sample_profile_has_a_cluster_target_for_the_native_engine():
     target = load_project(ROOT, target="cluster").target
     assert (target.engine, target.spark_master) == ("delta-spark", "spark://spark-master:7077")
     assert target.delta_jars is None  # unless MEDALLION_DELTA_JARS names a folder
+
+
+def test_sample_cluster_target_puts_tables_and_checkpoints_on_s3(sample, monkeypatch):
+    """The sample's cluster target lists offline (no engine), with object-store locations."""
+    monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
+    inv = tasks.Invocation(project_dir=str(sample), target="cluster")
+    rows = {row.name: row for row in tasks.list_nodes(inv)}
+    lake = "s3a://my-lakehouse/medallion"
+    assert rows["silver_orders"].table == f"{lake}/silver/silver_orders"
+    assert rows["bronze_orders"].checkpoint == f"{lake}/_checkpoints/bronze/bronze_orders"

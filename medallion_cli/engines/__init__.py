@@ -2,13 +2,16 @@
 
 An engine computes with Spark and owns the Delta side: reading a table's current snapshot,
 atomic overwrite and append, and MERGE. A profile's target picks the engine by name.
+Tables and checkpoints are locations (str): local paths, or object-store URIs on delta-spark.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from ..errors import MedallionError
+from ..locations import is_remote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -36,9 +39,9 @@ class MergeSpec:
 class Engine(Protocol):
     spark: SparkSession
 
-    def table_exists(self, path: Path) -> bool: ...
+    def table_exists(self, path: str) -> bool: ...
 
-    def read_table(self, path: Path) -> DataFrame: ...
+    def read_table(self, path: str) -> DataFrame: ...
 
     # How streaming models read Delta tables. An engine with a Delta streaming source
     # (follows_commit_log False) gives read_stream, and the model's SQL runs as a streaming query.
@@ -46,58 +49,76 @@ class Engine(Protocol):
     # each micro-batch runs the model's SQL on what read_commits returns for its commits.
     follows_commit_log: bool
 
-    def read_stream(self, path: Path) -> DataFrame:
+    def read_stream(self, path: str) -> DataFrame:
         """A streaming DataFrame of the rows each new version of the table adds."""
 
-    def commit_stream(self, path: Path) -> DataFrame:
+    def commit_stream(self, path: str) -> DataFrame:
         """A streaming DataFrame with one row (column `version`) per commit of the table."""
 
-    def read_commits(self, path: Path, versions: list[int], from_snapshot: bool
+    def read_commits(self, path: str, versions: list[int], from_snapshot: bool
                      ) -> tuple[DataFrame, int]:
         """(rows, count) the commits added; from_snapshot: the table at the newest of them."""
 
-    def table_version(self, path: Path) -> int: ...
+    def table_version(self, path: str) -> int: ...
 
-    def last_commit_value(self, path: Path, key: str) -> str | None:
+    def last_commit_value(self, path: str, key: str) -> str | None:
         """`key` from the custom metadata of the table's last data-writing commit."""
 
-    def committed_version(self, path: Path, app_id: str) -> int | None:
+    def committed_version(self, path: str, app_id: str) -> int | None:
         """The last version (batch id) `app_id` committed to the table, or None."""
 
-    def write(self, df: DataFrame, path: Path, mode: str, partition_by: tuple[str, ...] = (),
+    def write(self, df: DataFrame, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None) -> WriteResult:
         """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows.
         txn (app_id, version) is recorded in the same commit, for exactly-once streaming."""
 
-    def merge(self, df: DataFrame, path: Path, spec: MergeSpec, metadata: dict | None = None,
+    def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult: ...
 
 
     # Maintenance and time travel.
 
-    def optimize(self, path: Path) -> dict:
+    def optimize(self, path: str) -> dict:
         """Compact small files (a commit with no data change); {files_removed, files_added}."""
 
-    def vacuum(self, path: Path, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+    def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
         """Delete unreferenced files older than the retention; returns them."""
 
-    def file_count(self, path: Path) -> int: ...
+    def file_count(self, path: str) -> int: ...
 
-    def row_count(self, path: Path) -> int | None:
+    def row_count(self, path: str) -> int | None:
         """Rows in the table now, from the Delta log's file statistics (None if it lacks them)."""
 
-    def history(self, path: Path, limit: int | None = None) -> list[dict]: ...
+    def history(self, path: str, limit: int | None = None) -> list[dict]: ...
 
-    def restore(self, path: Path, version: int) -> int:
+    def restore(self, path: str, version: int) -> int:
         """Make `version` current as a new commit; returns the new version."""
 
-    def snapshot(self, path: Path, as_of: int | str | None = None, limit: int | None = None):
+    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
         """Rows now, at a version, or at a timestamp (a pyarrow Table)."""
+
+    def table_columns(self, path: str) -> dict[str, str] | None:
+        """Column name -> type name of the table, or None when there is no table."""
+
+    # Streaming checkpoints, wherever the warehouse is.
+
+    def read_text(self, location: str) -> str:
+        """The content of a file (a checkpoint's metadata)."""
+
+    def remove_folder(self, location: str) -> None:
+        """Delete a folder and everything in it (a checkpoint); nothing there is fine."""
 
 
 def make_engine(target: Target) -> Engine:
     if target.engine == "embedded":
+        if is_remote(target.warehouse):
+            raise MedallionError(
+                f"target '{target.name}' has its warehouse on object storage "
+                f"({target.warehouse}), but the embedded engine writes to local disks only",
+                path=target.profiles_file,
+                hint="use engine: delta-spark for an object-store warehouse (see 'Running on a "
+                     "cluster' in the README), or give the embedded engine a local folder")
         from .embedded import EmbeddedEngine
 
         return EmbeddedEngine(target)

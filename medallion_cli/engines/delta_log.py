@@ -25,29 +25,29 @@ class ChangeCommitError(Exception):
     pass
 
 
-def commit_stream(spark, path: Path):
+def commit_stream(spark, path: str):
     """A streaming DataFrame with one row (column `version`) per commit of the table."""
     from pyspark.sql import functions as F
 
     log = (spark.readStream.format("text").option("wholetext", "true")
-           .load(str(path / "_delta_log" / "*.json")))
+           .load(str(Path(path) / "_delta_log" / "*.json")))
     version = F.regexp_extract(F.col("_metadata.file_name"), LOG_FILE, 1)
     return log.select(version.alias("version")).where("version <> ''").select(
         F.col("version").cast("bigint").alias("version"))
 
 
-def snapshot_files(path: Path, version: int) -> list[tuple[str, int | None]]:
+def snapshot_files(path: str, version: int) -> list[tuple[str, int | None]]:
     """(file, rows) of every file in the table at `version`."""
-    actions = pa.table(DeltaTable(str(path), version=version).get_add_actions(flatten=True))
-    return [(str(path / unquote(p)), n) for p, n in zip(
+    actions = pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True))
+    return [(str(Path(path) / unquote(p)), n) for p, n in zip(
         actions.column("path").to_pylist(), actions.column("num_records").to_pylist(), strict=True)]
 
 
-def added_files(path: Path, versions: list[int]) -> list[tuple[str, int | None]]:
+def added_files(path: str, versions: list[int]) -> list[tuple[str, int | None]]:
     """(file, rows) of the files the given commits added with new data, in commit order."""
     files = []
     for version in sorted(versions):
-        commit = path / "_delta_log" / f"{version:020d}.json"
+        commit = Path(path) / "_delta_log" / f"{version:020d}.json"
         if not commit.exists():
             raise FileNotFoundError(
                 f"Delta log entry {commit} is gone (log cleanup); rebuild the reading model "
@@ -62,5 +62,5 @@ def added_files(path: Path, versions: list[int]) -> list[tuple[str, int | None]]
             add = action.get("add")
             if add and add.get("dataChange", True):
                 rows = json.loads(add["stats"]).get("numRecords") if add.get("stats") else None
-                files.append((str(path / unquote(add["path"])), rows))
+                files.append((str(Path(path) / unquote(add["path"])), rows))
     return files

@@ -81,7 +81,7 @@ class EmbeddedEngine:
 
     def __init__(self, target: Target):
         self.target = target
-        self.staging = target.warehouse / "_staging"
+        self.staging = Path(target.warehouse) / "_staging"  # local: make_engine checks
 
     @cached_property
     def spark(self):
@@ -104,26 +104,26 @@ class EmbeddedEngine:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def committed_version(self, path: Path, app_id: str) -> int | None:
+    def committed_version(self, path: str, app_id: str) -> int | None:
         """The last batch id committed to the table by this app (a streaming query), if any."""
         if not self.table_exists(path):
             return None
         return self._open(path).transaction_version(app_id)
 
-    def table_exists(self, path: Path) -> bool:
+    def table_exists(self, path: str) -> bool:
         return DeltaTable.is_deltatable(str(path))
 
-    def _open(self, path: Path) -> DeltaTable:
+    def _open(self, path: str) -> DeltaTable:
         try:
             return DeltaTable(str(path))
         except TableNotFoundError as exc:
             raise MedallionError("no Delta table here", path=path) from exc
 
-    def read_table(self, path: Path):
+    def read_table(self, path: str):
         dt = self._open(path)
         return self._read_files(dt, path, dt.file_uris())
 
-    def _read_files(self, dt: DeltaTable, path: Path, files: list[str]):
+    def _read_files(self, dt: DeltaTable, path: str, files: list[str]):
         """The rows of some of the table's data files, with the table's current schema."""
         if "deletionVectors" in (dt.protocol().reader_features or []):
             raise MedallionError("this table uses deletion vectors, which the embedded engine "
@@ -140,11 +140,11 @@ class EmbeddedEngine:
     # process per query and reads rows through Python.
     follows_commit_log = True
 
-    def commit_stream(self, path: Path):
+    def commit_stream(self, path: str):
         """A streaming DataFrame with one row (column `version`) per commit of the table."""
         return delta_log.commit_stream(self.spark, path)
 
-    def read_commits(self, path: Path, versions: list[int], from_snapshot: bool):
+    def read_commits(self, path: str, versions: list[int], from_snapshot: bool):
         """(rows, count): what the given commits added, or with from_snapshot, every row of the
         table at the newest of them (the first batch of a stream)."""
         if not versions:
@@ -162,10 +162,10 @@ class EmbeddedEngine:
 
         return from_arrow_schema(pa.schema(dt.schema().to_arrow()))
 
-    def table_version(self, path: Path) -> int:
+    def table_version(self, path: str) -> int:
         return self._open(path).version()
 
-    def last_commit_value(self, path: Path, key: str) -> str | None:
+    def last_commit_value(self, path: str, key: str) -> str | None:
         """`key` from the custom metadata of the table's last data-writing commit."""
         for commit in self._open(path).history(10):
             if key in commit:
@@ -174,12 +174,12 @@ class EmbeddedEngine:
                 return None
         return None
 
-    def write(self, df, path: Path, mode: str, partition_by: tuple[str, ...] = (),
+    def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None) -> WriteResult:
         if self._replayed(path, txn):
             return self._unchanged(path)
-        path.mkdir(parents=True, exist_ok=True)
+        Path(path).mkdir(parents=True, exist_ok=True)
         with self._staged(df) as (data, staged):
             if not staged.rows and mode == "append" and self.table_exists(path):
                 return self._unchanged(path, staged)  # nothing to add: no empty commit
@@ -190,7 +190,7 @@ class EmbeddedEngine:
                 commit_properties=_commit(metadata, txn))
         return self._result(path, staged)
 
-    def merge(self, df, path: Path, spec: MergeSpec, metadata: dict | None = None,
+    def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
         if self._replayed(path, txn):
             return self._unchanged(path)
@@ -200,7 +200,7 @@ class EmbeddedEngine:
             self._merge(data, path, spec, metadata, merge_schema, txn)
         return self._result(path, staged)
 
-    def _replayed(self, path: Path, txn: tuple[str, int] | None) -> bool:
+    def _replayed(self, path: str, txn: tuple[str, int] | None) -> bool:
         """Whether the app transaction already committed this version (or a later one): then
         the write is a replay and must change nothing, as in Delta's own txnAppId/txnVersion."""
         if txn is None:
@@ -208,7 +208,7 @@ class EmbeddedEngine:
         done = self.committed_version(path, txn[0])
         return done is not None and done >= txn[1]
 
-    def _unchanged(self, path: Path, staged: StagedFiles | None = None) -> WriteResult:
+    def _unchanged(self, path: str, staged: StagedFiles | None = None) -> WriteResult:
         return WriteResult(version=self._open(path).version(), rows=0, files_added=0,
                            non_null=staged.non_null() if staged else {})
 
@@ -237,7 +237,7 @@ class EmbeddedEngine:
                     hint="deduplicate in the SQL or set sequence_by so the latest row wins") from exc
             raise
 
-    def _result(self, path: Path, staged: StagedFiles) -> WriteResult:
+    def _result(self, path: str, staged: StagedFiles) -> WriteResult:
         op = self._open(path).history(1)[0]
         metrics = op.get("operationMetrics") or {}
         if "num_added_rows" in metrics:
@@ -252,36 +252,57 @@ class EmbeddedEngine:
 
     # Maintenance and time travel: delta-rs alone, no Spark.
 
-    def optimize(self, path: Path) -> dict:
+    def optimize(self, path: str) -> dict:
         """Compact small files into larger ones (no data change); returns files removed/added."""
         metrics = self._open(path).optimize.compact()
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 
-    def vacuum(self, path: Path, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+    def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
         """Delete files no version within the retention needs; returns the files deleted."""
         return self._open(path).vacuum(retention_hours=int(retain_hours), dry_run=False,
                                        enforce_retention_duration=enforce_retention)
 
-    def file_count(self, path: Path) -> int:
+    def file_count(self, path: str) -> int:
         return len(self._open(path).file_uris())
 
-    def row_count(self, path: Path) -> int | None:
+    def row_count(self, path: str) -> int | None:
         rows = pa.table(self._open(path).get_add_actions(flatten=True)).column("num_records")
         return None if rows.null_count else sum(rows.to_pylist())
 
-    def history(self, path: Path, limit: int | None = None) -> list[dict]:
+    def history(self, path: str, limit: int | None = None) -> list[dict]:
         return self._open(path).history(limit)
 
-    def restore(self, path: Path, version: int) -> int:
+    def restore(self, path: str, version: int) -> int:
         """Make `version`'s rows the table's current state, as a new commit; returns it."""
         dt = self._open(path)
         dt.restore(version)
         return self.table_version(path)
 
-    def snapshot(self, path: Path, as_of: int | str | None = None, limit: int | None = None):
+    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
         """The table's rows (as a pyarrow Table) now, at a version, or at a timestamp."""
         dt = self._open(path)
         if as_of is not None:
             dt.load_as_version(as_of)
         dataset = dt.to_pyarrow_dataset()
         return dataset.head(limit) if limit is not None else dataset.to_table()
+
+    def table_columns(self, path: str) -> dict[str, str] | None:
+        """Column name -> Delta type name, from the Delta log (no JVM)."""
+        if not self.table_exists(path):
+            return None
+        return {f.name: _type_name(f.type) for f in self._open(path).schema().fields}
+
+    # Checkpoints: the warehouse is a local folder here.
+
+    def read_text(self, location: str) -> str:
+        return Path(location).read_text()
+
+    def remove_folder(self, location: str) -> None:
+        shutil.rmtree(location, ignore_errors=True)
+
+
+def _type_name(delta_type) -> str:
+    """`long`, `decimal(12,2)`, or the kind of a nested type (array, struct, map)."""
+    primitive = getattr(delta_type, "type", None)
+    return primitive if isinstance(primitive, str) else type(delta_type).__name__.replace(
+        "Type", "").lower()

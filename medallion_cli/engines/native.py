@@ -16,7 +16,7 @@ from ..errors import MedallionError
 from ..project import Target
 from . import MergeSpec, WriteResult
 from .native_sql import merge_sql, snapshot_sql
-from .spark import start_spark
+from .spark import read_text, remove_folder, start_spark
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -58,35 +58,35 @@ class NativeEngine:
             raise MedallionError(MISSING_JARS[0], hint=MISSING_JARS[1]) from exc
         return spark
 
-    def _table(self, path: Path):
+    def _table(self, path: str):
         from delta.tables import DeltaTable
 
         return DeltaTable.forPath(self.spark, str(path))
 
-    def table_exists(self, path: Path) -> bool:
+    def table_exists(self, path: str) -> bool:
         from delta.tables import DeltaTable
 
         return DeltaTable.isDeltaTable(self.spark, str(path))
 
-    def read_table(self, path: Path):
+    def read_table(self, path: str):
         return self.spark.read.format("delta").load(str(path))
 
     follows_commit_log = False  # Delta's own streaming source reads the tables
 
-    def read_stream(self, path: Path):
+    def read_stream(self, path: str):
         return self.spark.readStream.format("delta").load(str(path))
 
-    def table_version(self, path: Path) -> int:
+    def table_version(self, path: str) -> int:
         return self.history(path, 1)[0]["version"]
 
-    def last_commit_value(self, path: Path, key: str) -> str | None:
+    def last_commit_value(self, path: str, key: str) -> str | None:
         for commit in self.history(path, 10):
             if commit.get("operation") in ("OPTIMIZE", "VACUUM START", "VACUUM END"):
                 continue
             return json.loads(commit.get("userMetadata") or "{}").get(key)
         return None
 
-    def committed_version(self, path: Path, app_id: str) -> int | None:
+    def committed_version(self, path: str, app_id: str) -> int | None:
         # Delta skips a write whose txnAppId has this version or a later one, so a replayed
         # batch is a no-op here without asking; the app transaction is not exposed to read.
         return None
@@ -99,7 +99,7 @@ class NativeEngine:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
         return writer
 
-    def write(self, df, path: Path, mode: str, partition_by: tuple[str, ...] = (),
+    def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None) -> WriteResult:
         writer = self._writer(df, metadata, txn).mode(mode)
@@ -112,7 +112,7 @@ class NativeEngine:
         writer.save(str(path))
         return self._result(path)
 
-    def merge(self, df, path: Path, spec: MergeSpec, metadata: dict | None = None,
+    def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
         view = "_medallion_merge_source"
         df.createOrReplaceTempView(view)
@@ -131,7 +131,7 @@ class NativeEngine:
                 self.spark.conf.unset(key)
         return self._result(path)
 
-    def _result(self, path: Path) -> WriteResult:
+    def _result(self, path: str) -> WriteResult:
         last = self.history(path, 1)[0]
         metrics = last.get("operationMetrics") or {}
         rows = metrics.get("numOutputRows") or sum(
@@ -141,31 +141,44 @@ class NativeEngine:
                            files_added=int(metrics.get("numFiles", metrics.get(
                                "numTargetFilesAdded", 0)) or 0))
 
-    def optimize(self, path: Path) -> dict:
+    def optimize(self, path: str) -> dict:
         metrics = self._table(path).optimize().executeCompaction().first()["metrics"]
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 
-    def vacuum(self, path: Path, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+    def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
         self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled",
                             str(enforce_retention).lower())
         self._table(path).vacuum(retain_hours)
         return []  # delta-spark does not list what it deleted
 
-    def file_count(self, path: Path) -> int:
+    def file_count(self, path: str) -> int:
         return int(self._table(path).detail().first()["numFiles"])
 
-    def row_count(self, path: Path) -> int | None:
+    def row_count(self, path: str) -> int | None:
         return self.read_table(path).count()  # Delta answers a bare count from its log
 
-    def history(self, path: Path, limit: int | None = None) -> list[dict]:
+    def history(self, path: str, limit: int | None = None) -> list[dict]:
         rows = self._table(path).history(limit).collect()
         return [{**row.asDict(recursive=True),
                  "timestamp": int(row["timestamp"].timestamp() * 1000)} for row in rows]
 
-    def restore(self, path: Path, version: int) -> int:
+    def restore(self, path: str, version: int) -> int:
         self._table(path).restoreToVersion(version)
         return self.table_version(path)
 
-    def snapshot(self, path: Path, as_of: int | str | None = None, limit: int | None = None):
+    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
         df = self.spark.sql(snapshot_sql(str(path), as_of))
         return (df.limit(limit) if limit is not None else df).toArrow()
+
+    def table_columns(self, path: str) -> dict[str, str] | None:
+        if not self.table_exists(path):
+            return None
+        return {f.name: f.dataType.simpleString() for f in self.read_table(path).schema.fields}
+
+    # Checkpoints live beside the tables, on whatever storage the warehouse is.
+
+    def read_text(self, location: str) -> str:
+        return read_text(self.spark, location)
+
+    def remove_folder(self, location: str) -> None:
+        remove_folder(self.spark, location)

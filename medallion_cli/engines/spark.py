@@ -1,4 +1,4 @@
-"""Starting the one SparkSession an invocation uses."""
+"""Starting the one SparkSession an invocation uses, and files on any storage Spark can reach."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import MedallionError
+from ..locations import join
 from ..project import Target
 
 LOG_CONFIG = Path(__file__).resolve().parent.parent / "log4j2.properties"
@@ -25,7 +26,7 @@ def spark_conf(target: Target) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "4",
         # Staged Parquet is read back by Arrow: standard microsecond timestamps, not INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-        "spark.sql.warehouse.dir": str(target.warehouse / "_spark"),
+        "spark.sql.warehouse.dir": join(target.warehouse, "_spark"),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
         **target.spark_conf,
     }
@@ -59,3 +60,28 @@ def _quiet_python_error_log() -> None:
     from pyspark.logger import PySparkLogger
 
     PySparkLogger.getLogger("SQLQueryContextLogger").disabled = True
+
+
+# Files beside the tables (streaming checkpoints) through Hadoop's FileSystem API in the JVM: it
+# reaches every location Spark itself reads and writes (s3a://, abfss://, hdfs://, file://), with
+# the credentials of the target's spark conf, so nothing here needs a Python client per store.
+
+def _hadoop_file(spark, location: str):
+    """(Hadoop Path, its FileSystem) for a location."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(location)
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
+
+
+def read_text(spark, location: str) -> str:
+    """A (small) file's content as UTF-8 text."""
+    jvm = spark._jvm
+    path, fs = _hadoop_file(spark, location)
+    out = jvm.java.io.ByteArrayOutputStream()
+    jvm.org.apache.hadoop.io.IOUtils.copyBytes(fs.open(path), out, 65536, True)  # closes both
+    return out.toString("UTF-8")
+
+
+def remove_folder(spark, location: str) -> None:
+    """Delete a folder and everything under it; a location with nothing there is fine."""
+    path, fs = _hadoop_file(spark, location)
+    fs.delete(path, True)

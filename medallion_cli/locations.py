@@ -1,0 +1,50 @@
+"""Locations: where tables and checkpoints live, a local folder or an object-store URI.
+
+A location is a plain str: an absolute local path (`/data/lake/silver/orders`) or a URI with a
+scheme (`s3a://bucket/lake/silver/orders`, `abfss://container@account.dfs.core.windows.net/lake`).
+`file://` URIs are turned into local paths when the warehouse is resolved, so "remote" means
+exactly "has a scheme". Parts are joined with `/`, as both local paths and URIs are written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+
+def _scheme(value: str) -> str:
+    # One letter before ':' is a Windows drive (C:\lake), not a scheme.
+    scheme = urlsplit(value).scheme
+    return scheme.lower() if len(scheme) > 1 else ""
+
+
+def resolve_warehouse(value: str, root: Path) -> str:
+    """The warehouse location from a profile's `warehouse` value.
+
+    A relative path is taken from the project root, a `file://` URI becomes a local absolute path,
+    any other URI (s3a, s3, abfss, wasbs, gs, hdfs, dbfs, ...) stays as given without a trailing
+    slash. Raises ValueError for a URI that names no place."""
+    scheme = _scheme(value)
+    if scheme == "file":
+        parts = urlsplit(value)
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"{value} names a host ({parts.netloc}); a file:// warehouse is a "
+                             "local folder: file:///absolute/path")
+        return str(Path(unquote(parts.path)).resolve())
+    if scheme:
+        location = value.rstrip("/")
+        if not location.split(":", 1)[1].strip("/"):
+            raise ValueError(f"{value} names no bucket, container or folder")
+        return location
+    path = Path(value)
+    return str(path if path.is_absolute() else (root / path).resolve())
+
+
+def is_remote(location: str) -> bool:
+    """Whether the location is on object storage (or HDFS...), not on this machine's disk."""
+    return _scheme(location) not in ("", "file")
+
+
+def join(location: str, *parts: str) -> str:
+    """`location/part/part`."""
+    return "/".join([location.rstrip("/"), *parts])

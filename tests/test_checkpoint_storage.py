@@ -1,0 +1,74 @@
+"""Checkpoints wherever the warehouse is: the Hadoop FileSystem helpers the delta-spark engine uses
+(run here on file:// URIs with the real Spark session), and an embedded build whose warehouse is
+given as a file:// URI, rebuilt with --full-refresh."""
+
+import json
+
+from conftest import PROFILE, read_delta
+from medallion_cli.engines.spark import read_text, remove_folder
+from medallion_cli.project import load_project
+
+SOURCES = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - {name: events, format: json, schema: "id bigint, kind string"}
+"""
+
+MODELS = {
+    "models/sources.yml": SOURCES,
+    "models/bronze/events.sql": """\
+        {{ config(materialized='streaming') }}
+        select id, kind from {{ source('landing', 'events') }}
+    """,
+    "models/gold/kind_counts.sql": """\
+        select kind, count(*) as n from {{ ref('events') }} group by kind
+    """,
+}
+
+
+def land(root, name, rows):
+    folder = root / "landing/events"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_hadoop_helpers_delete_a_checkpoint_folder(spark, tmp_path):
+    checkpoint = tmp_path / "_checkpoints/bronze/events"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets/0").write_text("v1\n{}")
+    (checkpoint / "metadata").write_text('{"id":"q"}')
+    remove_folder(spark, f"file://{checkpoint}")
+    assert not checkpoint.exists() and (tmp_path / "_checkpoints/bronze").is_dir()
+    remove_folder(spark, f"file://{checkpoint}")  # nothing there: fine
+
+
+def test_hadoop_helpers_read_a_file(spark, tmp_path):
+    metadata = tmp_path / "metadata"
+    metadata.write_text('{"id":"0b5e-é"}\n')
+    assert read_text(spark, f"file://{metadata}") == '{"id":"0b5e-é"}\n'
+
+
+def test_build_on_a_file_uri_warehouse_then_full_refresh(project, build, spark, tmp_path):
+    lake = tmp_path / "lake"
+    root = project(MODELS, profile=PROFILE.replace("warehouse: warehouse",
+                                                   f"warehouse: file://{lake}/"))
+    land(root, "1.json", [{"id": 1, "kind": "a"}, {"id": 2, "kind": "b"}])
+    assert {r.status for r in build(root).values()} == {"success"}
+    assert not (root / "warehouse").exists()  # the URI's folder, not the project's default
+    assert read_delta(lake / "gold/kind_counts") == [{"kind": "a", "n": 1}, {"kind": "b", "n": 1}]
+    proj = load_project(root)
+    checkpoint = proj.checkpoint_path(proj.nodes["events"])
+    assert checkpoint == str(lake / "_checkpoints/bronze/events")
+    # The Hadoop helper reads the query id Spark wrote, as the delta-spark engine would.
+    first_id = json.loads(read_text(spark, f"file://{checkpoint}/metadata"))["id"]
+    assert json.loads((lake / "_checkpoints/bronze/events/metadata").read_text())["id"] == first_id
+
+    land(root, "2.json", [{"id": 3, "kind": "a"}])
+    results = build(root, full_refresh=True)
+    assert results["events"].status == "success"
+    # a new checkpoint (a new query) re-read every file once, and its first batch replaced bronze
+    assert json.loads(read_text(spark, f"file://{checkpoint}/metadata"))["id"] != first_id
+    assert sorted(r["id"] for r in read_delta(lake / "bronze/events")) == [1, 2, 3]
+    assert read_delta(lake / "gold/kind_counts") == [{"kind": "a", "n": 2}, {"kind": "b", "n": 1}]
