@@ -1,11 +1,13 @@
 """Framework overhead: `medallion build` against the same work written by hand, and the speed
 of `medallion compile` / `ls` on a 500-model project.
 
-    python bench/overhead_bench.py --orders 300000      # about a minute of work on 2 cores
+    python bench/overhead_bench.py --orders 300000 --repeat 3   # about a minute a run, 2 cores
     python bench/overhead_bench.py --orders 2000 --models 50    # CI's smoke run
 
 Both start from an empty warehouse on the same landing files, each in its own process (JVM start
 included), one after the other; medallion's timed command is `run` (models, no data tests).
+With --repeat N the pair runs N times, alternating, and the report gives the medians (shared
+machines are noisy: single runs of the same work vary by a third).
 """
 
 from __future__ import annotations
@@ -60,28 +62,49 @@ def cli_seconds(project: Path, command: str, runs: int = 3) -> float:
                              for _ in range(runs))
 
 
+def run_medallion(project: Path) -> tuple[float, dict]:
+    """Seconds of `medallion run` from an empty warehouse, and its run results by model."""
+    for folder in ("warehouse", "target"):
+        shutil.rmtree(project / folder, ignore_errors=True)
+    # The hand-written script runs no data tests, so time `run` (models only) after the seed.
+    subprocess.run(medallion("seed", "--project-dir", str(project)), check=True,
+                   capture_output=True)
+    seconds = timed(medallion("run", "--project-dir", str(project)))
+    return seconds, {r["name"]: r for r in json.loads(
+        (project / "target/run_results.json").read_text())["results"]}
+
+
+def run_handwritten(project: Path) -> dict:
+    shutil.rmtree(project / "handwritten_warehouse", ignore_errors=True)
+    out = subprocess.run([sys.executable, str(HERE / "handwritten.py"), str(project)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=300000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--models", type=int, default=500)
+
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
 
     project, feed = make_project(args.orders, args.files)
-    # The hand-written script runs no data tests, so time `run` (models only) after the seed.
-    subprocess.run(medallion("seed", "--project-dir", str(project)), check=True,
-                   capture_output=True)
-    medallion_seconds = timed(medallion("run", "--project-dir", str(project)))
-    results = {r["name"]: r for r in json.loads(
-        (project / "target/run_results.json").read_text())["results"]}
-    out = subprocess.run([sys.executable, str(HERE / "handwritten.py"), str(project)],
-                         check=True, capture_output=True, text=True).stdout
-    handwritten = json.loads(out.strip().splitlines()[-1])
+    medallion_runs, handwritten_runs = [], []
+    for _ in range(args.repeat):
+        medallion_runs.append(run_medallion(project))
+        handwritten_runs.append(run_handwritten(project))
+    medallion_seconds = statistics.median(seconds for seconds, _ in medallion_runs)
+    handwritten_seconds = statistics.median(h["seconds"] for h in handwritten_runs)
+    results = medallion_runs[-1][1]
+    handwritten = handwritten_runs[-1]
     report = {
         "feed": feed,
-        "medallion_build_seconds": round(medallion_seconds, 1),
-        "handwritten_seconds": handwritten["seconds"],
-        "overhead_ratio": round(medallion_seconds / handwritten["seconds"], 2),
+        "runs": args.repeat,
+        "medallion_build_seconds": [round(seconds, 1) for seconds, _ in medallion_runs],
+        "handwritten_seconds": [h["seconds"] for h in handwritten_runs],
+        "overhead_ratio_of_medians": round(medallion_seconds / handwritten_seconds, 2),
         "medallion_rows_per_second": {
             n: round((r["rows"] or 0) / r["seconds"]) for n, r in results.items()
             if r["kind"] == "model" and r["rows"]},
