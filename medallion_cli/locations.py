@@ -8,6 +8,7 @@ exactly "has a scheme". Parts are joined with `/`, as both local paths and URIs 
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -18,17 +19,18 @@ def _scheme(value: str) -> str:
     return scheme.lower() if len(scheme) > 1 else ""
 
 
-def resolve_warehouse(value: str, root: Path) -> str:
-    """The warehouse location from a profile's `warehouse` value.
+def resolve(value: str, base: str | Path) -> str:
+    """A location from a config value (a profile's warehouse, a source's path).
 
-    A relative path is taken from the project root, a `file://` URI becomes a local absolute path,
-    any other URI (s3a, s3, abfss, wasbs, gs, hdfs, dbfs, ...) stays as given without a trailing
-    slash. Raises ValueError for a URI that names no place."""
+    A relative path is taken from `base` (the project root, or a source's own location, which may
+    be a URI), a `file://` URI becomes a local absolute path, any other URI (s3a, s3, abfss, wasbs,
+    gs, hdfs, dbfs, ...) stays as given without a trailing slash. Raises ValueError for a URI that
+    names no place."""
     scheme = _scheme(value)
     if scheme == "file":
         parts = urlsplit(value)
         if parts.netloc not in ("", "localhost"):
-            raise ValueError(f"{value} names a host ({parts.netloc}); a file:// warehouse is a "
+            raise ValueError(f"{value} names a host ({parts.netloc}); a file:// location is a "
                              "local folder: file:///absolute/path")
         return str(Path(unquote(parts.path)).resolve())
     if scheme:
@@ -37,7 +39,11 @@ def resolve_warehouse(value: str, root: Path) -> str:
             raise ValueError(f"{value} names no bucket, container or folder")
         return location
     path = Path(value)
-    return str(path if path.is_absolute() else (root / path).resolve())
+    if path.is_absolute():
+        return str(path.resolve())
+    if is_remote(str(base)):
+        return join(str(base), posixpath.normpath(value))
+    return str((Path(base) / path).resolve())
 
 
 def is_remote(location: str) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from .engines import Engine, MergeSpec, WriteResult
 from .errors import MedallionError
 from .graph import Graph
+from .locations import is_remote
 from .project import Project, SourceTable
 from .rendering import CompiledNode
 
@@ -57,7 +58,7 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
     if source.format == "delta":
         return ctx.engine.read_stream(source.path) if streaming else ctx.engine.read_table(
             source.path)
-    if not source.path.exists():
+    if not is_remote(source.path) and not Path(source.path).exists():
         raise MedallionError(f"source '{source.source}.{source.name}': no files at {source.path}",
                              path=source.origin, hint="land files there or fix the source's path")
     spark = ctx.engine.spark
@@ -148,7 +149,7 @@ def fingerprint(ctx: BuildContext, node: CompiledNode) -> str:
     for key in node.sources:
         source = ctx.project.sources[key]
         inputs[source.relation] = (ctx.engine.table_version(source.path)
-                                   if source.format == "delta" else _file_listing(source.path))
+                                   if source.format == "delta" else _file_listing(ctx, source.path))
     content = node.sql if node.sql is not None else hashlib.sha256(
         node.file.path.read_bytes()).hexdigest()
     text = json.dumps({"content": content, "config": node.config.as_dict(), "inputs": inputs},
@@ -176,7 +177,14 @@ def rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
     return total
 
 
-def _file_listing(folder: Path) -> list:
+def _file_listing(ctx: BuildContext, location: str) -> list:
+    """(file, size, modified) of every file under a landing location. Local folders are listed
+    here, so a build with nothing new starts no JVM; object stores through Spark's file system."""
+    if is_remote(location):
+        from .engines.spark import list_files
+
+        return list_files(ctx.engine.spark, location)
+    folder = Path(location)
     return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
                   for p in folder.rglob("*") if p.is_file())
 

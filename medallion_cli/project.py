@@ -14,7 +14,7 @@ import yaml
 
 from .config import CONFIG_KEYS, check_keys, merge_layers
 from .errors import MedallionError, closest
-from .locations import join, resolve_warehouse
+from .locations import join, resolve
 
 PROJECT_FILE = "medallion_project.yml"
 PROFILES_FILE = "profiles.yml"
@@ -44,7 +44,7 @@ class SourceTable:
     source: str
     name: str
     format: str
-    path: Path
+    path: str  # a location: a local folder or an object-store URI
     schema: str | None
     options: dict
     origin: str
@@ -159,7 +159,7 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
                              hint="engines: " + ", ".join(ENGINES))
     spark = out.get("spark") or {}
     try:
-        warehouse = resolve_warehouse(str(out.get("warehouse", "warehouse")), root)
+        warehouse = resolve(str(out.get("warehouse", "warehouse")), root)
     except ValueError as exc:
         raise MedallionError(f"target '{name}': warehouse {exc}", path=profiles_path,
                              hint="a folder (relative to the project or absolute), file:///path, "
@@ -236,7 +236,10 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
             sname = source.get("name")
             if not sname:
                 raise MedallionError("a source has no 'name'", path=origin)
-            base = root / source.get("path", ".")
+            try:
+                base = resolve(str(source.get("path", ".")), root)
+            except ValueError as exc:
+                raise MedallionError(f"source '{sname}': {exc}", path=origin) from exc
             for table in source.get("tables") or []:
                 tname = table.get("name")
                 fmt = table.get("format", source.get("format", "delta"))
@@ -246,11 +249,19 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                         hint="formats: " + ", ".join(SOURCE_FORMATS))
                 sources[(sname, tname)] = SourceTable(
                     source=sname, name=tname, format=fmt,
-                    path=(base / table.get("path", tname)).resolve(),
+                    path=_table_location(table, base, f"{origin}, source {sname}.{tname}"),
                     schema=_schema_ddl(table, f"{origin}, source {sname}.{tname}"),
                     options={**(source.get("options") or {}), **(table.get("options") or {})},
                     origin=origin)
     return sources
+
+
+def _table_location(table: dict, base: str, origin: str) -> str:
+    """A source table's files: its `path` under the source's (a local folder or a URI)."""
+    try:
+        return resolve(str(table.get("path", table.get("name"))), base)
+    except ValueError as exc:
+        raise MedallionError(str(exc), path=origin) from exc
 
 
 def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None = None,

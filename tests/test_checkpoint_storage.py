@@ -5,7 +5,7 @@ given as a file:// URI, rebuilt with --full-refresh."""
 import json
 
 from conftest import PROFILE, read_delta
-from medallion_cli.engines.spark import read_text, remove_folder
+from medallion_cli.engines.spark import list_files, read_text, remove_folder
 from medallion_cli.project import load_project
 
 SOURCES = """\
@@ -48,6 +48,17 @@ def test_hadoop_helpers_read_a_file(spark, tmp_path):
     metadata = tmp_path / "metadata"
     metadata.write_text('{"id":"0b5e-é"}\n')
     assert read_text(spark, f"file://{metadata}") == '{"id":"0b5e-é"}\n'
+
+
+def test_hadoop_helpers_list_landing_files(spark, tmp_path):
+    """How a build sees new files in a landing folder on object storage (its fingerprint)."""
+    (tmp_path / "orders/2024").mkdir(parents=True)
+    (tmp_path / "orders/a.json").write_text("{}\n")
+    (tmp_path / "orders/2024/b.json").write_text("{}\n{}\n")
+    files = list_files(spark, f"file://{tmp_path}/orders")
+    assert [(name, size) for name, size, _ in files] == [("2024/b.json", 6), ("a.json", 3)]
+    assert all(modified > 0 for _, _, modified in files)
+    assert list_files(spark, f"file://{tmp_path}/nothing-landed-yet") == []
 
 
 def test_build_on_a_file_uri_warehouse_then_full_refresh(project, build, spark, tmp_path):

@@ -13,7 +13,7 @@ from conftest import PROFILE
 from medallion_cli.cli import main
 from medallion_cli.engines import make_engine
 from medallion_cli.errors import MedallionError
-from medallion_cli.locations import is_remote, join, resolve_warehouse
+from medallion_cli.locations import is_remote, join, resolve
 from medallion_cli.project import load_project
 
 ROOT = Path("/work/proj")
@@ -38,8 +38,8 @@ ABFSS = "abfss://lake@myaccount.dfs.core.windows.net/medallion"
     ("hdfs://namenode:8020/lake/", "hdfs://namenode:8020/lake"),
     ("dbfs:/mnt/lake", "dbfs:/mnt/lake"),
 ])
-def test_resolve_warehouse(value, location):
-    assert resolve_warehouse(value, ROOT) == location
+def test_resolve(value, location):
+    assert resolve(value, ROOT) == location
 
 
 @pytest.mark.parametrize("value,problem", [
@@ -49,7 +49,44 @@ def test_resolve_warehouse(value, location):
 ])
 def test_warehouse_uris_that_name_no_place(value, problem):
     with pytest.raises(ValueError, match=problem.replace("(", r"\(").replace(")", r"\)")):
-        resolve_warehouse(value, ROOT)
+        resolve(value, ROOT)
+
+
+def test_relative_locations_under_a_uri_base():
+    base = "s3a://bucket/landing"
+    assert resolve("orders", base) == "s3a://bucket/landing/orders"
+    assert resolve("./daily/../orders/", base) == "s3a://bucket/landing/orders"
+    assert resolve("gs://other/orders", base) == "gs://other/orders"
+    assert resolve("/mnt/orders", base) == "/mnt/orders"
+
+
+def test_sources_on_object_storage(project):
+    root = project({"models/sources.yml": """\
+        sources:
+          - name: landing
+            path: s3a://landing-bucket/feeds/
+            tables:
+              - {name: orders, format: json, schema: "id bigint"}
+              - {name: clicks, format: json, path: clicks/v2, schema: "id bigint"}
+              - {name: refunds, format: delta, path: "abfss://fin@acct.dfs.core.windows.net/r"}
+          - name: local
+            path: landing
+            tables:
+              - {name: codes, format: csv, schema: "code int"}
+    """})
+    sources = load_project(root).sources
+    assert sources[("landing", "orders")].path == "s3a://landing-bucket/feeds/orders"
+    assert sources[("landing", "clicks")].path == "s3a://landing-bucket/feeds/clicks/v2"
+    assert sources[("landing", "refunds")].path == "abfss://fin@acct.dfs.core.windows.net/r"
+    assert sources[("local", "codes")].path == str(root / "landing/codes")
+
+
+def test_a_source_uri_naming_no_place_is_an_error_naming_the_file(project):
+    root = project({"models/sources.yml": "sources:\n  - name: landing\n    path: 's3a://'\n"})
+    with pytest.raises(MedallionError) as err:
+        load_project(root)
+    assert err.value.path == "models/sources.yml"
+    assert "source 'landing': s3a:// names no bucket" in err.value.message
 
 
 def test_remote_and_join():

@@ -62,9 +62,10 @@ def _quiet_python_error_log() -> None:
     PySparkLogger.getLogger("SQLQueryContextLogger").disabled = True
 
 
-# Files beside the tables (streaming checkpoints) through Hadoop's FileSystem API in the JVM: it
-# reaches every location Spark itself reads and writes (s3a://, abfss://, hdfs://, file://), with
-# the credentials of the target's spark conf, so nothing here needs a Python client per store.
+# Files beside the tables (streaming checkpoints) and landing files on object storage, through
+# Hadoop's FileSystem API in the JVM: it reaches every location Spark itself reads and writes
+# (s3a://, abfss://, hdfs://, file://), with the credentials of the target's spark conf, so
+# nothing here needs a Python client per store.
 
 def _hadoop_file(spark, location: str):
     """(Hadoop Path, its FileSystem) for a location."""
@@ -85,3 +86,17 @@ def remove_folder(spark, location: str) -> None:
     """Delete a folder and everything under it; a location with nothing there is fine."""
     path, fs = _hadoop_file(spark, location)
     fs.delete(path, True)
+
+
+def list_files(spark, location: str) -> list[tuple[str, int, int]]:
+    """(path under the location, size, modification time) of every file below it, sorted."""
+    path, fs = _hadoop_file(spark, location)
+    if not fs.exists(path):
+        return []
+    root = fs.makeQualified(path).toString().rstrip("/") + "/"
+    files, it = [], fs.listFiles(path, True)
+    while it.hasNext():
+        status = it.next()
+        files.append((status.getPath().toString().removeprefix(root), status.getLen(),
+                      status.getModificationTime()))
+    return sorted(files)
