@@ -29,13 +29,6 @@ from .rendering import CompiledNode
 from .runner import error_message
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
-# With two streaming queries running Spark jobs at once, Spark 4.1 in local mode intermittently
-# fails to deserialize a task (java.io.OptionalDataException; seen in 3 of 17 builds of the sample
-# with threads: 2, never with one streaming query at a time). So a build runs one streaming query
-# at a time (QUERY_LOCK), and under --watch, where queries run side by side, one micro-batch or
-# batch-model refresh at a time (BATCH_LOCK). Each batch already uses every core.
-QUERY_LOCK = threading.Lock()
-BATCH_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -93,8 +86,7 @@ def write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repla
                 rows_of: Callable, batch, batch_id: int) -> None:
     """foreachBatch: write the rows `rows_of(batch, batch_id)` gives as (rows, rows read)."""
     try:
-        with BATCH_LOCK:
-            _write_batch(ctx, node, tally, replace_first, rows_of, batch, batch_id)
+        _write_batch(ctx, node, tally, replace_first, rows_of, batch, batch_id)
     except BaseException as exc:  # Spark wraps it; keep the original to report it plainly
         tally.error = exc
         raise
@@ -224,14 +216,13 @@ def raise_query_error(query, tally: StreamTally) -> None:
 
 def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     """Process everything new once (trigger available_now), then stop."""
-    with QUERY_LOCK:
-        query, tally = start_query(ctx, node)
-        try:
-            query.awaitTermination()
-        except Exception:
-            raise_query_error(query, tally)
-            raise
+    query, tally = start_query(ctx, node)
+    try:
+        query.awaitTermination()
+    except Exception:
         raise_query_error(query, tally)
+        raise
+    raise_query_error(query, tally)
     facts = f"{tally.batches} batch(es)"
     if tally.replayed:
         facts += f", {tally.replayed} replayed batch(es) already committed"

@@ -16,7 +16,7 @@ from typing import Callable
 
 from .materializations import BuildContext
 from .runner import NodeResult, error_message
-from .streaming import BATCH_LOCK, BatchReport, start_query, stop_gracefully
+from .streaming import BatchReport, start_query, stop_gracefully
 
 POLL_SECONDS = 2.0
 
@@ -55,8 +55,7 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                     on_result(NodeResult(name, node.file.kind, "streaming", "error",
                                          message=error_message(error) if error else
                                          "the query stopped"))
-            with BATCH_LOCK:
-                results = refresh(ctx)
+            results = refresh(ctx)
             for result in results:
                 if result.status != "up_to_date":
                     on_result(result)
