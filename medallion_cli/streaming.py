@@ -56,6 +56,7 @@ class StreamTally:
     expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
     version: int | None = None
     rows_read: int | None = None
+    app_id: str | None = None  # read from the checkpoint at the query's first batch
     error: BaseException | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -96,7 +97,9 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
                  rows_of: Callable, batch, batch_id: int) -> None:
     crash_point(node.name, "batch_start", batch_id)
     path = ctx.project.table_path(node.file)
-    app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
+    if tally.app_id is None:  # one read of the checkpoint per query, not per micro-batch
+        tally.app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
+    app_id = tally.app_id
     done = ctx.engine.committed_version(path, app_id)
     if done is not None and done >= batch_id:
         with tally.lock:
