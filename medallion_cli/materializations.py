@@ -83,9 +83,11 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
     return df.select("*", df["_metadata.file_path"].alias(SOURCE_FILE_COLUMN))
 
 
-def register_inputs(ctx: BuildContext, node: CompiledNode, streaming: bool = False) -> None:
-    """Make every relation the node's SQL names resolvable: refs, sources and `this`."""
-    register_relations(ctx, node.refs, node.sources, streaming)
+def register_inputs(ctx: BuildContext, node: CompiledNode, streaming: bool = False,
+                    given: dict | None = None) -> None:
+    """Make every relation the node's SQL names resolvable: refs, sources and `this`; `given`
+    (relation -> DataFrame) stands in for some of them."""
+    register_relations(ctx, node.refs, node.sources, streaming, given)
     path = ctx.project.table_path(node.file)
     if node.is_incremental and ctx.engine.table_exists(path):
         ctx.engine.read_table(path).createOrReplaceTempView(node.name)
@@ -96,18 +98,21 @@ def model_rows(ctx: BuildContext, node: CompiledNode, streaming: bool = False,
     """The node's SQL as a DataFrame over its registered inputs; `inputs` (relation ->
     DataFrame) stand in for some of them, as a micro-batch's new rows do for a streaming model."""
     with VIEWS_LOCK:
-        register_inputs(ctx, node, streaming)
-        for relation, df in (inputs or {}).items():
-            df.createOrReplaceTempView(relation)
+        register_inputs(ctx, node, streaming, inputs)
         return ctx.engine.spark.sql(node.sql)
 
 
-def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False) -> None:
-    """Temp views for refs and sources, named as rendering names them.
+def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False,
+                       given: dict | None = None) -> None:
+    """Temp views for refs and sources, named as rendering names them; the relations in `given`
+    are registered as those DataFrames, and not read otherwise.
 
     For a streaming model, sources and refs to streaming models are read as streams; other refs
     (seeds, tables, views) are read as they are when the query starts, like dimension tables."""
+    given = given or {}
     for name in refs:
+        if name in given:
+            continue
         parent = ctx.graph.nodes[name]
         if streaming and parent.config.materialized == "streaming":
             ctx.engine.read_stream(built_table(ctx, parent)).createOrReplaceTempView(name)
@@ -115,7 +120,10 @@ def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False
             _register_ref(ctx, name)
     for key in sources:
         source = ctx.project.sources[key]
-        read_source(ctx, source, streaming).createOrReplaceTempView(source.relation)
+        if source.relation not in given:
+            read_source(ctx, source, streaming).createOrReplaceTempView(source.relation)
+    for relation, df in given.items():
+        df.createOrReplaceTempView(relation)
 
 
 def built_table(ctx: BuildContext, node: CompiledNode) -> str:
