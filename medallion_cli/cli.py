@@ -9,6 +9,8 @@ import click
 
 from . import __version__, tasks
 from .errors import MedallionError
+from .jars import BUNDLES
+
 
 def common_options(func):
     """Options every command takes, so `medallion build -s x --target t` reads like dbt."""
@@ -206,6 +208,19 @@ def restore(inv, debug, model, version):
 
     click.echo(f"{model} restored to version {version} as version "
                f"{maintenance.restore(inv, model, version)}")
+
+
+@main.command("jars", help="Fetch JARs from Maven Central with Maven, once, into a folder that is "
+                           "reused, and print it. delta (the default): Delta Lake for Spark, "
+                           "which a delta-spark target without delta_jars uses.")
+@click.argument("bundles", nargs=-1, type=click.Choice(BUNDLES))
+def jars(bundles):
+    try:
+        for folder in tasks.fetch_jars(bundles or ("delta",)):
+            click.echo(folder)
+    except MedallionError as exc:
+        click.secho(f"Error: {exc}", fg="red", err=True)
+        sys.exit(exc.exit_code)
 
 
 @main.command(help="Create a new project NAME from the Medallion template (cookiecutter), "
