@@ -171,7 +171,7 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         spark_master=str(spark.get("master", "local[*]")),
         spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
         threads=int(out.get("threads", 1)),
-        delta_jars=out.get("delta_jars") or None,
+        delta_jars=str(root / out["delta_jars"]) if out.get("delta_jars") else None,
         profiles_file=str(profiles_path),
     )
 

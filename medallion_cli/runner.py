@@ -6,7 +6,6 @@ severity included), everything downstream of it is skipped rather than built on 
 
 from __future__ import annotations
 
-import re
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -14,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .datatests import DataTest, run_test
-from .errors import MedallionError
+from .failures import error_message
 from .materializations import VIEWS_LOCK, BuildContext, build_node, register_relations
 
 
@@ -36,23 +35,6 @@ class NodeResult:
     @property
     def failed(self) -> bool:
         return self.status == "error"
-
-
-PYTHON_ERROR_LINE = re.compile(r"^\s*[\w.]*(Error|Exception): .+")
-
-
-def error_message(exc: BaseException) -> str:
-    """What went wrong, in a line: Spark errors go on with the whole query plan, so their first
-    line; but when Spark wraps a Python traceback (from a streaming source, say), its last
-    `SomeError: ...` line, which is where the reason is."""
-    if isinstance(exc, MedallionError):
-        return str(exc)
-    lines = (str(exc).strip() or type(exc).__name__).splitlines()
-    if "Traceback (most recent call last)" in str(exc):
-        reasons = [line.strip() for line in lines if PYTHON_ERROR_LINE.match(line)]
-        if reasons:
-            return reasons[-1]
-    return lines[0]
 
 
 def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult]) -> NodeResult:

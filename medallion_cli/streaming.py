@@ -21,12 +21,19 @@ from typing import Callable
 
 from .engines import Engine, WriteResult
 from .errors import MedallionError
+from .failures import error_message
 from .faults import crash_point
 from .locations import join
-from .materializations import (CORRUPT_COLUMN, BuildContext, Outcome, built_table,
-                               checked_rows, model_rows, write_incremental)
+from .materializations import (
+    CORRUPT_COLUMN,
+    BuildContext,
+    Outcome,
+    built_table,
+    checked_rows,
+    model_rows,
+    write_incremental,
+)
 from .rendering import CompiledNode
-from .runner import error_message
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
 
@@ -40,7 +47,7 @@ class BatchReport:
     malformed: int
     expectations: dict
     files_added: int
-    rows_read: int | None = None  # known when the batch's rows were read from Delta commits
+    rows_read: int  # rows the batch's input commits added, or the model's rows for the batch
 
 
 @dataclass
@@ -67,8 +74,7 @@ class StreamTally:
             self.files_added += report.files_added
             self.malformed += report.malformed
             self.version = report.version
-            if report.rows_read is not None:
-                self.rows_read = (self.rows_read or 0) + report.rows_read
+            self.rows_read = (self.rows_read or 0) + report.rows_read
             for rule, count in report.expectations.items():
                 self.expectations[rule] = self.expectations.get(rule, 0) + count
         self.on_batch(report)
@@ -108,10 +114,19 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
     replace = not ctx.engine.table_exists(path) or (replace_first and tally.batches == 0)
     txn = (app_id, batch_id)
     new_rows, rows_read = rows_of(batch, batch_id)
+    if rows_read is None:
+        # Spark's own source fed the query: count the batch once. (Spark's numInputRows counts
+        # a source's rows again each time the batch is computed: expectations, MERGE.)
+        rows_read = new_rows.count()
+    if not replace and not rows_read:
+        return  # commits that added no rows (compaction): nothing to write
     with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts):
         result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn)
-    # Malformed rows kept in the table, counted from the written files' statistics.
-    malformed = result.non_null.get(CORRUPT_COLUMN, 0)
+        # Malformed rows kept in the table: counted from the written files' statistics where
+        # the engine has them for this column, else by a pass over the rows.
+        malformed = (0 if CORRUPT_COLUMN not in rows.columns
+                     else result.non_null[CORRUPT_COLUMN] if CORRUPT_COLUMN in result.non_null
+                     else rows.where(rows[CORRUPT_COLUMN].isNotNull()).count())
     crash_point(node.name, "committed", batch_id)
     limit = node.config.optimize_after_files
     if limit and ctx.engine.file_count(path) > limit:
@@ -234,10 +249,8 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if not tally.batches:
         return Outcome("up_to_date", message="no new data" + (
             f"; {tally.replayed} replayed batch(es) already committed" if tally.replayed else ""))
-    rows_read = (tally.rows_read if tally.rows_read is not None
-                 else sum(p.get("numInputRows", 0) for p in query.recentProgress))
     return Outcome("success", WriteResult(tally.version, tally.rows, tally.files_added),
-                   message=facts, expectations=tally.expectations, rows_read=rows_read)
+                   message=facts, expectations=tally.expectations, rows_read=tally.rows_read)
 
 
 def stop_gracefully(query, poll_seconds: float = 0.2) -> None:

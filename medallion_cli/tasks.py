@@ -187,9 +187,12 @@ def runner(ctx: BuildContext, tests: dict[str, DataTest]) -> Callable[[str], Nod
 
 
 def _context(loaded: Loaded, inv: Invocation) -> BuildContext:
+    """The build context, with its engine started: a start that fails (no JARs, no master) is
+    a usage error before any node runs, not a failure of each node."""
     # The session lives as long as the process: one JVM start per invocation (and per test run).
-    return BuildContext(loaded.project, loaded.graph,
-                        loaded.engine or make_engine(loaded.project.target), inv.full_refresh)
+    engine = loaded.engine or make_engine(loaded.project.target)
+    _ = engine.spark
+    return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh)
 
 
 def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Reporter = Reporter(),
@@ -269,6 +272,20 @@ def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult
     # Unit tests register temp views by model name: one at a time.
     return execute(names, {}, run, {n: ("unit", "unit test") for n in names}, 1, report.result,
                    report.begin)
+
+
+def fetch_jars(bundles: tuple[str, ...]) -> list[Path]:
+    """Fetch each bundle's JARs with Maven unless they are there; check them against this Spark."""
+    from .jars import check_spark_jars, fetch, jar_files, recipe
+
+    folders = []
+    for bundle in bundles:
+        folder = fetch(bundle)
+        check_spark_jars(jar_files(folder), str(recipe(bundle)),
+                         "the recipe pins JARs for another Spark: install the pyspark this "
+                         "package requires, or update the recipe")
+        folders.append(folder)
+    return folders
 
 
 # The template is this repository: cookiecutter.json at its root, beside the package.

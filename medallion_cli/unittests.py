@@ -29,6 +29,7 @@ from .materializations import first_build_rows
 from .project import Project, read_yaml
 from .rendering import Renderer
 
+
 @dataclass(frozen=True)
 class UnitTest:
     name: str

@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable
 
+from .failures import error_message
 from .materializations import BuildContext
-from .runner import NodeResult, error_message
+from .runner import NodeResult
 from .streaming import BatchReport, start_query, stop_gracefully
 
 POLL_SECONDS = 2.0

@@ -7,6 +7,7 @@ Tables and checkpoints are locations (str): local paths, or object-store URIs on
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -108,6 +109,37 @@ class Engine(Protocol):
 
     def remove_folder(self, location: str) -> None:
         """Delete a folder and everything in it (a checkpoint); nothing there is fine."""
+
+
+def duplicate_keys(spec: MergeSpec) -> MedallionError:
+    """A MERGE source with several rows for one key (both engines say this)."""
+    return MedallionError(
+        f"the model returned several rows with the same unique_key ({', '.join(spec.keys)}); "
+        "MERGE needs one row per key",
+        hint="deduplicate in the SQL or set sequence_by so the latest row wins")
+
+
+# Commits that rewrite files without changing data; they do not hide the last build's metadata.
+MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END")
+
+
+def commit_metadata(metadata: dict) -> str:
+    """Medallion's commit metadata as Delta's commitInfo.userMetadata (JSON), which both engines
+    write and read, so each sees the other's fingerprints."""
+    return json.dumps(metadata, sort_keys=True)
+
+
+def last_commit_value(history: list[dict], key: str) -> str | None:
+    """`key` from the userMetadata of the newest data-writing commit in `history` (newest
+    first), passing over maintenance commits."""
+    for commit in history:
+        if commit.get("operation") in MAINTENANCE_OPERATIONS:
+            continue
+        try:
+            return json.loads(commit.get("userMetadata") or "{}").get(key)
+        except ValueError:
+            return None  # someone else's free-text userMetadata
+    return None
 
 
 def make_engine(target: Target) -> Engine:

@@ -18,6 +18,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from ..failures import changed_upstream
+
 LOG_FILE = r"^(\d{20})\.json$"
 
 
@@ -54,10 +56,7 @@ def added_files(path: str, versions: list[int]) -> list[tuple[str, int | None]]:
                 "with --full-refresh")
         actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
         if any("remove" in a and a["remove"].get("dataChange") for a in actions):
-            raise ChangeCommitError(
-                f"the upstream table {path} changed or removed existing rows at version "
-                f"{version}, which a streaming read cannot take as new rows. Stream only from "
-                "append-only tables, or rebuild the reading model with --full-refresh")
+            raise ChangeCommitError(changed_upstream(path, version))
         for action in actions:
             add = action.get("add")
             if add and add.get("dataChange", True):

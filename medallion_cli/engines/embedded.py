@@ -22,14 +22,17 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from ..errors import MedallionError
 from ..project import Target
-from . import MergeSpec, WriteResult, delta_log
+from . import (
+    MergeSpec,
+    WriteResult,
+    commit_metadata,
+    delta_log,
+    duplicate_keys,
+    last_commit_value,
+)
 from .spark import start_spark
 
 SOURCE, TARGET = "s", "t"
-# Commits that rewrite files without changing data; they do not hide the last build's metadata.
-MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END")
-
-
 
 
 def _quote(column: str) -> str:
@@ -40,10 +43,9 @@ def _commit(metadata: dict | None, txn: tuple[str, int] | None) -> CommitPropert
     """Commit properties: custom metadata, and the app transaction that makes a replay a no-op."""
     if not metadata and not txn:
         return None
-    return CommitProperties(custom_metadata=metadata,
-                            app_transactions=[Transaction(*txn)] if txn else None)
-
-
+    return CommitProperties(
+        custom_metadata={"userMetadata": commit_metadata(metadata)} if metadata else None,
+        app_transactions=[Transaction(*txn)] if txn else None)
 
 
 class StagedFiles:
@@ -166,13 +168,8 @@ class EmbeddedEngine:
         return self._open(path).version()
 
     def last_commit_value(self, path: str, key: str) -> str | None:
-        """`key` from the custom metadata of the table's last data-writing commit."""
-        for commit in self._open(path).history(10):
-            if key in commit:
-                return commit[key]
-            if commit.get("operation") not in MAINTENANCE_OPERATIONS:
-                return None
-        return None
+        """`key` from the metadata of the table's last data-writing commit."""
+        return last_commit_value(self._open(path).history(10), key)
 
     def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
@@ -231,10 +228,7 @@ class EmbeddedEngine:
             merger.execute()
         except DeltaError as exc:
             if "multiple source rows" in str(exc):
-                raise MedallionError(
-                    "the model returned several rows with the same unique_key "
-                    f"({', '.join(spec.keys)}); MERGE needs one row per key",
-                    hint="deduplicate in the SQL or set sequence_by so the latest row wins") from exc
+                raise duplicate_keys(spec) from exc
             raise
 
     def _result(self, path: str, staged: StagedFiles) -> WriteResult:

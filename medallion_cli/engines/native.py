@@ -1,46 +1,105 @@
 """The native engine: Delta Lake for Spark (delta-spark) with its JARs on the classpath.
 
-This is how a project runs on a cluster. The JARs come from the cluster itself (Databricks and
-most managed Sparks), from a folder named in the profile (`delta_jars`), or from Maven through
-`spark.jars.packages` where Maven is reachable. Writes are Delta writes with txnAppId/txnVersion,
-so Delta itself skips a replayed streaming batch; MERGE is Spark SQL (see native_sql.py).
+This is how a project runs on a cluster. The JARs come from the folder named in the profile
+(`delta_jars`), else from the folder `medallion jars` fills with Maven (see jars.py), else from
+the cluster itself (Databricks and most managed Sparks ship Delta). Writes are Delta writes with
+txnAppId/txnVersion, so Delta itself skips a replayed streaming batch; MERGE is Spark SQL (see
+native_sql.py).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from functools import cached_property
 from pathlib import Path
 
+from .. import jars
 from ..errors import MedallionError
+from ..locations import join
 from ..project import Target
-from . import MergeSpec, WriteResult
-from .native_sql import merge_sql, snapshot_sql
-from .spark import read_text, remove_folder, start_spark
+from . import MergeSpec, WriteResult, commit_metadata, duplicate_keys, last_commit_value
+from .native_sql import merge_sql, snapshot_sql, table
+from .spark import is_local_master, read_text, remove_folder, start_spark
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
-METADATA_KEY = "medallion"  # our commit metadata travels as Delta's userMetadata, in JSON
-MISSING_JARS = (
-    "the Delta Lake JARs are not on Spark's classpath, so the delta-spark engine cannot start",
-    "provide them one of three ways: use a cluster that ships Delta (e.g. Databricks); put the "
-    "delta-spark and delta-storage JARs in a folder and name it as delta_jars in the profile's "
-    "target; or, where Maven is reachable, set spark.jars.packages to "
-    "io.delta:delta-spark_2.13:<version> in the target's spark conf")
+DELTA_CLASS = "io.delta.tables.DeltaTable"
+
+
+def _fix(target: Target) -> str:
+    return (f"run `medallion jars` (it fetches them with Maven into {jars.folder('delta')}, "
+            f"used when the target has no delta_jars), or name a folder of delta-spark and "
+            f"delta-storage JARs built for this Spark as delta_jars in target '{target.name}', or "
+            "use a cluster that ships Delta (e.g. Databricks)")
+
+
+def delta_jar_files(target: Target) -> list[Path]:
+    """The Delta JARs to give Spark: the target's delta_jars folder, else the one `medallion
+    jars` fills. Checked against the installed Spark before any JVM starts."""
+    if target.delta_jars:
+        found = jars.jar_files(target.delta_jars)
+        if not found:
+            raise MedallionError(
+                f"target '{target.name}': delta_jars names {target.delta_jars}, which has no "
+                ".jar files", path=target.profiles_file, hint=_fix(target))
+    else:
+        folder = jars.present("delta")
+        found = jars.jar_files(folder) if folder else []
+    jars.check_spark_jars(found, target.profiles_file or "profiles.yml", _fix(target),
+                          f"target '{target.name}': ")
+    return found
 
 
 def spark_settings(target: Target) -> dict[str, str]:
-    """Spark conf for Delta: the extension and catalog, and the JAR folder if the profile has one."""
+    """Spark conf for Delta: the extension and catalog, and the JARs when they are here."""
     conf = dict(DELTA_CONF)
-    if target.delta_jars:
-        jars = sorted(str(p) for p in Path(target.delta_jars).glob("*.jar"))
-        if not jars:
-            raise MedallionError(f"delta_jars names {target.delta_jars}, which has no .jar files",
-                                 hint=MISSING_JARS[1])
-        conf["spark.jars"] = ",".join(jars)
+    # Delta rebuilds a table's state from its log with a shuffle of 50 partitions by default,
+    # which costs seconds per small table; as many as the target's shuffles do suits any size.
+    conf["spark.databricks.delta.snapshotPartitions"] = target.spark_conf.get(
+        "spark.sql.shuffle.partitions", "4")
+    found = delta_jar_files(target)
+    own = target.spark_conf.get("spark.jars")
+    if found:
+        conf["spark.jars"] = ",".join([str(p) for p in found] + ([own] if own else []))
+    elif is_local_master(target.spark_master) and not (
+            own or target.spark_conf.get("spark.jars.packages")):
+        # Nothing can bring Delta to a local Spark: say so before starting a JVM.
+        raise MedallionError(f"target '{target.name}' uses the delta-spark engine, but the Delta "
+                             "Lake JARs are not here", path=target.profiles_file,
+                             hint=_fix(target))
     return conf
+
+
+def check_delta_loaded(spark, target: Target) -> None:
+    """Delta's classes load and were built for this Spark, wherever they came from."""
+    jvm = spark._jvm
+    try:
+        # The context class loader is the one that sees spark.jars.
+        cls = jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_CLASS)
+    except Exception as exc:
+        text = str(exc)
+        missing = "ClassNotFoundException: " + DELTA_CLASS in text
+        raise MedallionError(
+            f"target '{target.name}': the Delta Lake JARs are not on Spark's classpath"
+            if missing else f"target '{target.name}': the Delta Lake JARs do not fit this Spark "
+            f"({spark.version}): {jars_error_line(text)}", path=target.profiles_file,
+            hint=_fix(target)) from exc
+    source = cls.getProtectionDomain().getCodeSource()
+    if source is not None:
+        jar = Path(str(source.getLocation().getPath()))
+        jars.check_spark_jars([jar], target.profiles_file or "profiles.yml", _fix(target),
+                              f"target '{target.name}': ")
+
+
+def jars_error_line(text: str) -> str:
+    """The line of a Java error that names what failed to link."""
+    for line in text.splitlines():
+        if "NoClassDefFoundError" in line or "ClassNotFoundException" in line:
+            return line.split(":", 1)[-1].strip()
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
 class NativeEngine:
@@ -48,14 +107,12 @@ class NativeEngine:
 
     def __init__(self, target: Target):
         self.target = target
+        self._session_lock = threading.Lock()
 
     @cached_property
     def spark(self):
         spark = start_spark(self.target, spark_settings(self.target))
-        try:
-            spark._jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-        except Exception as exc:
-            raise MedallionError(MISSING_JARS[0], hint=MISSING_JARS[1]) from exc
+        check_delta_loaded(spark, self.target)
         return spark
 
     def _table(self, path: str):
@@ -80,21 +137,35 @@ class NativeEngine:
         return self.history(path, 1)[0]["version"]
 
     def last_commit_value(self, path: str, key: str) -> str | None:
-        for commit in self.history(path, 10):
-            if commit.get("operation") in ("OPTIMIZE", "VACUUM START", "VACUUM END"):
-                continue
-            return json.loads(commit.get("userMetadata") or "{}").get(key)
-        return None
+        return last_commit_value(self.history(path, 10), key)
 
     def committed_version(self, path: str, app_id: str) -> int | None:
-        # Delta skips a write whose txnAppId has this version or a later one, so a replayed
-        # batch is a no-op here without asking; the app transaction is not exposed to read.
-        return None
+        """The last version (batch id) `app_id` committed to the table, from the Delta log's
+        app transactions (delta-spark keeps them in its DeltaLog; Python has no API for them)."""
+        if not self.table_exists(path):
+            return None
+        jvm = self.spark._jvm
+        none = jvm.scala.Option.empty()
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, str(path))
+        version = log.update(False, none, none).transactions().get(app_id)
+        return None if version.isEmpty() else int(version.get())
+
+    def _replayed(self, path: str, txn: tuple[str, int] | None) -> bool:
+        """Whether this app transaction's version is already in the table. Delta itself would
+        skip the write too; asking first keeps the reported rows and version those of the
+        table as it is, not of its last commit."""
+        if txn is None:
+            return False
+        done = self.committed_version(path, txn[0])
+        return done is not None and done >= txn[1]
+
+    def _unchanged(self, path: str) -> WriteResult:
+        return WriteResult(version=self.table_version(path), rows=0, files_added=0)
 
     def _writer(self, df, metadata, txn):
         writer = df.write.format("delta")
         if metadata:
-            writer = writer.option("userMetadata", json.dumps(metadata))
+            writer = writer.option("userMetadata", commit_metadata(metadata))
         if txn:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
         return writer
@@ -102,6 +173,8 @@ class NativeEngine:
     def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None) -> WriteResult:
+        if self._replayed(path, txn):
+            return self._unchanged(path)
         writer = self._writer(df, metadata, txn).mode(mode)
         if mode == "overwrite":
             writer = writer.option("overwriteSchema", "true")
@@ -110,28 +183,42 @@ class NativeEngine:
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(str(path))
-        return self._result(path)
+        return self._result(path, counted=True)
 
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
+        if self._replayed(path, txn):
+            return self._unchanged(path)
         view = "_medallion_merge_source"
-        df.createOrReplaceTempView(view)
-        conf = {"spark.databricks.delta.schema.autoMerge.enabled": str(merge_schema).lower()}
+        conf = {}
         if metadata:
-            conf["spark.databricks.delta.commitInfo.userMetadata"] = json.dumps(metadata)
+            conf["spark.databricks.delta.commitInfo.userMetadata"] = commit_metadata(metadata)
         if txn:  # idempotent DML: Delta skips the MERGE if this app id already has this version
             conf["spark.databricks.delta.write.txnAppId"] = txn[0]
             conf["spark.databricks.delta.write.txnVersion"] = str(txn[1])
-        for key, value in conf.items():
-            self.spark.conf.set(key, value)
-        try:
-            self.spark.sql(merge_sql(str(path), view, df.columns, spec))
-        finally:
-            for key in conf:
-                self.spark.conf.unset(key)
+        # The MERGE runs in the session of the rows it merges (a micro-batch has a session of
+        # its own). Its view and settings belong to that whole session, which nodes built side
+        # by side share: one MERGE at a time, so none commits with another's app transaction.
+        session = df.sparkSession
+        with self._session_lock:
+            df.createOrReplaceTempView(view)
+            for key, value in conf.items():
+                session.conf.set(key, value)
+            try:
+                session.sql(merge_sql(str(path), view, df.columns, spec, evolve=merge_schema))
+            except Exception as exc:
+                if "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE" in str(exc):
+                    raise duplicate_keys(spec) from exc
+                raise
+            finally:
+                for key in conf:
+                    session.conf.unset(key)
+                session.catalog.dropTempView(view)
         return self._result(path)
 
-    def _result(self, path: str) -> WriteResult:
+    def _result(self, path: str, counted: bool = False) -> WriteResult:
+        """What the last commit wrote. counted: the commit added only the written rows (an
+        append or overwrite), so its files' statistics count their non-null values."""
         last = self.history(path, 1)[0]
         metrics = last.get("operationMetrics") or {}
         rows = metrics.get("numOutputRows") or sum(
@@ -139,17 +226,39 @@ class NativeEngine:
                                              "numTargetRowsDeleted"))
         return WriteResult(version=last["version"], rows=int(rows or 0),
                            files_added=int(metrics.get("numFiles", metrics.get(
-                               "numTargetFilesAdded", 0)) or 0))
+                               "numTargetFilesAdded", 0)) or 0),
+                           non_null=self._non_null(path, last["version"]) if counted else {})
+
+    def _non_null(self, path: str, version: int) -> dict[str, int]:
+        """Non-null values per column in the files a commit added, from the statistics Delta
+        keeps for them (its first 32 columns by default); columns without them are left out."""
+        commit = read_text(self.spark, join(str(path), "_delta_log", f"{version:020d}.json"))
+        actions = [json.loads(line) for line in commit.splitlines() if line.strip()]
+        stats = [json.loads(a["add"].get("stats") or "{}") for a in actions if "add" in a]
+        counts: dict[str, int] = {}
+        for stat in stats:
+            for column, nulls in (stat.get("nullCount") or {}).items():
+                if isinstance(nulls, int):  # nested columns have a mapping here: not counted
+                    counts[column] = counts.get(column, 0) + stat["numRecords"] - nulls
+        known = [set(stat.get("nullCount") or {}) for stat in stats]
+        return {c: n for c, n in counts.items() if all(c in k for k in known)}
 
     def optimize(self, path: str) -> dict:
         metrics = self._table(path).optimize().executeCompaction().first()["metrics"]
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 
     def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+        """Delete files no version within the retention needs; returns them (a dry run lists
+        them first: delta-spark's vacuum only counts what it deleted)."""
         self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled",
                             str(enforce_retention).lower())
-        self._table(path).vacuum(retain_hours)
-        return []  # delta-spark does not list what it deleted
+        try:
+            sql = f"VACUUM {table(str(path))} RETAIN {retain_hours} HOURS"
+            doomed = [row[0] for row in self.spark.sql(sql + " DRY RUN").collect()]
+            self.spark.sql(sql)
+        finally:
+            self.spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+        return doomed
 
     def file_count(self, path: str) -> int:
         return int(self._table(path).detail().first()["numFiles"])

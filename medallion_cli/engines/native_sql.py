@@ -18,16 +18,18 @@ def table(path: str) -> str:
     return f"delta.{quote(path)}"
 
 
-def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec) -> str:
+def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
+              evolve: bool = False) -> str:
     """MERGE with the same semantics as the embedded engine: match on the keys; a matched row is
     replaced only by one at least as new (sequence_by); delete_column deletes; new keys insert
-    unless they are deletes."""
+    unless they are deletes. evolve: columns the table lacks are added (Delta's schema
+    evolution, which resolves them only when assigned by their bare names)."""
     on = " AND ".join(f"{TARGET}.{quote(k)} = {SOURCE}.{quote(k)}" for k in spec.keys)
     newer = (f"{SOURCE}.{quote(spec.sequence_by)} >= {TARGET}.{quote(spec.sequence_by)}"
              if spec.sequence_by else None)
     deleting = f"{SOURCE}.{quote(spec.delete_column)}" if spec.delete_column else None
     written = [c for c in columns if c != spec.delete_column]
-    sets = ", ".join(f"{TARGET}.{quote(c)} = {SOURCE}.{quote(c)}" for c in written)
+    sets = ", ".join(f"{quote(c)} = {SOURCE}.{quote(c)}" for c in written)
     clauses = []
     if deleting:
         clauses.append(f"WHEN MATCHED AND {' AND '.join(filter(None, [newer, deleting]))} "
@@ -36,8 +38,8 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec) 
     clauses.append(f"WHEN NOT MATCHED{f' AND NOT {deleting}' if deleting else ''} THEN INSERT "
                    f"({', '.join(map(quote, written))}) "
                    f"VALUES ({', '.join(f'{SOURCE}.{quote(c)}' for c in written)})")
-    return (f"MERGE INTO {table(path)} AS {TARGET} USING {quote(source_view)} AS {SOURCE} "
-            f"ON {on} " + " ".join(clauses))
+    return (f"MERGE {'WITH SCHEMA EVOLUTION ' if evolve else ''}INTO {table(path)} AS {TARGET} "
+            f"USING {quote(source_view)} AS {SOURCE} ON {on} " + " ".join(clauses))
 
 
 def snapshot_sql(path: str, as_of: int | str | None) -> str:
