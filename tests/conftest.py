@@ -1,30 +1,42 @@
-"""Shared fixtures: one SparkSession for the whole run, and small projects written to tmp folders."""
+"""Shared fixtures: one SparkSession for the whole run, and small projects written to tmp folders.
+
+Every test that builds runs on both engines: it asks for `engine_name` (directly, or through the
+`build` fixture), which is parametrized over ENGINES, and `project` then writes a profile whose
+target uses that engine. A test that fits one engine only parametrizes `engine_name` itself, with
+a comment saying why. Both engines share the one SparkSession: it starts with Delta Lake's JARs
+(fetched with Maven by `medallion jars` on first use), which the embedded engine never touches.
+"""
 
 from __future__ import annotations
 
-import os
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from medallion_cli import tasks
 
-DELTA_JARS = "MEDALLION_DELTA_JARS"  # a folder of Delta Lake JARs: runs the native engine's tests
+ENGINES = ("embedded", "delta-spark")
 
-PROFILE = """\
+PROFILE_TEMPLATE = """\
 test:
   target: local
   outputs:
     local:
-      engine: embedded
+      engine: {engine}
       warehouse: warehouse
       spark:
         master: "local[2]"
         conf:
           spark.sql.shuffle.partitions: 2
 """
+
+
+def profile_for(engine: str) -> str:
+    return PROFILE_TEMPLATE.format(engine=engine)
+
+
+PROFILE = profile_for("embedded")  # for tests that do not build
 
 PROJECT = """\
 name: test_project
@@ -47,32 +59,51 @@ def write_project(root: Path, files: dict[str, str], project_yml: str = PROJECT,
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """The one SparkSession of the test run; engines made later pick it up via getOrCreate."""
+def delta_jars() -> Path:
+    """The Delta Lake JARs, fetched with Maven on first use, as `medallion jars` does."""
+    return tasks.fetch_jars(("delta",))[0]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark(delta_jars):
+    """The one SparkSession of the test run; engines made later pick it up via getOrCreate.
+    Started first (autouse), so no test's in-process build starts one without Delta's JARs."""
+    from medallion_cli.engines.native import check_delta_loaded, spark_settings
     from medallion_cli.engines.spark import start_spark
     from medallion_cli.project import load_target
 
-    root = write_project(Path(__import__("tempfile").mkdtemp()), {})
+    root = write_project(Path(__import__("tempfile").mkdtemp()), {}, profile=profile_for(
+        "delta-spark"))
     target = load_target(root, "test", None, None)
-    extra = {}
-    if os.environ.get(DELTA_JARS):  # one session for both engines: start it with Delta's JARs
-        from medallion_cli.engines.native import spark_settings
-
-        extra = spark_settings(replace(target, delta_jars=os.environ[DELTA_JARS]))
-    session = start_spark(target, extra)
+    session = start_spark(target, spark_settings(target))
+    check_delta_loaded(session, target)
     yield session
     session.stop()
 
 
+@pytest.fixture(params=ENGINES)
+def engine_name(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-def project(tmp_path):
-    """A function that writes a project into a fresh folder (one per call) and returns its path."""
+def project(tmp_path, request):
+    """A function that writes a project into a fresh folder (one per call) and returns its path.
+    Its profile's target uses the test's engine (`engine_name`), or the embedded one when the
+    test does not build."""
+    engine = (request.getfixturevalue("engine_name") if "engine_name" in request.fixturenames
+              else "embedded")
     count = iter(range(1000))
-    return lambda files, **kw: write_project(tmp_path / f"proj{next(count)}", files, **kw)
+
+    def _project(files, **kw):
+        kw.setdefault("profile", profile_for(engine))
+        return write_project(tmp_path / f"proj{next(count)}", files, **kw)
+
+    return _project
 
 
 @pytest.fixture
-def build(spark):
+def build(spark, engine_name):
     """Build a project like `medallion build` does; returns {name: NodeResult}."""
 
     def _build(root: Path, command: str = "build", kinds=("seed", "model"), **options):

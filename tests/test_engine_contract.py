@@ -1,28 +1,18 @@
-"""The engine interface's contract, run against every engine: the embedded one always, the native
-(delta-spark) one when MEDALLION_DELTA_JARS names a folder with the Delta Lake JARs."""
-
-import os
+"""The engine interface's contract, run against both engines."""
 
 import pytest
 import sqlglot
 from sqlglot import exp
 
-from conftest import DELTA_JARS
 from medallion_cli.engines import MergeSpec, make_engine
 from medallion_cli.engines.native_sql import merge_sql, snapshot_sql
 from medallion_cli.errors import MedallionError
 from medallion_cli.project import Target
 
-NATIVE = pytest.param("delta-spark", marks=pytest.mark.skipif(
-    not os.environ.get(DELTA_JARS),
-    reason=f"no Delta Lake JARs here (Maven is unreachable); set {DELTA_JARS} to a folder of them "
-           "to run the native engine's contract"))
 
-
-@pytest.fixture(params=["embedded", NATIVE])
-def engine(request, spark, tmp_path):
-    return make_engine(Target("contract", request.param, str(tmp_path / "wh"), "local[2]", {}, 1,
-                              os.environ.get(DELTA_JARS)))
+@pytest.fixture
+def engine(engine_name, spark, tmp_path):
+    return make_engine(Target("contract", engine_name, str(tmp_path / "wh"), "local[2]", {}, 1))
 
 
 def rows(engine, path):
@@ -50,8 +40,11 @@ def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
     path = tmp_path / "wh/t"
     engine.write(frame(spark, [(1, "a", 1)]), path, "append", txn=("app", 0))
     engine.write(frame(spark, [(1, "a", 1)]), path, "append", txn=("app", 0))  # replayed batch
+    assert engine.committed_version(path, "app") == 0
+    assert engine.committed_version(path, "other") is None
     engine.write(frame(spark, [(2, "b", 1)]), path, "append", txn=("app", 1))
     assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
+    assert engine.committed_version(path, "app") == 1
 
 
 def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, tmp_path):
@@ -86,22 +79,6 @@ def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(s
     engine.write(df, tmp_path / "wh/t", "overwrite", partition_by=("d",))
     protocol = DeltaTable(str(tmp_path / "wh/t")).protocol()
     assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
-
-
-def test_native_engine_without_delta_jars_says_the_three_ways(spark, tmp_path):
-    if os.environ.get(DELTA_JARS):
-        pytest.skip("the Delta JARs are on this session's classpath")
-    engine = make_engine(Target("t", "delta-spark", str(tmp_path / "wh"), "local[2]", {}, 1))
-    with pytest.raises(MedallionError) as err:
-        engine.read_table(tmp_path / "wh/t")
-    text = str(err.value)
-    assert "Delta Lake JARs are not on Spark's classpath" in text
-    assert "Databricks" in text and "delta_jars" in text and "spark.jars.packages" in text
-    empty = tmp_path / "jars"
-    empty.mkdir()
-    with pytest.raises(MedallionError, match="has no .jar files"):
-        _ = make_engine(Target("t", "delta-spark", str(tmp_path / "wh"), "local[2]", {}, 1,
-                               str(empty))).spark  # starting Spark is what fails
 
 
 def test_native_merge_sql_parses_with_sqlglot_spark():

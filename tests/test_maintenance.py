@@ -80,7 +80,10 @@ def test_time_travel_errors(streamed, project):
         maintenance.show(Invocation(project_dir=str(root)), "t")
 
 
-def test_cli_maintenance_commands_start_no_jvm(streamed):
+# The embedded engine only: it keeps the Delta log with delta-rs, so these need no JVM; the
+# delta-spark engine runs them through Spark (tested above through the same functions).
+@pytest.mark.parametrize("engine_name", ["embedded"])
+def test_cli_maintenance_commands_start_no_jvm(streamed, engine_name):
     code = ("import sys; from medallion_cli.cli import main\n"
             "for args in (['history', 'silver_orders'], ['show', 'silver_orders', '--as-of', '1'],"
             " ['optimize'], ['vacuum'], ['restore', 'bronze_orders', '--to', '0']):\n"

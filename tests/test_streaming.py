@@ -223,7 +223,7 @@ def test_streaming_model_over_two_streaming_tables_reads_each_ones_new_rows(proj
     assert keys == [("customer", 100)] + [("order", i) for i in (1, 1, 2, 2, 3, 3, 4, 5, 6)]
 
 
-def test_streaming_files_and_tables_in_one_model_is_refused(project, build):
+def test_streaming_files_and_tables_in_one_model(project, build, engine_name):
     root = project({**MODELS, "models/silver/mixed.sql": """\
         {{ config(materialized='streaming') }}
         select o.order_id from {{ source('landing', 'orders') }} o
@@ -231,6 +231,10 @@ def test_streaming_files_and_tables_in_one_model_is_refused(project, build):
     """})
     land(root, "001.json", BATCH_1)
     result = build(root)["mixed"]
+    if engine_name == "delta-spark":  # Delta's streaming source joins with a file stream
+        assert result.status == "success" and result.rows == 5
+        return
+    # The embedded engine follows Delta tables through their commit logs, in a query of its own.
     assert result.status == "error"
     assert "reads landing files (landing.orders) and streaming tables (bronze_orders)" in (
         result.message)
@@ -248,7 +252,7 @@ def run_build(root, crash_at=None):
     "silver_orders:committed:1",     # killed after the Delta commit, before the checkpoint knew
     "bronze_orders:committed:2",     # killed mid-ingest, after some files were committed
 ])
-def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, crash_at):
+def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, crash_at, engine_name):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
     assert run_build(root).returncode == 0

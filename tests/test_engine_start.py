@@ -1,0 +1,100 @@
+"""Starting an engine: the Delta JARs fetched and checked, and each way a start can fail gives one
+clear message naming the profiles file, the target and what to do, with no Java trace."""
+
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import profile_for
+from medallion_cli import jars
+from medallion_cli.cli import main
+
+MODELS = {"models/a.sql": "select 1 as id"}
+
+
+def build_output(root, *args):
+    result = CliRunner().invoke(main, ["build", "--project-dir", str(root), *args])
+    return result.exit_code, result.output
+
+
+def assert_one_clear_error(output: str, *phrases: str) -> None:
+    lines = [line for line in output.strip().splitlines() if not line.startswith("Running ")]
+    assert lines[0].startswith("Error: ") and "profiles.yml" in lines[0], output
+    assert len(lines) <= 2 and all(line.startswith("  hint: ") for line in lines[1:]), output
+    assert "Traceback" not in output and "at org.apache" not in output
+    for phrase in phrases:
+        assert phrase in output, (phrase, output)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once the socket is closed
+
+
+def test_an_unreachable_master_is_one_line(project, engine_name):
+    master = f"spark://127.0.0.1:{closed_port()}"
+    root = project(MODELS, profile=profile_for(engine_name).replace('"local[2]"', master))
+    code, output = build_output(root)
+    assert code == 2
+    assert_one_clear_error(output, "target 'local'", f"the Spark master {master} is not reachable",
+                           "start the cluster")
+
+
+# The delta-spark engine only: the embedded engine needs no JARs.
+def test_missing_delta_jars_say_how_to_get_them(project, monkeypatch, tmp_path):
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "no-jars-yet"))
+    root = project(MODELS, profile=profile_for("delta-spark"))
+    code, output = build_output(root)
+    assert code == 2
+    assert_one_clear_error(output, "target 'local'", "Delta Lake JARs are not here",
+                           "medallion jars", "delta_jars")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    root = project(MODELS, profile=profile_for("delta-spark").replace(
+        "engine: delta-spark", f"engine: delta-spark\n      delta_jars: {empty}"))
+    code, output = build_output(root)
+    assert code == 2 and "has no .jar files" in output
+
+
+@pytest.mark.parametrize("jar,built_for", [
+    ("delta-spark_2.13-4.0.0.jar", "Spark 4.0 with Scala 2.13"),
+    ("delta-spark_2.12-3.2.0.jar", "Spark 3.5 with Scala 2.12"),
+    ("delta-spark_4.2_2.13-4.5.0.jar", "Spark 4.2 with Scala 2.13"),
+])
+def test_delta_jars_for_another_spark_are_refused_before_spark_starts(project, tmp_path, jar,
+                                                                      built_for):
+    folder = tmp_path / "old-jars"
+    folder.mkdir()
+    (folder / jar).write_bytes(b"")  # the check reads the Maven file name only
+    (folder / "delta-storage-4.0.0.jar").write_bytes(b"")
+    root = project(MODELS, profile=profile_for("delta-spark").replace(
+        "engine: delta-spark", f"engine: delta-spark\n      delta_jars: {folder}"))
+    code, output = build_output(root)
+    spark, scala = jars.installed_spark()
+    assert code == 2
+    assert_one_clear_error(output, "target 'local'", f"{jar} is built for {built_for}",
+                           f"this Spark is {spark} with Scala {scala}", "medallion jars")
+
+
+def test_the_fetched_delta_jars_match_this_spark(delta_jars):
+    spark, scala = jars.installed_spark()
+    names = sorted(p.name for p in jars.jar_files(delta_jars))
+    assert [jars.built_for(Path(n)) for n in names if jars.built_for(Path(n))] == [
+        ("delta-spark", scala, spark)]
+    assert any(n.startswith("delta-storage-") for n in names)
+    assert jars.fetch("delta") == delta_jars  # present: reused, nothing fetched again
+    assert CliRunner().invoke(main, ["jars"]).output.strip() == str(delta_jars)
+
+
+def test_a_missing_object_store_connector_is_one_line(project):
+    # The delta-spark engine only: the embedded engine refuses object-store warehouses itself
+    # (tests/test_locations.py).
+    root = project(MODELS, profile=profile_for("delta-spark").replace(
+        "warehouse: warehouse", "warehouse: s3a://no-bucket/lake"))
+    code, output = build_output(root)
+    assert code == 2
+    assert_one_clear_error(output, "target 'local'", "no file system for s3a://",
+                           "hadoop-aws", "Hadoop 3.")
