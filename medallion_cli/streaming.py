@@ -64,6 +64,7 @@ class StreamTally:
     version: int | None = None
     rows_read: int | None = None
     app_id: str | None = None  # read from the checkpoint at the query's first batch
+    note: str = ""  # what the build should know about how the query started
     error: BaseException | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -137,6 +138,30 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, repl
                           counts, result.files_added or 0, rows_read))
 
 
+# How a streaming model's checkpoint reads Delta tables, recorded beside it: a checkpoint of the
+# commit-log stream (embedded) cannot be resumed by Delta's streaming source (delta-spark) or
+# the other way round. Checkpoints without the record come from the embedded engine, which
+# until the delta-spark engine ran was the only one.
+READER_FILE = "medallion_reader.json"
+
+
+def _delta_reader(engine: Engine) -> str:
+    return "commit-log" if engine.follows_commit_log else "delta-source"
+
+
+def reader_changed(ctx: BuildContext, checkpoint: str) -> bool:
+    """Whether the checkpoint was made by the other engine's reader of Delta tables."""
+    try:
+        recorded = json.loads(ctx.engine.read_text(join(checkpoint, READER_FILE)))["reader"]
+    except FileNotFoundError:
+        try:
+            ctx.engine.read_text(join(checkpoint, "metadata"))
+        except FileNotFoundError:
+            return False  # no checkpoint yet
+        recorded = "commit-log"
+    return recorded != _delta_reader(ctx.engine)
+
+
 def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
                 on_batch: Callable[[BatchReport], None] = lambda report: None):
     """Start the model's streaming query; returns (query, tally).
@@ -144,12 +169,20 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     continuous: run on the model's processing-time trigger until stopped (--watch); otherwise
     process what is there now (available_now) and stop."""
     checkpoint = ctx.project.checkpoint_path(node.file)
-    if ctx.full_refresh:
+    tables = streamed_tables(ctx, node)
+    tally = StreamTally(on_batch)
+    switched = bool(tables) and not ctx.full_refresh and reader_changed(ctx, checkpoint)
+    if ctx.full_refresh or switched:
         # A new checkpoint reads every input from the start; the first batch replaces the table,
         # so until it commits the old table stays readable and intact.
         ctx.engine.remove_folder(checkpoint)
-    tables = followed_tables(ctx, node)
+    if switched:
+        tally.note = (f"recomputed from its inputs: its checkpoint was made by the other engine, "
+                      f"whose reader of Delta tables the {ctx.engine.name} engine cannot resume")
     if tables:
+        ctx.engine.write_text(join(checkpoint, READER_FILE),
+                              json.dumps({"reader": _delta_reader(ctx.engine)}))
+    if tables and ctx.engine.follows_commit_log:
         df = _commit_streams(ctx, tables)
 
         def rows_of(batch, batch_id):
@@ -164,10 +197,10 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
 
         def rows_of(batch, batch_id):
             return batch, None
-    tally = StreamTally(on_batch)
+    replace_first = ctx.full_refresh or switched
     writer = (df.writeStream
               .foreachBatch(lambda batch, batch_id: write_batch(
-                  ctx, node, tally, ctx.full_refresh, rows_of, batch, batch_id))
+                  ctx, node, tally, replace_first, rows_of, batch, batch_id))
               .option("checkpointLocation", str(checkpoint))
               .queryName(f"medallion_{node.name}"))
     if continuous:
@@ -179,17 +212,15 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     return writer.start(), tally
 
 
-def followed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
-    """Relation -> Delta table, for the inputs a streaming model streams, when the engine
-    follows commit logs (refs to streaming models, Delta sources); otherwise empty."""
-    if not ctx.engine.follows_commit_log:
-        return {}
+def streamed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
+    """Relation -> Delta table, for the inputs a streaming model streams from Delta tables
+    (refs to streaming models, Delta sources)."""
     tables = {name: built_table(ctx, ctx.graph.nodes[name]) for name in node.refs
               if ctx.graph.nodes[name].config.materialized == "streaming"}
     sources = [ctx.project.sources[key] for key in node.sources]
     tables.update({s.relation: s.path for s in sources if s.format == "delta"})
     files = [f"{s.source}.{s.name}" for s in sources if s.format != "delta"]
-    if tables and files:
+    if tables and files and ctx.engine.follows_commit_log:
         raise MedallionError(
             f"this streaming model reads landing files ({', '.join(files)}) and streaming "
             f"tables ({', '.join(tables)}) together, which the {ctx.engine.name} engine cannot "
@@ -241,7 +272,7 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
         raise_query_error(query, tally)
         raise
     raise_query_error(query, tally)
-    facts = f"{tally.batches} batch(es)"
+    facts = f"{tally.batches} batch(es)" + (f"; {tally.note}" if tally.note else "")
     if tally.replayed:
         facts += f", {tally.replayed} replayed batch(es) already committed"
     if tally.malformed:

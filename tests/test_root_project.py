@@ -27,12 +27,17 @@ def sample(tmp_path_factory):
     return dest
 
 
-def test_sample_builds_every_table(sample, build, spark, monkeypatch):
+# The sample's target for each engine, and where it keeps its tables.
+TARGETS = {"embedded": ("local", "warehouse"), "delta-spark": ("local-delta", "warehouse-delta")}
+
+
+def test_sample_builds_every_table(sample, build, spark, monkeypatch, engine_name):
     monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
-    results = build(sample)
+    target, warehouse = TARGETS[engine_name]
+    results = build(sample, target=target)
     assert {r.status for r in results.values()} == {"success"}, {
         n: r.message for n, r in results.items() if r.failed}
-    wh = sample / "warehouse"
+    wh = sample / warehouse
 
     orders = {r["order_id"]: r["status"] for r in read_delta(wh / "silver/silver_orders")}
     # 1002 shipped (later update), 1003 kept 'placed' (the cancel is older), 1005 deleted,
@@ -79,21 +84,24 @@ def test_sample_builds_every_table(sample, build, spark, monkeypatch):
     # Rebuilding with nothing changed writes nothing anywhere.
     tables = [p for p in wh.glob("*/*") if (p / "_delta_log").is_dir()]
     versions = {p: DeltaTable(str(p)).version() for p in tables}
-    again = build(sample)
+    again = build(sample, target=target)
     assert {n for n, r in again.items()
             if r.status != "up_to_date" and r.kind != "test"} == {"gold_order_lines"}
     assert {p: DeltaTable(str(p)).version() for p in tables} == versions
 
 
-def test_sample_data_and_unit_tests_pass(sample, build, spark):
-    build(sample)
-    inv = tasks.Invocation(project_dir=str(sample))
+def test_sample_data_and_unit_tests_pass(sample, build, spark, engine_name, monkeypatch):
+    monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
+    target = TARGETS[engine_name][0]
+    build(sample, target=target)
+    inv = tasks.Invocation(project_dir=str(sample), target=target)
     data_tests = {r.name: r.status for r in tasks.test(inv)}
     assert len(data_tests) == 14 and set(data_tests.values()) == {"success"}
     assert "failing_example" not in data_tests  # kept out of the default run
     unit = {r.name: r.status for r in tasks.unit_test(inv)}
     assert unit == {"latest_event_wins_and_deletes_apply": "success"}
-    shown = tasks.test(tasks.Invocation(project_dir=str(sample), select=("failing_example",),
+    shown = tasks.test(tasks.Invocation(project_dir=str(sample), target=target,
+                                        select=("failing_example",),
                                         vars={"show_failing_example": True}))
     assert [(r.name, r.status, r.rows) for r in shown] == [("failing_example", "error", 5)]
 
@@ -104,6 +112,14 @@ def test_sample_profile_has_a_cluster_target_for_the_native_engine():
     target = load_project(ROOT, target="cluster").target
     assert (target.engine, target.spark_master) == ("delta-spark", "spark://spark-master:7077")
     assert target.delta_jars is None  # unless MEDALLION_DELTA_JARS names a folder
+
+
+def test_sample_profile_has_a_local_delta_spark_target():
+    from medallion_cli.project import load_project
+
+    target = load_project(ROOT, target="local-delta").target
+    assert (target.engine, target.spark_master, target.delta_jars) == (
+        "delta-spark", "local[*]", None)  # the JARs `medallion jars` fetched
 
 
 def test_sample_cluster_target_puts_tables_and_checkpoints_on_s3(sample, monkeypatch):

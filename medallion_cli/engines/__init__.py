@@ -105,7 +105,10 @@ class Engine(Protocol):
     # Streaming checkpoints, wherever the warehouse is.
 
     def read_text(self, location: str) -> str:
-        """The content of a file (a checkpoint's metadata)."""
+        """The content of a file (a checkpoint's metadata); FileNotFoundError if none."""
+
+    def write_text(self, location: str, text: str) -> None:
+        """Write a small file (beside a checkpoint's), replacing one that is there."""
 
     def remove_folder(self, location: str) -> None:
         """Delete a folder and everything in it (a checkpoint); nothing there is fine."""

@@ -291,6 +291,10 @@ class EmbeddedEngine:
     def read_text(self, location: str) -> str:
         return Path(location).read_text()
 
+    def write_text(self, location: str, text: str) -> None:
+        Path(location).parent.mkdir(parents=True, exist_ok=True)
+        Path(location).write_text(text)
+
     def remove_folder(self, location: str) -> None:
         shutil.rmtree(location, ignore_errors=True)
 

@@ -20,7 +20,7 @@ from ..locations import join
 from ..project import Target
 from . import MergeSpec, WriteResult, commit_metadata, duplicate_keys, last_commit_value
 from .native_sql import merge_sql, snapshot_sql, table
-from .spark import is_local_master, read_text, remove_folder, start_spark
+from .spark import is_local_master, read_text, remove_folder, start_spark, write_text
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -288,6 +288,9 @@ class NativeEngine:
 
     def read_text(self, location: str) -> str:
         return read_text(self.spark, location)
+
+    def write_text(self, location: str, text: str) -> None:
+        write_text(self.spark, location, text)
 
     def remove_folder(self, location: str) -> None:
         remove_folder(self.spark, location)

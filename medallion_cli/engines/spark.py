@@ -130,12 +130,24 @@ def _hadoop_file(spark, location: str):
 
 
 def read_text(spark, location: str) -> str:
-    """A (small) file's content as UTF-8 text."""
+    """A (small) file's content as UTF-8 text; FileNotFoundError when there is none."""
     jvm = spark._jvm
     path, fs = _hadoop_file(spark, location)
+    if not fs.exists(path):
+        raise FileNotFoundError(location)
     out = jvm.java.io.ByteArrayOutputStream()
     jvm.org.apache.hadoop.io.IOUtils.copyBytes(fs.open(path), out, 65536, True)  # closes both
     return out.toString("UTF-8")
+
+
+def write_text(spark, location: str, text: str) -> None:
+    """Write a (small) UTF-8 file, replacing one that is there."""
+    path, fs = _hadoop_file(spark, location)
+    out = fs.create(path, True)
+    try:
+        out.write(bytearray(text.encode()))
+    finally:
+        out.close()
 
 
 def remove_folder(spark, location: str) -> None:

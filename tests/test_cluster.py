@@ -1,0 +1,133 @@
+"""The sample on a real multi-process Spark standalone cluster (a master and two workers on
+loopback, started from the installed pyspark): the same tables as a local build, and exactly-once
+when a worker or the driver is SIGKILLed mid-batch.
+
+These fit the delta-spark engine only: it is the one that scales past one machine. (The embedded
+engine commits through delta-rs on the driver's disk, which a cluster's executors do not share.)
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import profile_for, read_delta
+from spark_cluster import driver_conf, standalone_cluster
+from test_cross_engine import sample_copy, tables_of
+from test_streaming import (
+    BATCH_1,
+    BATCH_2,
+    BATCH_3,
+    MODELS,
+    expected_state,
+    land,
+    silver,
+)
+
+from medallion_cli import tasks
+
+WORKERS = 2
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with standalone_cluster(WORKERS, tmp_path_factory.mktemp("spark-cluster")) as started:
+        yield started
+
+
+def add_cluster_target(profiles_file, cluster) -> None:
+    """A target `on-cluster` after the profile's others: delta-spark on the test cluster."""
+    conf = {**driver_conf(cluster, WORKERS), "spark.sql.shuffle.partitions": 4}
+    profiles_file.write_text(profiles_file.read_text().rstrip("\n") + f"""
+    on-cluster:
+      engine: delta-spark
+      warehouse: warehouse
+      threads: 2
+      spark:
+        master: "{cluster.master_url}"
+        conf: {json.dumps(conf)}
+""")
+
+
+def medallion(root, *args, crash_at=None, wait=True):
+    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or "", "MEDALLION_WAREHOUSE": "warehouse"}
+    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root),
+               "-t", "on-cluster"]
+    if not wait:
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_sample_builds_on_the_cluster_with_the_tables_of_a_local_build(
+        cluster, tmp_path, monkeypatch):
+    on_cluster = sample_copy(tmp_path / "cluster")
+    add_cluster_target(on_cluster / "profiles/profiles.yml", cluster)
+    built = medallion(on_cluster, "build")
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert cluster.state()["aliveworkers"] == WORKERS
+    monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")
+    local = sample_copy(tmp_path / "local")
+    results = tasks.build(tasks.Invocation(project_dir=str(local), target="local-delta"), "build")
+    assert not [r.message for r in results if r.failed]
+    assert tables_of(on_cluster / "warehouse") == tables_of(local / "warehouse")
+
+
+def test_exactly_once_when_the_driver_is_killed_after_a_commit(cluster, project):
+    root = project(MODELS, profile=profile_for("delta-spark"))
+    add_cluster_target(root / "profiles/profiles.yml", cluster)
+    land(root, "001.json", BATCH_1)
+    assert medallion(root, "build").returncode == 0
+    land(root, "002.json", BATCH_2)
+    land(root, "003.json", BATCH_3)
+    killed = medallion(root, "build", crash_at="silver_orders:committed:1")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    rebuilt = medallion(root, "build")
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert "replayed batch(es) already committed" in rebuilt.stdout
+    assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
+    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(
+        BATCH_1 + BATCH_2 + BATCH_3)
+
+
+SLOW_BRONZE = """\
+{{ config(materialized='streaming') }}
+-- Each row sleeps 400 ms on an executor, in 4 tasks: a batch keeps both workers busy for seconds.
+select /*+ REPARTITION(4) */ *, reflect('java.lang.Thread', 'sleep', cast(400 as bigint)) as _slept
+from {{ source('landing', 'orders') }}
+"""
+
+
+def test_exactly_once_when_a_worker_is_killed_mid_batch(cluster, project):
+    root = project({**MODELS, "models/bronze/bronze_orders.sql": SLOW_BRONZE},
+                   profile=profile_for("delta-spark"))
+    add_cluster_target(root / "profiles/profiles.yml", cluster)
+    batches = [[{"order_id": 100 * f + i, "status": "placed", "op": "I", "seq": 1}
+                for i in range(8)] for f in range(3)]
+    for number, batch in enumerate(batches):
+        land(root, f"{number:03d}.json", batch)
+    build = medallion(root, "build", wait=False)
+    checkpoint = root / "warehouse/_checkpoints/bronze/bronze_orders"
+    deadline = time.monotonic() + 300
+    while not ((checkpoint / "offsets/1").exists() and not (checkpoint / "commits/1").exists()):
+        assert build.poll() is None and time.monotonic() < deadline, build.stdout.read()
+        time.sleep(0.05)
+    time.sleep(1.0)  # the second batch's tasks are running on both workers
+    executors = cluster.executor_pids(0)
+    killed = cluster.kill_worker(0)
+    output, _ = build.communicate(timeout=600)
+    try:
+        assert build.returncode == 0, output
+        assert executors and set(executors) <= set(killed)
+        assert WORKERS - 1 == cluster.state()["aliveworkers"]
+        bronze = read_delta(root / "warehouse/bronze/bronze_orders")
+        assert sorted(r["order_id"] for r in bronze) == sorted(
+            e["order_id"] for batch in batches for e in batch)  # each once, none lost
+        assert len(read_delta(root / "warehouse/silver/silver_orders")) == 24
+    finally:
+        cluster.restart_worker(0)
+        shutil.rmtree(root / "warehouse", ignore_errors=True)
