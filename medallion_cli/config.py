@@ -31,6 +31,7 @@ CONFIG_KEYS = {
     "enabled": (True, False),
     "column_types": None,
     "optimize_after_files": None,
+    "table_properties": None,
 }
 
 
@@ -50,6 +51,7 @@ class NodeConfig:
     enabled: bool = True
     column_types: dict = field(default_factory=dict)
     optimize_after_files: int | None = None  # streaming: compact once the table has more files
+    table_properties: dict = field(default_factory=dict)  # Delta table properties, as strings
 
     def as_dict(self) -> dict:
         return {key: getattr(self, key) for key in CONFIG_KEYS}
@@ -89,6 +91,14 @@ def _expectations(raw, origin: str) -> dict:
                                  "one of warn, drop, fail", path=origin)
         rules[str(name)] = {"expect": str(rule["expect"]), "on_violation": action}
     return rules
+
+
+def _table_properties(raw, origin: str) -> dict[str, str]:
+    """{property: value} with values as Delta keeps them: strings, booleans as true/false."""
+    if not isinstance(raw, dict) or any(isinstance(v, (dict, list)) for v in raw.values()):
+        raise MedallionError("table_properties must map property names to values", path=origin,
+                             hint="e.g. table_properties: {delta.enableChangeDataFeed: true}")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in raw.items()}
 
 
 def _positive_int(value, key: str, origin: str) -> int | None:
@@ -149,6 +159,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         column_types=dict(raw.get("column_types") or {}),
         optimize_after_files=_positive_int(raw.get("optimize_after_files"),
                                            "optimize_after_files", origin),
+        table_properties=_table_properties(raw.get("table_properties") or {}, origin),
     )
     if config.trigger != "available_now" and not _is_interval(config.trigger):
         raise MedallionError(f"config 'trigger' is {config.trigger!r}", path=origin,

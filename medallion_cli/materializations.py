@@ -197,7 +197,17 @@ def _file_listing(ctx: BuildContext, location: str) -> list:
                   for p in folder.rglob("*") if p.is_file())
 
 
+def check_table_properties(ctx: BuildContext, node: CompiledNode) -> None:
+    """Refuse, before anything runs, a table property the engine cannot keep."""
+    for key, value in node.config.table_properties.items():
+        problem = ctx.engine.property_problem(key, value)
+        if problem:
+            raise MedallionError(problem, path=node.file.rel_path,
+                                 hint="remove it from table_properties or change engine")
+
+
 def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
+    check_table_properties(ctx, node)
     if node.config.materialized == "streaming":
         from .streaming import build_streaming
 
@@ -213,12 +223,13 @@ def build_node(ctx: BuildContext, node: CompiledNode) -> Outcome:
     metadata = {FINGERPRINT_KEY: state}
     if node.file.kind == "seed":
         return Outcome("success", ctx.engine.write(read_seed(ctx, node), path, "overwrite",
-                                                   metadata=metadata))
+                                                   metadata=metadata,
+                                                   properties=node.config.table_properties))
     replace = node.config.materialized == "table" or not node.is_incremental
     with checked_rows(ctx, node, model_rows(ctx, node), replace) as (df, counts):
         if node.config.materialized == "table":
             write = ctx.engine.write(df, path, "overwrite", node.config.partition_by,
-                                     metadata=metadata)
+                                     metadata=metadata, properties=node.config.table_properties)
         else:
             write = write_incremental(ctx, node, df, path, replace=replace, metadata=metadata)
     return Outcome("success", write, expectations=counts, rows_read=rows_read(ctx, node))
@@ -285,7 +296,7 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, repl
         df, spec = merge_rows(ctx, cfg, df, None if replace else path)
     if replace:
         return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
-                                txn=txn)
+                                txn=txn, properties=cfg.table_properties)
     existing = ctx.engine.read_table(path).columns
     new_columns = [c for c in df.columns if c not in existing and c != DELETE_COLUMN]
     if new_columns and cfg.on_schema_change == "fail":
@@ -296,8 +307,9 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, repl
     evolve = bool(new_columns)
     if cfg.strategy == "append":
         return ctx.engine.write(df, path, "append", metadata=metadata, merge_schema=evolve,
-                                txn=txn)
-    return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn)
+                                txn=txn, properties=cfg.table_properties)
+    return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn,
+                            properties=cfg.table_properties)
 
 
 def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None):

@@ -70,12 +70,19 @@ class Engine(Protocol):
 
     def write(self, df: DataFrame, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
-              txn: tuple[str, int] | None = None) -> WriteResult:
+              txn: tuple[str, int] | None = None,
+              properties: dict[str, str] | None = None) -> WriteResult:
         """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows.
-        txn (app_id, version) is recorded in the same commit, for exactly-once streaming."""
+        txn (app_id, version) is recorded in the same commit, for exactly-once streaming.
+        properties: Delta table properties the table must have (set in the commit that
+        creates it, else by a commit of their own first when they differ)."""
 
     def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: dict | None = None,
-              merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult: ...
+              merge_schema: bool = False, txn: tuple[str, int] | None = None,
+              properties: dict[str, str] | None = None) -> WriteResult: ...
+
+    def property_problem(self, key: str, value: str) -> str | None:
+        """Why this engine cannot keep a table property, or None when it can."""
 
 
     # Maintenance and time travel.

@@ -33,6 +33,20 @@ from . import (
 from .spark import start_spark
 
 SOURCE, TARGET = "s", "t"
+# Table properties delta-rs keeps and this engine's reads (Spark's Parquet reader over the
+# snapshot's files) stay correct under.
+EMBEDDED_PROPERTIES = (
+    "delta.appendOnly", "delta.enableChangeDataFeed", "delta.checkpointInterval",
+    "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
+    "delta.enableExpiredLogCleanup", "delta.dataSkippingNumIndexedCols",
+    "delta.dataSkippingStatsColumns", "delta.targetFileSize",
+    "delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct")
+EMBEDDED_REFUSED = {
+    "delta.enableDeletionVectors": "its reads cannot apply deletion vectors (rows a vector "
+                                   "deletes would come back)",
+    "delta.columnMapping.mode": "its reads find columns by their names in the data files, "
+                                "which column mapping renames",
+}
 
 
 def _quote(column: str) -> str:
@@ -173,29 +187,52 @@ class EmbeddedEngine:
 
     def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
-              txn: tuple[str, int] | None = None) -> WriteResult:
+              txn: tuple[str, int] | None = None,
+              properties: dict[str, str] | None = None) -> WriteResult:
         if self._replayed(path, txn):
             return self._unchanged(path)
         Path(path).mkdir(parents=True, exist_ok=True)
         with self._staged(df) as (data, staged):
-            if not staged.rows and mode == "append" and self.table_exists(path):
+            exists = self.table_exists(path)
+            if not staged.rows and mode == "append" and exists:
                 return self._unchanged(path, staged)  # nothing to add: no empty commit
+            if exists:
+                self._ensure_properties(path, properties)
             write_deltalake(
                 str(path), data, mode=mode, partition_by=list(partition_by) or None,
                 schema_mode="overwrite" if mode == "overwrite" else (
                     "merge" if merge_schema else None),
+                configuration=None if exists else properties or None,
                 commit_properties=_commit(metadata, txn))
         return self._result(path, staged)
 
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
-              merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
+              merge_schema: bool = False, txn: tuple[str, int] | None = None,
+              properties: dict[str, str] | None = None) -> WriteResult:
         if self._replayed(path, txn):
             return self._unchanged(path)
         with self._staged(df) as (data, staged):
             if not staged.rows:
                 return self._unchanged(path, staged)
+            self._ensure_properties(path, properties)
             self._merge(data, path, spec, metadata, merge_schema, txn)
         return self._result(path, staged)
+
+    def _ensure_properties(self, path: str, properties: dict[str, str] | None) -> None:
+        """Set the properties the table lacks or has otherwise (a commit of its own)."""
+        dt = self._open(path)
+        changed = {k: v for k, v in (properties or {}).items()
+                   if dt.metadata().configuration.get(k) != v}
+        if changed:
+            dt.alter.set_table_properties(changed)
+
+    def property_problem(self, key: str, value: str) -> str | None:
+        if key in EMBEDDED_PROPERTIES:
+            return None
+        why = EMBEDDED_REFUSED.get(key, "delta-rs, which keeps this engine's Delta log, does "
+                                   "not know it")
+        return (f"the embedded engine cannot keep table property {key}: {why}. It keeps "
+                + ", ".join(EMBEDDED_PROPERTIES) + "; the delta-spark engine keeps any")
 
     def _replayed(self, path: str, txn: tuple[str, int] | None) -> bool:
         """Whether the app transaction already committed this version (or a later one): then

@@ -172,10 +172,15 @@ class NativeEngine:
 
     def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
-              txn: tuple[str, int] | None = None) -> WriteResult:
+              txn: tuple[str, int] | None = None,
+              properties: dict[str, str] | None = None) -> WriteResult:
         if self._replayed(path, txn):
             return self._unchanged(path)
         writer = self._writer(df, metadata, txn).mode(mode)
+        if self.table_exists(path):
+            self._ensure_properties(path, properties)
+        else:  # delta.* writer options become the new table's properties, in its first commit
+            writer = writer.options(**(properties or {}))
         if mode == "overwrite":
             writer = writer.option("overwriteSchema", "true")
         if merge_schema:
@@ -186,9 +191,11 @@ class NativeEngine:
         return self._result(path, counted=True)
 
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
-              merge_schema: bool = False, txn: tuple[str, int] | None = None) -> WriteResult:
+              merge_schema: bool = False, txn: tuple[str, int] | None = None,
+              properties: dict[str, str] | None = None) -> WriteResult:
         if self._replayed(path, txn):
             return self._unchanged(path)
+        self._ensure_properties(path, properties)
         view = "_medallion_merge_source"
         conf = {}
         if metadata:
@@ -215,6 +222,19 @@ class NativeEngine:
                     session.conf.unset(key)
                 session.catalog.dropTempView(view)
         return self._result(path)
+
+    def _ensure_properties(self, path: str, properties: dict[str, str] | None) -> None:
+        """Set the properties the table lacks or has otherwise (a commit of its own)."""
+        if not properties:
+            return
+        current = self._table(path).detail().first()["properties"] or {}
+        changed = {k: v for k, v in properties.items() if current.get(k) != v}
+        if changed:
+            pairs = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
+            self.spark.sql(f"ALTER TABLE {table(str(path))} SET TBLPROPERTIES ({pairs})")
+
+    def property_problem(self, key: str, value: str) -> str | None:
+        return None  # Delta checks its own properties when it sets them
 
     def _result(self, path: str, counted: bool = False) -> WriteResult:
         """What the last commit wrote. counted: the commit added only the written rows (an
