@@ -3,6 +3,11 @@ of `medallion compile` / `ls` on a 500-model project.
 
     python bench/overhead_bench.py --orders 300000 --repeat 3   # about a minute a run, 2 cores
     python bench/overhead_bench.py --orders 2000 --models 50    # CI's smoke run
+    python bench/overhead_bench.py --setups embedded,delta-spark,cluster --repeat 3
+
+--setups runs medallion on each setup in turn (see setups.py: the embedded engine, delta-spark on
+local[2], delta-spark on a 2-worker standalone cluster), alternating with the hand-written
+pipeline, and reports each one's median against it and against the first setup.
 
 Both start from an empty warehouse on the same landing files, each in its own process (JVM start
 included), one after the other; medallion's timed command is `run` (models, no data tests).
@@ -22,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import setups
 from streaming_bench import make_project, medallion
 
 HERE = Path(__file__).resolve().parent
@@ -29,7 +35,9 @@ HERE = Path(__file__).resolve().parent
 
 def timed(cmd, cwd=None) -> float:
     started = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
+    run = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=setups.env())
+    if run.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{run.stdout}{run.stderr}")
     return time.perf_counter() - started
 
 
@@ -62,14 +70,14 @@ def cli_seconds(project: Path, command: str, runs: int = 3) -> float:
                              for _ in range(runs))
 
 
-def run_medallion(project: Path) -> tuple[float, dict]:
+def run_medallion(project: Path, setup: str = "embedded") -> tuple[float, dict]:
     """Seconds of `medallion run` from an empty warehouse, and its run results by model."""
     for folder in ("warehouse", "target"):
         shutil.rmtree(project / folder, ignore_errors=True)
     # The hand-written script runs no data tests, so time `run` (models only) after the seed.
-    subprocess.run(medallion("seed", "--project-dir", str(project)), check=True,
-                   capture_output=True)
-    seconds = timed(medallion("run", "--project-dir", str(project)))
+    on = ["--project-dir", str(project), *setups.args(setup)]
+    subprocess.run(medallion("seed", *on), check=True, capture_output=True, env=setups.env())
+    seconds = timed(medallion("run", *on))
     return seconds, {r["name"]: r for r in json.loads(
         (project / "target/run_results.json").read_text())["results"]}
 
@@ -88,26 +96,36 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=500)
 
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--setups", default="embedded",
+                        help="comma-separated: embedded, delta-spark, cluster (see setups.py)")
     args = parser.parse_args()
+    chosen = setups.parse(args.setups)
 
     project, feed = make_project(args.orders, args.files)
-    medallion_runs, handwritten_runs = [], []
-    for _ in range(args.repeat):
-        medallion_runs.append(run_medallion(project))
-        handwritten_runs.append(run_handwritten(project))
-    medallion_seconds = statistics.median(seconds for seconds, _ in medallion_runs)
+    runs: dict[str, list] = {setup: [] for setup in chosen}
+    handwritten_runs = []
+    with setups.prepared(project, chosen):
+        for _ in range(args.repeat):
+            for setup in chosen:
+                runs[setup].append(run_medallion(project, setup))
+            handwritten_runs.append(run_handwritten(project))
     handwritten_seconds = statistics.median(h["seconds"] for h in handwritten_runs)
-    results = medallion_runs[-1][1]
+    medians = {setup: statistics.median(seconds for seconds, _ in done)
+               for setup, done in runs.items()}
     handwritten = handwritten_runs[-1]
     report = {
         "feed": feed,
         "runs": args.repeat,
-        "medallion_build_seconds": [round(seconds, 1) for seconds, _ in medallion_runs],
         "handwritten_seconds": [h["seconds"] for h in handwritten_runs],
-        "overhead_ratio_of_medians": round(medallion_seconds / handwritten_seconds, 2),
-        "medallion_rows_per_second": {
-            n: round((r["rows"] or 0) / r["seconds"]) for n, r in results.items()
-            if r["kind"] == "model" and r["rows"]},
+        "medallion_run_seconds": {setup: [round(seconds, 1) for seconds, _ in done]
+                                  for setup, done in runs.items()},
+        "ratio_of_medians_to_handwritten": {setup: round(m / handwritten_seconds, 2)
+                                            for setup, m in medians.items()},
+        f"ratio_of_medians_to_{chosen[0]}": {setup: round(m / medians[chosen[0]], 2)
+                                             for setup, m in medians.items()},
+        "medallion_rows_per_second": {setup: {
+            n: round((r["rows"] or 0) / r["seconds"]) for n, r in done[-1][1].items()
+            if r["kind"] == "model" and r["rows"]} for setup, done in runs.items()},
         "handwritten_rows_per_second": {
             n: round(t["rows"] / t["seconds"]) for n, t in handwritten["tables"].items()
             if t["seconds"]},

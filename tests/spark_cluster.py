@@ -230,3 +230,19 @@ def driver_conf(cluster: StandaloneCluster, workers: int) -> dict[str, str]:
             "spark.cores.max": str(workers),
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s"}
+
+
+def add_cluster_target(profiles_file: Path, cluster: StandaloneCluster, workers: int,
+                       name: str = "on-cluster") -> None:
+    """A target after the profile's others: the delta-spark engine on this cluster, tables in
+    the project's `warehouse` folder (which every process here shares)."""
+    conf = {**driver_conf(cluster, workers), "spark.sql.shuffle.partitions": 4}
+    profiles_file.write_text(profiles_file.read_text().rstrip("\n") + f"""
+    {name}:
+      engine: delta-spark
+      warehouse: warehouse
+      threads: 2
+      spark:
+        master: "{cluster.master_url}"
+        conf: {json.dumps(conf)}
+""")

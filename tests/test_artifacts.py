@@ -11,7 +11,7 @@ from medallion_cli.runner import NodeResult
 from test_streaming import BATCH_1, MODELS, land
 
 
-def test_manifest_and_run_results(project):
+def test_manifest_and_run_results(project, engine_name):
     root = project({**MODELS, "models/gold/counts.sql":
                     "select status, count(*) as n from {{ ref('silver_orders') }} group by status",
                     "models/props.yml": "models:\n  - name: counts\n    columns:\n"
@@ -37,7 +37,7 @@ def test_manifest_and_run_results(project):
     assert (runs["silver_orders"]["rows_read"], runs["counts"]["rows_read"]) == (5, 5)
 
 
-def test_json_log_format(project):
+def test_json_log_format(project, engine_name):
     root = project({"models/a.sql": "select 1 as id"})
     result = CliRunner().invoke(main, ["run", "--project-dir", str(root), "--log-format", "json"])
     events = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]

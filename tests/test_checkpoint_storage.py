@@ -4,7 +4,7 @@ given as a file:// URI, rebuilt with --full-refresh."""
 
 import json
 
-from conftest import PROFILE, read_delta
+from conftest import profile_for, read_delta
 from medallion_cli.engines.spark import list_files, read_text, remove_folder
 from medallion_cli.project import load_project
 
@@ -61,10 +61,11 @@ def test_hadoop_helpers_list_landing_files(spark, tmp_path):
     assert list_files(spark, f"file://{tmp_path}/nothing-landed-yet") == []
 
 
-def test_build_on_a_file_uri_warehouse_then_full_refresh(project, build, spark, tmp_path):
+def test_build_on_a_file_uri_warehouse_then_full_refresh(project, build, spark, tmp_path,
+                                                          engine_name):
     lake = tmp_path / "lake"
-    root = project(MODELS, profile=PROFILE.replace("warehouse: warehouse",
-                                                   f"warehouse: file://{lake}/"))
+    root = project(MODELS, profile=profile_for(engine_name).replace(
+        "warehouse: warehouse", f"warehouse: file://{lake}/"))
     land(root, "1.json", [{"id": 1, "kind": "a"}, {"id": 2, "kind": "b"}])
     assert {r.status for r in build(root).values()} == {"success"}
     assert not (root / "warehouse").exists()  # the URI's folder, not the project's default

@@ -6,7 +6,6 @@ These fit the delta-spark engine only: it is the one that scales past one machin
 engine commits through delta-rs on the driver's disk, which a cluster's executors do not share.)
 """
 
-import json
 import os
 import shutil
 import signal
@@ -16,7 +15,7 @@ import time
 
 import pytest
 from conftest import profile_for, read_delta
-from spark_cluster import driver_conf, standalone_cluster
+from spark_cluster import add_cluster_target, standalone_cluster
 from test_cross_engine import sample_copy, tables_of
 from test_streaming import (
     BATCH_1,
@@ -39,20 +38,6 @@ def cluster(tmp_path_factory):
         yield started
 
 
-def add_cluster_target(profiles_file, cluster) -> None:
-    """A target `on-cluster` after the profile's others: delta-spark on the test cluster."""
-    conf = {**driver_conf(cluster, WORKERS), "spark.sql.shuffle.partitions": 4}
-    profiles_file.write_text(profiles_file.read_text().rstrip("\n") + f"""
-    on-cluster:
-      engine: delta-spark
-      warehouse: warehouse
-      threads: 2
-      spark:
-        master: "{cluster.master_url}"
-        conf: {json.dumps(conf)}
-""")
-
-
 def medallion(root, *args, crash_at=None, wait=True):
     env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or "", "MEDALLION_WAREHOUSE": "warehouse"}
     command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root),
@@ -66,7 +51,7 @@ def medallion(root, *args, crash_at=None, wait=True):
 def test_the_sample_builds_on_the_cluster_with_the_tables_of_a_local_build(
         cluster, tmp_path, monkeypatch):
     on_cluster = sample_copy(tmp_path / "cluster")
-    add_cluster_target(on_cluster / "profiles/profiles.yml", cluster)
+    add_cluster_target(on_cluster / "profiles/profiles.yml", cluster, WORKERS)
     built = medallion(on_cluster, "build")
     assert built.returncode == 0, built.stdout + built.stderr
     assert cluster.state()["aliveworkers"] == WORKERS
@@ -79,7 +64,7 @@ def test_the_sample_builds_on_the_cluster_with_the_tables_of_a_local_build(
 
 def test_exactly_once_when_the_driver_is_killed_after_a_commit(cluster, project):
     root = project(MODELS, profile=profile_for("delta-spark"))
-    add_cluster_target(root / "profiles/profiles.yml", cluster)
+    add_cluster_target(root / "profiles/profiles.yml", cluster, WORKERS)
     land(root, "001.json", BATCH_1)
     assert medallion(root, "build").returncode == 0
     land(root, "002.json", BATCH_2)
@@ -105,7 +90,7 @@ from {{ source('landing', 'orders') }}
 def test_exactly_once_when_a_worker_is_killed_mid_batch(cluster, project):
     root = project({**MODELS, "models/bronze/bronze_orders.sql": SLOW_BRONZE},
                    profile=profile_for("delta-spark"))
-    add_cluster_target(root / "profiles/profiles.yml", cluster)
+    add_cluster_target(root / "profiles/profiles.yml", cluster, WORKERS)
     batches = [[{"order_id": 100 * f + i, "status": "placed", "op": "I", "seq": 1}
                 for i in range(8)] for f in range(3)]
     for number, batch in enumerate(batches):

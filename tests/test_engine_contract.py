@@ -6,7 +6,6 @@ from sqlglot import exp
 
 from medallion_cli.engines import MergeSpec, make_engine
 from medallion_cli.engines.native_sql import merge_sql, snapshot_sql
-from medallion_cli.errors import MedallionError
 from medallion_cli.project import Target
 
 

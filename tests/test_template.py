@@ -15,8 +15,8 @@ from medallion_cli.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build_and_test(project: Path):
-    inv = tasks.Invocation(project_dir=str(project))
+def build_and_test(project: Path, target: str | None = None):
+    inv = tasks.Invocation(project_dir=str(project), target=target)
     built = {r.name: r.status for r in tasks.build(inv, "build")}
     tested = {r.name: r.status for r in tasks.test(inv)}
     return built, tested
@@ -25,6 +25,9 @@ def build_and_test(project: Path):
 def test_no_input_project_builds_and_tests_green(tmp_path, spark, monkeypatch):
     monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
     project = Path(cookiecutter(str(ROOT), no_input=True, output_dir=str(tmp_path)))
+    delta_built, delta_tested = build_and_test(project, "local-delta")  # the delta-spark engine
+    assert set(delta_built.values()) == {"success"} and set(delta_tested.values()) == {"success"}
+    assert len(read_delta(project / "warehouse-delta/gold/gold_daily_revenue")) == 4
     assert project.name == "my_lakehouse"
     assert (project / "requirements.txt").read_text().strip() == (
         f"medallion-cli[test] @ {ROOT.as_uri()}")  # the package, not a copy of it

@@ -24,7 +24,7 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_watch_keeps_gold_fresh_and_stops_cleanly_on_ctrl_c(project):
+def test_watch_keeps_gold_fresh_and_stops_cleanly_on_ctrl_c(project, engine_name):
     root = project(WATCHED, project_yml=PROJECT)
     land(root, "001.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1}])
     proc = subprocess.Popen(
