@@ -28,14 +28,15 @@ def common_options(func):
     @click.option("--full-refresh", is_flag=True,
                   help="Rebuild incremental models and seeds from scratch.")
     @click.option("--vars", "vars_text", default=None, help="Variables as YAML or JSON.")
-    @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
+    @click.option("--debug", is_flag=True,
+                  help="Show Python tracebacks and Spark's own log (else in target/spark.log).")
     @functools.wraps(func)
     def wrapper(project_dir, profiles_dir, target, select, exclude, full_refresh, vars_text,
                 debug, **kwargs):
         try:
             inv = tasks.Invocation(project_dir, profiles_dir, target, tuple(select),
                                    tuple(exclude), full_refresh, tasks.parse_vars(vars_text),
-                                   kwargs.pop("threads", None))
+                                   kwargs.pop("threads", None), debug)
             return func(inv, debug=debug, **kwargs)
         except MedallionError as exc:
             if debug:
@@ -109,7 +110,7 @@ def compile(inv, debug):
         click.secho(f"note: {compiled.note}", fg="yellow", err=True)
     for node in compiled.nodes:
         click.echo(click.style(f"-- {node.name} ({node.file.rel_path})", fg="cyan"))
-        click.echo(node.sql.strip() + "\n")
+        click.echo(node.shown_sql.strip() + "\n")
 
 
 @main.command("ls", help="List models and seeds in DAG order with layer, materialization, "
@@ -177,26 +178,23 @@ def vacuum(inv, debug, retain, allow_short_retention):
 @click.option("--as-of", default=None, help="A version number or an ISO 8601 timestamp.")
 def show(inv, debug, model, limit, as_of):
     from . import maintenance
+    from .rowtext import rows_text
 
-    rows = maintenance.show(inv, model, limit, as_of).to_pandas()
-    click.echo(rows.to_string(index=False) if len(rows) else "(no rows)")
+    click.echo(rows_text(maintenance.show(inv, model, limit, as_of)))
 
 
-@main.command(help="List a table's versions: when, what operation, and its metrics.")
+@main.command(help="List a table's versions: when, what operation, and the rows it inserted, "
+                   "updated and deleted.")
 @common_options
 @click.argument("model")
 @click.option("--limit", default=None, type=int)
 def history(inv, debug, model, limit):
-    import datetime as dt
-
     from . import maintenance
 
     for commit in maintenance.history(inv, model, limit):
-        when = dt.datetime.fromtimestamp(commit["timestamp"] / 1000, dt.timezone.utc)
-        metrics = commit.get("operationMetrics") or {}
-        rows = metrics.get("num_added_rows", metrics.get("num_output_rows"))
-        click.echo(f"v{commit['version']:<5} {when:%Y-%m-%d %H:%M:%S}  {commit['operation']:<14}"
-                   + (f" rows={rows}" if rows is not None else ""))
+        changed = " ".join(f"{k}={v}" for k, v in commit.rows.items())
+        click.echo(f"v{commit.version:<5} {commit.when:%Y-%m-%d %H:%M:%S}  {commit.operation:<17}"
+                   f" {changed}".rstrip())
 
 
 @main.command(help="Make an old version of a table current again (as a new version).")

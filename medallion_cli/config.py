@@ -32,6 +32,7 @@ CONFIG_KEYS = {
     "column_types": None,
     "optimize_after_files": None,
     "table_properties": None,
+    "tombstone_retention": None,
 }
 
 
@@ -40,7 +41,7 @@ class NodeConfig:
     materialized: str = "table"
     strategy: str = "append"
     unique_key: tuple[str, ...] = ()
-    sequence_by: str | None = None
+    sequence_by: tuple[str, ...] = ()  # columns ordering a key's rows, the first first
     delete_when: str | None = None
     scd_type: int = 1
     trigger: str = "available_now"
@@ -52,6 +53,7 @@ class NodeConfig:
     column_types: dict = field(default_factory=dict)
     optimize_after_files: int | None = None  # streaming: compact once the table has more files
     table_properties: dict = field(default_factory=dict)  # Delta table properties, as strings
+    tombstone_retention: str = "30 days"  # how long a MERGE remembers a deleted key
 
     def as_dict(self) -> dict:
         return {key: getattr(self, key) for key in CONFIG_KEYS}
@@ -65,9 +67,18 @@ def _as_tuple(value) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-def _is_interval(text: str) -> bool:
+UNIT_SECONDS = {"millisecond": 0.001, "second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+def interval_seconds(text: str) -> float | None:
+    """'30 seconds', '2 days' as seconds; None when the text is not such an interval."""
     amount, _, unit = text.strip().partition(" ")
-    return amount.isdigit() and unit.rstrip("s") in ("millisecond", "second", "minute", "hour")
+    scale = UNIT_SECONDS.get(unit.strip().rstrip("s"))
+    return int(amount) * scale if amount.isdigit() and scale else None
+
+
+def _is_interval(text: str) -> bool:
+    return interval_seconds(text) is not None
 
 
 def _expectations(raw, origin: str) -> dict:
@@ -147,7 +158,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         materialized=raw.get("materialized", "table"),
         strategy=raw.get("strategy", "append"),
         unique_key=_as_tuple(raw.get("unique_key")),
-        sequence_by=raw.get("sequence_by"),
+        sequence_by=_as_tuple(raw.get("sequence_by")),
         delete_when=raw.get("delete_when"),
         scd_type=int(raw.get("scd_type", 1)),
         trigger=str(raw.get("trigger", "available_now")),
@@ -160,7 +171,11 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         optimize_after_files=_positive_int(raw.get("optimize_after_files"),
                                            "optimize_after_files", origin),
         table_properties=_table_properties(raw.get("table_properties") or {}, origin),
+        tombstone_retention=str(raw.get("tombstone_retention", "30 days")),
     )
+    if not _is_interval(config.tombstone_retention):
+        raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
+                             path=origin, hint="an interval such as '30 days' or '12 hours'")
     if config.trigger != "available_now" and not _is_interval(config.trigger):
         raise MedallionError(f"config 'trigger' is {config.trigger!r}", path=origin,
                              hint="use 'available_now' or an interval such as '30 seconds'")

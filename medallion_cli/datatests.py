@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from .errors import MedallionError, closest
 from .project import NodeFile, Project
-from .rendering import Recorded, Renderer
+from .rendering import Recorded, Renderer, masked
+from .rowtext import rows_text
 
 TEST_CONFIG_KEYS = ("severity", "error_if", "warn_if", "tags", "enabled", "name")
 SEVERITIES = ("error", "warn")
@@ -35,6 +36,11 @@ class DataTest:
     error_if: str = "!=0"
     warn_if: str = "!=0"
     tags: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()  # values of secret env_var()s in the SQL
+
+    @property
+    def shown_sql(self) -> str:
+        return masked(self.sql, self.secrets)
 
     def outcome(self, failures: int) -> str:
         """success, warn or error for a failing-row count."""
@@ -140,7 +146,8 @@ def _make(name, sql, record: Recorded, origin, key, config) -> DataTest:
                     origin=origin, key=key, severity=config.get("severity", "error"),
                     error_if=str(config.get("error_if", "!=0")),
                     warn_if=str(config.get("warn_if", "!=0")),
-                    tags=(tags,) if isinstance(tags, str) else tuple(tags))
+                    tags=(tags,) if isinstance(tags, str) else tuple(tags),
+                    secrets=tuple(record.secrets))
 
 
 @dataclass(frozen=True)
@@ -157,8 +164,7 @@ def run_test(spark, test: DataTest, limit: int = SHOW_ROWS) -> TestRun:
         failures = failing.count()
         sample = ""
         if failures:
-            shown = failing.limit(limit).toPandas()
-            sample = shown.to_string(index=False, max_colwidth=40)
+            sample = rows_text(failing.limit(limit).toArrow())
             if failures > limit:
                 sample += f"\n... {failures - limit} more"
     except Exception as exc:

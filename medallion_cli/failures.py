@@ -28,6 +28,11 @@ def changed_upstream(path: str, version: int | str) -> str:
             "tables, or rebuild the reading model with --full-refresh")
 
 
+CONCURRENT_COMMIT = ("another build committed to this table at the same time, so this write was "
+                     "refused and added nothing: run one build per warehouse at a time, then "
+                     "build again to go on")
+
+
 def _delta_changed_upstream(text: str) -> str:
     version = re.search(r"at version (\d+)", text)
     path = re.search(r"found at path (\S+?)\.?$", text, re.MULTILINE)
@@ -35,8 +40,31 @@ def _delta_changed_upstream(text: str) -> str:
                             version.group(1) if version else "?")
 
 
-# Error class -> how to say it, given Spark's whole error text.
-REWRITES = {"DELTA_SOURCE_TABLE_IGNORE_CHANGES": _delta_changed_upstream}
+def _raised(reason: str, text: str) -> str:
+    """A check medallion raised inside a Spark job (raise_error): its own words."""
+    return ERROR_CLASS.sub("", reason, count=1).strip()
+
+
+# Error class -> how to say it, given the error's line and Spark's whole error text.
+REWRITES = {"DELTA_SOURCE_TABLE_IGNORE_CHANGES": lambda reason, text: _delta_changed_upstream(text),
+            "USER_RAISED_EXCEPTION": _raised,
+            **{name: lambda reason, text: CONCURRENT_COMMIT for name in (
+                "DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_TRANSACTION",
+                "DELTA_CONCURRENT_WRITE", "DELTA_CONCURRENT_DELETE_READ",
+                "DELTA_CONCURRENT_DELETE_DELETE", "DELTA_METADATA_CHANGED")}}
+
+
+def _csv_header(text: str) -> str | None:
+    """Spark's header check (enforceSchema=false) as one line naming the file."""
+    if "CSV header does not conform to the schema" not in text:
+        return None
+    found = {key: re.search(rf"^\s*{key}: (.*)$", text, re.MULTILINE)
+             for key in ("Header", "Schema", "CSV file")}
+    said = {key: m.group(1).strip() if m else "?" for key, m in found.items()}
+    said["CSV file"] = said["CSV file"].removeprefix("file://")
+    return (f"the header of {said['CSV file']} ({said['Header']}) does not name the source's "
+            f"columns in order ({said['Schema']}), so its values would land in the wrong "
+            "columns: move the file out of the landing folder, fix its header, and land it again")
 
 
 def error_message(exc: BaseException) -> str:
@@ -45,6 +73,9 @@ def error_message(exc: BaseException) -> str:
         return str(exc)
     text = str(exc).strip() or type(exc).__name__
     lines = text.splitlines()
+    csv_header = _csv_header(text)
+    if csv_header:
+        return csv_header
     if "Traceback (most recent call last)" in text:
         reasons = [line.strip() for line in lines if PYTHON_ERROR_LINE.match(line)]
         if reasons:
@@ -59,15 +90,16 @@ def _spark_reason(lines: list[str], text: str) -> str | None:
     for line in lines:
         stripped = line.strip()
         match = JAVA_CAUSE.match(stripped)
-        message = match.group("message") if match else stripped.split(": ", 1)[-1]
+        message = (match.group("message") if match else stripped
+                   if ERROR_CLASS.match(stripped) else stripped.split(": ", 1)[-1])
         if (match or ERROR_CLASS.match(message)) and message:
             causes.append(SQLSTATE.sub("", message).strip())
     classed = [i for i, c in enumerate(causes) if ERROR_CLASS.match(c)]
     if not classed:
         return None
     reason = causes[classed[-1]]
-    name = ERROR_CLASS.match(reason).group("name")
+    name = ERROR_CLASS.match(reason).group("name").split(".")[0]  # no sub-class
     if name in REWRITES:
-        return REWRITES[name](text)
+        return REWRITES[name](reason, text)
     deeper = causes[classed[-1] + 1:]
     return f"{reason} ({deeper[-1]})" if deeper else reason

@@ -6,13 +6,16 @@ engine; on the embedded engine they need only the Delta log, so no JVM starts.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
-from .engines import make_engine
+from .engines import Engine
 from .errors import MedallionError, closest
+from .failures import error_message
+from .locking import warehouse_lock
 from .project import QUARANTINE_SUFFIX
-from .tasks import Invocation, Loaded, load, selected_nodes
+from .tasks import Invocation, Loaded, engine_of, load, selected_nodes
 
 MIN_RETENTION_HOURS = 168  # Delta's default: a week of versions stays readable
 
@@ -32,7 +35,7 @@ def parse_hours(text: str) -> float:
     return value * {"h": 1, "d": 24, "m": 1 / 60}[unit]
 
 
-def table_of(loaded: Loaded, name: str) -> TableRef:
+def table_of(loaded: Loaded, engine: Engine, name: str) -> TableRef:
     """The Delta table of a model, seed or quarantine, by name."""
     graph, project = loaded.graph, loaded.project
     base = name[:-len(QUARANTINE_SUFFIX)] if name.endswith(QUARANTINE_SUFFIX) else name
@@ -43,16 +46,15 @@ def table_of(loaded: Loaded, name: str) -> TableRef:
     if node.config.materialized == "view":
         raise MedallionError(f"'{name}' is a view: it has no table", path=node.file.rel_path)
     path = project.quarantine_path(node.file) if base != name else project.table_path(node.file)
-    engine = make_engine(project.target)
     if not engine.table_exists(path):
         raise MedallionError(f"'{name}' has no table yet (nothing at {path})",
                              hint=f"build it: medallion build -s {base}")
     return TableRef(name, path)
 
 
-def _selected_tables(inv: Invocation) -> tuple[Loaded, list[TableRef]]:
+def _selected_tables(inv: Invocation) -> tuple[Loaded, Engine, list[TableRef]]:
     loaded = load(inv)
-    engine = make_engine(loaded.project.target)
+    engine = engine_of(loaded.project, inv)
     tables = []
     for name in selected_nodes(inv, loaded.graph, tests=loaded.tests):
         node = loaded.graph.nodes[name]
@@ -61,14 +63,14 @@ def _selected_tables(inv: Invocation) -> tuple[Loaded, list[TableRef]]:
         refs = (TableRef(name, loaded.project.table_path(node.file)),
                 TableRef(name + QUARANTINE_SUFFIX, loaded.project.quarantine_path(node.file)))
         tables += [t for t in refs if engine.table_exists(t.path)]
-    return loaded, tables
+    return loaded, engine, tables
 
 
 def optimize(inv: Invocation) -> list[tuple[str, dict]]:
     """Compact each selected table's small files (streaming writes many)."""
-    loaded, tables = _selected_tables(inv)
-    engine = make_engine(loaded.project.target)
-    return [(t.name, engine.optimize(t.path)) for t in tables]
+    loaded, engine, tables = _selected_tables(inv)
+    with warehouse_lock(loaded.project.target.warehouse, "optimize"):
+        return [(t.name, engine.optimize(t.path)) for t in tables]
 
 
 def vacuum(inv: Invocation, retain: str, allow_short_retention: bool = False):
@@ -79,37 +81,73 @@ def vacuum(inv: Invocation, retain: str, allow_short_retention: bool = False):
             f"--retain {retain} is shorter than {MIN_RETENTION_HOURS}h: readers and streaming "
             "queries still on older versions would lose their files",
             hint="pass --allow-short-retention if nothing reads older versions")
-    loaded, tables = _selected_tables(inv)
-    engine = make_engine(loaded.project.target)
-    return [(t.name, len(engine.vacuum(t.path, hours, enforce_retention=False)))
-            for t in tables]
+    loaded, engine, tables = _selected_tables(inv)
+    with warehouse_lock(loaded.project.target.warehouse, "vacuum"):
+        return [(t.name, len(engine.vacuum(t.path, hours, enforce_retention=False)))
+                for t in tables]
 
 
-def history(inv: Invocation, name: str, limit: int | None = None) -> list[dict]:
+def _one_table(inv: Invocation, name: str) -> tuple[Loaded, Engine, TableRef]:
     loaded = load(inv)
-    return make_engine(loaded.project.target).history(table_of(loaded, name).path, limit)
+    engine = engine_of(loaded.project, inv)
+    return loaded, engine, table_of(loaded, engine, name)
+
+
+@dataclass(frozen=True)
+class Commit:
+    version: int
+    when: dt.datetime
+    operation: str
+    rows: dict  # inserted / updated / deleted / written, as far as the commit says
+
+
+# Row counts in commit metrics, as delta-rs and Delta Lake for Spark name them.
+ROW_METRICS = {
+    "inserted": ("num_target_rows_inserted", "numTargetRowsInserted"),
+    "updated": ("num_target_rows_updated", "numTargetRowsUpdated"),
+    "deleted": ("num_target_rows_deleted", "numTargetRowsDeleted", "num_deleted_rows",
+                "numDeletedRows"),
+    "written": ("num_added_rows", "numOutputRows"),
+}
+
+
+def describe_commit(commit: dict) -> Commit:
+    metrics = commit.get("operationMetrics") or {}
+    rows = {}
+    for label, names in ROW_METRICS.items():
+        found = next((metrics[n] for n in names if metrics.get(n) is not None), None)
+        if found is not None:
+            rows[label] = int(found)
+    if "inserted" in rows:  # a MERGE: what it wrote is what it inserted and updated
+        rows.pop("written", None)
+    return Commit(commit["version"],
+                  dt.datetime.fromtimestamp(commit["timestamp"] / 1000, dt.timezone.utc),
+                  commit["operation"], rows)
+
+
+def history(inv: Invocation, name: str, limit: int | None = None) -> list[Commit]:
+    _, engine, table = _one_table(inv, name)
+    return [describe_commit(c) for c in engine.history(table.path, limit)]
 
 
 def show(inv: Invocation, name: str, limit: int = 20, as_of: str | None = None):
     """The table's rows now, or as of a version (a number) or a timestamp (ISO 8601)."""
-    loaded = load(inv)
+    _, engine, table = _one_table(inv, name)
     target = int(as_of) if as_of is not None and as_of.isdigit() else as_of
     try:
-        return make_engine(loaded.project.target).snapshot(table_of(loaded, name).path, target,
-                                                           limit)
+        return engine.snapshot(table.path, target, limit)
     except MedallionError:
         raise
     except Exception as exc:
-        raise MedallionError(f"cannot read '{name}' as of {as_of}: {exc}",
+        raise MedallionError(f"cannot read '{name}' as of {as_of}: {error_message(exc)}",
                              hint="medallion history lists its versions and times") from exc
 
 
 def restore(inv: Invocation, name: str, version: int) -> int:
     """Make an old version current again (as a new version); returns the new version."""
-    loaded = load(inv)
-    table = table_of(loaded, name)
-    engine = make_engine(loaded.project.target)
+    loaded, engine, table = _one_table(inv, name)
     current = engine.table_version(table.path)
     if not 0 <= version <= current:
         raise MedallionError(f"'{name}' has versions 0 to {current}; there is no version {version}")
-    return engine.restore(table.path, version)
+    with warehouse_lock(loaded.project.target.warehouse, "restore"):
+        return engine.restore(table.path, version)

@@ -41,11 +41,12 @@ class Console:
         self.total = 0
         self.done = 0
         self.running: dict[str, float] = {}
+        self.phase_started: tuple[str, float] | None = None  # ("starting Spark", when)
         self.lock = threading.Lock()
         self.stop = threading.Event()
 
     def reporter(self) -> Reporter:
-        return Reporter(self.start, self.begin, self.result, self.batch)
+        return Reporter(self.start, self.begin, self.result, self.batch, self.phase)
 
     def _emit(self, event: str, **fields) -> None:
         click.echo(json.dumps({"event": event, **fields}, default=str))
@@ -70,12 +71,20 @@ class Console:
         with self.lock:
             self.running[name] = time.monotonic()
 
+    def phase(self, what: str | None) -> None:
+        with self.lock:
+            self.phase_started = (what, time.monotonic()) if what else None
+
     def _tick(self) -> None:
         while not self.stop.wait(0.5):
             with self.lock:
                 now = time.monotonic()
                 busy = ", ".join(f"{n} ({now - t:.0f}s)" for n, t in self.running.items())
-                if busy:
+                if self.phase_started:
+                    what, since = self.phase_started
+                    status = f"  {what} ({now - since:.0f}s)"
+                    click.echo(ERASE_LINE + status, nl=False, color=True)
+                elif busy:
                     status = f"  [{self.done}/{self.total}] running: {busy}"
                     click.echo(ERASE_LINE + status[:150], nl=False, color=True)
 

@@ -6,6 +6,7 @@ Nothing here starts Spark: `compile` and `ls` must answer without a JVM.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,9 @@ PROJECT_FILE = "medallion_project.yml"
 PROFILES_FILE = "profiles.yml"
 ENGINES = ("embedded", "delta-spark")
 SOURCE_FORMATS = ("json", "csv", "parquet", "delta")
+UNKNOWN_FIELDS = ("rescue", "fail", "ignore")  # what JSON fields outside the schema become
 QUARANTINE_SUFFIX = "_quarantine"
+TOMBSTONE_SUFFIX = "_tombstones"
 # Bronze keeps whatever new columns land; other layers fail on them unless told otherwise.
 LAYER_DEFAULTS = {"bronze": {"on_schema_change": "append_new_columns"}}
 
@@ -48,6 +51,7 @@ class SourceTable:
     schema: str | None
     options: dict
     origin: str
+    unknown_fields: str = "rescue"  # JSON fields outside the schema: rescue | fail | ignore
 
     @property
     def relation(self) -> str:
@@ -89,6 +93,10 @@ class Project:
         """Where rows a model's `drop` expectations reject are kept, beside its table."""
         return self.table_path(node) + QUARANTINE_SUFFIX
 
+    def tombstone_path(self, node: NodeFile) -> str:
+        """Where a MERGE model with deletes remembers the keys it deleted, beside its table."""
+        return self.table_path(node) + TOMBSTONE_SUFFIX
+
     def checkpoint_path(self, node: NodeFile) -> str:
         """Where a streaming model's Structured Streaming checkpoint lives."""
         return join(self.target.warehouse, "_checkpoints", node.layer, node.name)
@@ -106,6 +114,28 @@ def env_var(name: str, default: str | None = None) -> str:
     return value
 
 
+class YamlMap(dict):
+    """A YAML mapping that knows its line and each key's line (1-based), for errors."""
+
+    line: int | None = None
+    lines: dict = {}
+
+
+class _LineLoader(yaml.SafeLoader):
+    pass
+
+
+def _mapping_with_lines(loader: _LineLoader, node) -> YamlMap:
+    mapping = YamlMap(loader.construct_mapping(node, deep=True))
+    mapping.line = node.start_mark.line + 1
+    mapping.lines = {key.value: key.start_mark.line + 1 for key, _ in node.value
+                     if isinstance(key.value, str)}
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_with_lines)
+
+
 def read_yaml(path: Path, render_env: bool = False) -> dict:
     """Parse a YAML file (optionally rendering env_var() first); errors name the file and line."""
     try:
@@ -116,7 +146,7 @@ def read_yaml(path: Path, render_env: bool = False) -> dict:
         if render_env:
             text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(text).render(
                 env_var=env_var)
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise MedallionError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
@@ -176,6 +206,20 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
     )
 
 
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_name(name: str, kind: str, rel_path: str) -> None:
+    """A model's or seed's name becomes its table's and checkpoint's folder and a SQL relation:
+    only identifier-like names, so none escapes its folder (`..`) or needs quoting."""
+    if not IDENTIFIER.fullmatch(name):
+        raise MedallionError(
+            f"the {kind} name {name!r} (from the file name) is not allowed: names are letters, "
+            "digits and underscores, not starting with a digit", path=rel_path,
+            hint="rename the file, e.g. " + (re.sub(r"\W+", "_", name).strip("_") or "my_model")
+            + Path(rel_path).suffix)
+
+
 def _folder_config(tree: dict, rel_parts: tuple[str, ...]) -> dict:
     """Config for a file from the nested per-folder mapping in medallion_project.yml."""
     layers = []
@@ -209,9 +253,55 @@ def _discover(root: Path, dirs: list[str], suffix: str) -> list[tuple[Path, Path
     return found
 
 
+# The keys each mapping of a properties file (models/**/*.yml, seeds/*.yml) may have: a
+# misspelled one (`colums:`) would otherwise be ignored, and the tests under it with it.
+PROPERTY_KEYS = {
+    "file": ("version", "models", "seeds", "sources"),
+    "models": ("name", "description", "config", "columns", "tests", "data_tests", "meta", "docs"),
+    "columns": ("name", "description", "tests", "data_tests", "data_type", "type", "meta",
+                "quote"),
+    "sources": ("name", "description", "path", "format", "options", "tables", "meta",
+                "unknown_fields"),
+    "tables": ("name", "description", "format", "path", "schema", "columns", "options", "meta",
+               "unknown_fields"),
+}
+PROPERTY_KEYS["seeds"] = PROPERTY_KEYS["models"]
+
+
+def _check_property_keys(value, kind: str, origin: str, where: str) -> None:
+    """Every key of a properties mapping is one medallion reads (with file, line and the
+    closest valid key otherwise); lists under `kind` are walked down to their columns."""
+    if not isinstance(value, dict):
+        raise MedallionError(f"{where}: expected a mapping, found {type(value).__name__}",
+                             path=origin, line=getattr(value, "line", None))
+    allowed = PROPERTY_KEYS[kind]
+    for key in value:
+        if key not in allowed:
+            raise MedallionError(
+                f"{where}: unknown key '{key}'. {closest(str(key), allowed)}".strip(),
+                path=origin, line=getattr(value, "lines", {}).get(key),
+                hint="keys here: " + ", ".join(allowed))
+    children = {"file": ("models", "seeds", "sources"), "models": ("columns",),
+                "seeds": ("columns",), "sources": ("tables",), "tables": ("columns",)}
+    for child in children.get(kind, ()):
+        items = value.get(child) or []
+        if not isinstance(items, list):
+            raise MedallionError(f"{where}: '{child}' must be a list", path=origin,
+                                 line=getattr(value, "lines", {}).get(child))
+        for i, item in enumerate(items):
+            name = item.get("name", i) if isinstance(item, dict) else i
+            _check_property_keys(item, child, origin,
+                                 f"{child}[{name}]" if kind == "file" else f"{where}.{child}[{name}]")
+
+
 def _properties(root: Path, model_dirs: list[str]) -> list[tuple[Path, dict]]:
     files = _discover(root, model_dirs, ".yml") + _discover(root, model_dirs, ".yaml")
-    return [(path, read_yaml(path)) for _, path in files]
+    found = []
+    for _, path in files:
+        data = read_yaml(path)
+        _check_property_keys(data, "file", str(path.relative_to(root)), "properties")
+        found.append((path, data))
+    return found
 
 
 def _schema_ddl(table: dict, where: str) -> str | None:
@@ -247,12 +337,18 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                     raise MedallionError(
                         f"source '{sname}.{tname}' has unknown format '{fmt}'", path=origin,
                         hint="formats: " + ", ".join(SOURCE_FORMATS))
+                unknown = table.get("unknown_fields", source.get("unknown_fields", "rescue"))
+                if unknown not in UNKNOWN_FIELDS:
+                    raise MedallionError(
+                        f"source '{sname}.{tname}' has unknown_fields: {unknown!r}", path=origin,
+                        line=getattr(table, "lines", {}).get("unknown_fields"),
+                        hint="unknown_fields: " + " | ".join(UNKNOWN_FIELDS))
                 sources[(sname, tname)] = SourceTable(
                     source=sname, name=tname, format=fmt,
                     path=_table_location(table, base, f"{origin}, source {sname}.{tname}"),
                     schema=_schema_ddl(table, f"{origin}, source {sname}.{tname}"),
                     options={**(source.get("options") or {}), **(table.get("options") or {})},
-                    origin=origin)
+                    origin=origin, unknown_fields=unknown)
     return sources
 
 
@@ -295,8 +391,16 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
                 if "name" not in entry:
                     raise MedallionError(f"an entry under '{kind}' has no 'name'",
                                          path=path.relative_to(root))
-                check_keys(entry.get("config") or {}, str(path.relative_to(root)))
-                yaml_entries[entry["name"]] = (str(path.relative_to(root)), entry)
+                origin = str(path.relative_to(root))
+                check_keys(entry.get("config") or {}, origin)
+                if entry["name"] in yaml_entries:
+                    raise MedallionError(
+                        f"'{entry['name']}' is described twice: here and in "
+                        f"{yaml_entries[entry['name']][0]}", path=origin,
+                        line=getattr(entry, "line", None),
+                        hint="keep one entry per model or seed (its tests and config would "
+                             "otherwise be lost)")
+                yaml_entries[entry["name"]] = (origin, entry)
 
     nodes: dict[str, NodeFile] = {}
     for kind, dirs, suffix, tree in (("seed", seed_dirs, ".csv", seeds_tree),
@@ -304,6 +408,7 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
         for base, path in _discover(root, dirs, suffix):
             rel = path.relative_to(base)
             name = path.stem
+            _check_name(name, kind, str(path.relative_to(root)))
             if name in nodes:
                 raise MedallionError(
                     f"two files define '{name}': {nodes[name].rel_path} and "

@@ -19,6 +19,18 @@ from .errors import MedallionError, closest
 from .locations import is_remote
 from .project import NodeFile, Project, env_var
 
+# env_var() values of variables named so are credentials: they are in the SQL Spark runs, but
+# masked wherever SQL is written down (target/compiled, manifest.json, the docs page).
+SECRET_ENV_PREFIX = "MEDALLION_SECRET_"
+MASK = "*****"
+
+
+def masked(text: str | None, secrets: tuple[str, ...]) -> str | None:
+    for secret in secrets:
+        if text is not None and secret:
+            text = text.replace(secret, MASK)
+    return text
+
 
 @dataclass(frozen=True)
 class CompiledNode:
@@ -28,6 +40,12 @@ class CompiledNode:
     refs: tuple[str, ...]
     sources: tuple[tuple[str, str], ...]
     is_incremental: bool
+    secrets: tuple[str, ...] = ()  # values of secret env_var()s in the SQL
+
+    @property
+    def shown_sql(self) -> str | None:
+        """The SQL as written down for people: secrets masked."""
+        return masked(self.sql, self.secrets)
 
     @property
     def name(self) -> str:
@@ -81,6 +99,7 @@ class Recorded:
     captured: dict = field(default_factory=dict)
     refs: list[str] = field(default_factory=list)
     sources: list[tuple[str, str]] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
 
 
 class Renderer:
@@ -151,8 +170,14 @@ class Renderer:
                                  hint="set it under 'vars:' in medallion_project.yml or "
                                       "pass --vars '{" + name + ": ...}'")
 
+        def secret_aware_env_var(name: str, default: str | None = None) -> str:
+            value = env_var(name, default)
+            if name.startswith(SECRET_ENV_PREFIX):
+                record.secrets.append(value)
+            return value
+
         context = {**self.env.globals, "ref": ref, "source": source, "config": config, "var": var,
-                   "env_var": env_var, "is_incremental": is_incremental}
+                   "env_var": secret_aware_env_var, "is_incremental": is_incremental}
         if self_name:
             context["this"] = relation(self_name)
         # shared=True makes `context` itself the macros' namespace, so macros from one file
@@ -226,7 +251,7 @@ class Renderer:
         check_keys(record.captured, node.rel_path)
         cfg = resolve_config(merge_layers(node.yaml_config, record.captured), node.rel_path)
         return CompiledNode(node, cfg, sql, tuple(record.refs), tuple(record.sources),
-                            is_incremental())
+                            is_incremental(), tuple(record.secrets))
 
 
 def _delta_table_exists(path: str) -> bool:

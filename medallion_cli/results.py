@@ -17,7 +17,7 @@ def write_compiled(project: Project, nodes: list[CompiledNode]) -> None:
         if node.sql is not None:
             out = project.target_dir / "compiled" / node.file.rel_path
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(node.sql)
+            out.write_text(node.shown_sql)
 
 
 def write_manifest(project: Project, graph, tests) -> Path:
@@ -33,7 +33,7 @@ def write_manifest(project: Project, graph, tests) -> Path:
             "depends_on": {"refs": list(node.refs),
                            "sources": [f"{s}.{t}" for s, t in node.sources]},
             "children": list(graph.children.get(name, ())),
-            "compiled_sql": node.sql,
+            "compiled_sql": node.shown_sql,
             "table": None if materialized == "view" else project.table_path(node.file),
             "checkpoint": (project.checkpoint_path(node.file)
                            if materialized == "streaming" else None),
@@ -48,7 +48,7 @@ def write_manifest(project: Project, graph, tests) -> Path:
         "sources": {f"{s.source}.{s.name}": {"format": s.format, "path": str(s.path),
                                              "schema": s.schema} for s in project.sources.values()},
         "tests": {name: {"depends_on": list(t.refs), "severity": t.severity, "origin": t.origin,
-                         "key": t.key, "compiled_sql": t.sql} for name, t in tests.items()},
+                         "key": t.key, "compiled_sql": t.shown_sql} for name, t in tests.items()},
     }, indent=2, default=str))
     return out
 

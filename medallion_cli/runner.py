@@ -12,9 +12,14 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from .build.batch import build_batch
+from .build.context import BuildContext
+from .build.inputs import register_relations
+from .build.rows import with_views
+from .build.streaming import build_streaming
 from .datatests import DataTest, run_test
+from .engines import in_session
 from .failures import error_message
-from .materializations import VIEWS_LOCK, BuildContext, build_node, register_relations
 
 
 @dataclass(frozen=True)
@@ -48,11 +53,17 @@ def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult
     return replace(result, seconds=time.perf_counter() - start)
 
 
+def own_session(ctx: BuildContext) -> BuildContext:
+    """The context with a Spark session of its own (one SparkContext for all)."""
+    return replace(ctx, engine=in_session(ctx.engine, ctx.engine.spark.newSession()))
+
+
 def run_node(ctx: BuildContext, name: str) -> NodeResult:
     node = ctx.graph.nodes[name]
+    build = build_streaming if node.config.materialized == "streaming" else build_batch
 
     def work() -> NodeResult:
-        outcome = build_node(ctx, node)
+        outcome = build(own_session(ctx), node)
         write = outcome.write
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
                           rows=write.rows if write else None, rows_read=outcome.rows_read,
@@ -65,9 +76,10 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
 
 def run_data_test(ctx: BuildContext, test: DataTest) -> NodeResult:
     def work() -> NodeResult:
-        with VIEWS_LOCK:  # a test is a small query: analysed and run under the lock
-            register_relations(ctx, test.refs, test.sources)
-            run = run_test(ctx.engine.spark, test)
+        test_ctx = own_session(ctx)
+        register_relations(test_ctx, test.refs, test.sources,
+                           given=with_views(test_ctx, test.refs))
+        run = run_test(test_ctx.engine.spark, test)
         word = {"success": "passed", "warn": "warned", "error": "failed"}[run.status]
         message = (f"{word}: {run.failures} failing row(s) ({test.origin}, {test.key})\n{run.sample}"
                    if run.failures else "")

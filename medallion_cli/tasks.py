@@ -14,13 +14,15 @@ from typing import Callable
 
 import yaml
 
+from .build.context import BuildContext
+from .build.state import mark_refreshes
 from .datatests import DataTest, load_tests
 from .engines import Engine, make_engine
 from .errors import MedallionError
 from .graph import Graph, build_graph, select, select_tests
 from .locations import is_remote
-from .materializations import BuildContext
-from .project import Project, Target, load_project
+from .locking import warehouse_lock
+from .project import Project, load_project
 from .rendering import CompiledNode, Renderer
 from .results import write_compiled, write_manifest, write_run_results
 from .runner import NodeResult, execute, run_data_test, run_node, timed
@@ -38,6 +40,7 @@ class Invocation:
     full_refresh: bool = False
     vars: dict = field(default_factory=dict)
     threads: int | None = None
+    debug: bool = False  # Spark's own output on the terminal, not in target/spark.log
 
 
 def parse_vars(text: str | None) -> dict:
@@ -61,12 +64,18 @@ class Loaded:
     engine: Engine | None = None  # a build's: is_incremental() asked it whether tables exist
 
 
-def load(inv: Invocation, engine: Callable[[Target], Engine] | None = None) -> Loaded:
-    """Load and render the project. A build passes how to get the target's engine, so that
-    is_incremental() asks it whether each table exists, wherever the warehouse is; without one
-    (compile, ls, docs) rendering looks at the local disk only and reads no remote warehouse."""
+def engine_of(project: Project, inv: Invocation) -> Engine:
+    """The target's engine; Spark's own output goes to target/spark.log unless --debug."""
+    return make_engine(project.target, None if inv.debug else project.target_dir / "spark.log")
+
+
+def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = False) -> Loaded:
+    """Load and render the project. A build asks for the engine (with_engine, or passes its
+    own), so that is_incremental() asks it whether each table exists, wherever the warehouse is;
+    without one (compile, ls, docs) rendering looks at the local disk only and reads no remote
+    warehouse."""
     project = load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
-    made = engine(project.target) if engine else None
+    made = engine or (engine_of(project, inv) if with_engine else None)
     renderer = Renderer(project, inv.full_refresh, made.table_exists if made else None)
     graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
     for node in graph.nodes.values():
@@ -144,6 +153,7 @@ class Reporter:
     begin: Callable[[str], None] = lambda name: None
     result: Callable[[NodeResult], None] = lambda result: None
     batch: Callable = lambda report: None  # a streaming micro-batch under --watch
+    phase: Callable[[str | None], None] = lambda what: None  # "starting Spark"; None: done
 
 
 @dataclass(frozen=True)
@@ -186,21 +196,34 @@ def runner(ctx: BuildContext, tests: dict[str, DataTest]) -> Callable[[str], Nod
                          else run_node(ctx, name))
 
 
-def _context(loaded: Loaded, inv: Invocation) -> BuildContext:
+def _context(loaded: Loaded, inv: Invocation, selected=(),
+             report: Reporter = Reporter()) -> BuildContext:
     """The build context, with its engine started: a start that fails (no JARs, no master) is
     a usage error before any node runs, not a failure of each node."""
     # The session lives as long as the process: one JVM start per invocation (and per test run).
-    engine = loaded.engine or make_engine(loaded.project.target)
-    _ = engine.spark
-    return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh)
+    engine = loaded.engine or engine_of(loaded.project, inv)
+    report.phase("starting Spark")
+    try:
+        _ = engine.spark
+    finally:
+        report.phase(None)
+    return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh,
+                        frozenset(selected))
 
 
 def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Reporter = Reporter(),
           watch: bool = False) -> list[NodeResult]:
     """Build the selected nodes once (with `build`, each followed by its data tests); with
-    `watch`, then keep them running and fresh until SIGINT/SIGTERM (see watch.py)."""
+    `watch`, then keep them running and fresh until SIGINT/SIGTERM (see watch.py). The
+    warehouse's lock is held throughout: one writer at a time."""
+    loaded = load(inv, with_engine=True)
+    with warehouse_lock(loaded.project.target.warehouse, command + (" --watch" if watch else "")):
+        return _build(inv, loaded, command, kinds, report, watch)
+
+
+def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporter,
+           watch: bool) -> list[NodeResult]:
     started = time.time()
-    loaded = load(inv, make_engine)
     graph, tests = loaded.graph, loaded.tests
     chosen = selected_nodes(inv, graph, kinds, tests)
     test_names = select_tests(graph, tests, inv.select, inv.exclude) if command == "build" else []
@@ -209,7 +232,9 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Report
     report.start(len(steps.order), loaded.project.target.name)
     if not steps.order:
         return []
-    ctx = _context(loaded, inv)
+    ctx = _context(loaded, inv, chosen, report)
+    if inv.full_refresh:
+        mark_refreshes(ctx, [graph.nodes[n] for n in chosen])
     results = execute(steps.order, steps.parents, runner(ctx, tests), steps.labels,
                       inv.threads or loaded.project.target.threads, report.result, report.begin)
     write_run_results(loaded.project, command, results, started)
@@ -221,7 +246,7 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Report
 
         def refresh(watch_ctx: BuildContext) -> list[NodeResult]:
             """Batch models, re-rendered so is_incremental() and edited SQL are current."""
-            again = load(quiet, lambda target: watch_ctx.engine)
+            again = load(quiet, engine=watch_ctx.engine)
             names = [n for n in selected_nodes(quiet, again.graph, kinds, again.tests)
                      if again.graph.nodes[n].config.materialized not in ("streaming", "view")]
             steps = plan(again.graph, again.tests, names, [])
@@ -242,7 +267,7 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     report.start(len(names), loaded.project.target.name)
     if not names:
         return []
-    ctx = _context(loaded, inv)
+    ctx = _context(loaded, inv, report=report)
     results = execute(names, {}, runner(ctx, loaded.tests), {n: ("test", "test") for n in names},
                       inv.threads or loaded.project.target.threads, report.result, report.begin)
     write_run_results(loaded.project, "test", results, started)
@@ -258,7 +283,7 @@ def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult
     report.start(len(names), loaded.project.target.name)
     if not names:
         return []
-    spark = _context(loaded, inv).engine.spark
+    spark = _context(loaded, inv, report=report).engine.spark
 
     def run(name: str) -> NodeResult:
         def work() -> NodeResult:
@@ -320,4 +345,4 @@ def docs(inv: Invocation, out: str | None = None) -> Path:
 
     loaded = load(inv)
     return write_docs(loaded.project, loaded.graph, loaded.tests,
-                      make_engine(loaded.project.target).table_columns, Path(out) if out else None)
+                      engine_of(loaded.project, inv).table_columns, Path(out) if out else None)

@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from .build.writes import first_build_rows
 from .errors import MedallionError, closest
 from .graph import Graph
-from .materializations import first_build_rows
 from .project import Project, read_yaml
 from .rendering import Renderer
 
@@ -118,5 +118,6 @@ def run_unit_test(spark, project: Project, graph: Graph, test: UnitTest) -> str 
     try:
         assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
     except (DataFramesNotEqualError, SchemasNotEqualError) as exc:
-        return str(exc)
+        # chispa calls the two sides df1 and df2: say which is which
+        return str(exc).replace("df1", "actual").replace("df2", "expected")
     return None

@@ -2,22 +2,25 @@
 
 After the first pass (every selected node, once), each streaming model runs as a continuous
 query on its processing-time trigger, and the batch models are checked every few seconds; the
-fingerprint check makes an unchanged one cost a few file reads. Ctrl-C (SIGINT) or SIGTERM stops
-every query after the batch it has in flight, so nothing is cut off half-way.
+fingerprint check makes an unchanged one cost a few file reads. A query that fails is reported
+and started again after a backoff (2 s, doubling to a minute); the command then exits non-zero.
+Ctrl-C (SIGINT) or SIGTERM stops every query after the batch it has in flight, so nothing is cut
+off half-way.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable
 
+from .build.context import BuildContext
+from .build.streaming import BatchReport, start_query, stop_gracefully
 from .failures import error_message
-from .materializations import BuildContext
 from .runner import NodeResult
-from .streaming import BatchReport, start_query, stop_gracefully
 
 POLL_SECONDS = 2.0
 
@@ -34,32 +37,56 @@ def stop_on_signals(stop: threading.Event):
             signal.signal(sig, handler)
 
 
-def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
+# Seconds before a failed streaming query is started again, by how many times in a row it failed.
+RESTART_BACKOFF = (2, 4, 8, 16, 32, 60)
+
+
+def watch(ctx: BuildContext, selected: list[str], results: list[NodeResult],
           refresh: Callable[[BuildContext], list[NodeResult]],
           on_result: Callable[[NodeResult], None],
           on_batch: Callable[[BatchReport], None], stop: threading.Event) -> None:
-    failed = {r.name for r in first_pass if r.status in ("error", "skipped")}
+    """Run until `stop`. `results` (the first pass's) gains every failure seen meanwhile, so
+    the command exits non-zero when any query failed during the session."""
+    failed = {r.name for r in results if r.status in ("error", "skipped")}
     nodes = ctx.graph.nodes
     streaming = [n for n in selected
                  if nodes[n].config.materialized == "streaming" and n not in failed]
     ctx = replace(ctx, full_refresh=False)  # --full-refresh applies to the first pass only
-    queries = {}
+    queries: dict[str, tuple] = {}
+    failures: dict[str, int] = {}  # failures in a row, per model
+    restart_at = {name: 0.0 for name in streaming}
+
+    def fail(name: str, message: str) -> None:
+        failures[name] = failures.get(name, 0) + 1
+        wait = RESTART_BACKOFF[min(failures[name], len(RESTART_BACKOFF)) - 1]
+        restart_at[name] = time.monotonic() + wait
+        result = NodeResult(name, nodes[name].file.kind, "streaming", "error",
+                            message=f"{message} (restarting in {wait}s)")
+        results.append(result)
+        on_result(result)
+
     try:
-        for name in streaming:
-            queries[name] = start_query(ctx, nodes[name], continuous=True, on_batch=on_batch)
         while not stop.is_set():
+            for name, due in list(restart_at.items()):
+                if time.monotonic() >= due:
+                    del restart_at[name]
+                    try:
+                        queries[name] = start_query(ctx, nodes[name], continuous=True,
+                                                    on_batch=on_batch)[:2]
+                    except Exception as exc:
+                        fail(name, error_message(exc))
             for name, (query, tally) in list(queries.items()):
+                if tally.batches:
+                    failures.pop(name, None)  # it works again: the next failure waits briefly
                 if not query.isActive:
                     del queries[name]
                     error = tally.error or query.exception()
-                    node = nodes[name]
-                    on_result(NodeResult(name, node.file.kind, "streaming", "error",
-                                         message=error_message(error) if error else
-                                         "the query stopped"))
-            results = refresh(ctx)
-            for result in results:
+                    fail(name, error_message(error) if error else "the query stopped")
+            for result in refresh(ctx):
                 if result.status != "up_to_date":
                     on_result(result)
+                    if result.failed:
+                        results.append(result)
             stop.wait(POLL_SECONDS)
     finally:
         for query, _ in queries.values():

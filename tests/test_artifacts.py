@@ -5,6 +5,7 @@ import time
 
 from click.testing import CliRunner
 
+from medallion_cli import tasks
 from medallion_cli.cli import main
 from medallion_cli.progress import Console
 from medallion_cli.runner import NodeResult
@@ -64,3 +65,27 @@ def test_live_status_line_on_a_terminal_and_plain_lines_otherwise():
     plain = run(False)
     assert "running:" not in plain and "\x1b[K" not in plain
     assert "1 of 1" in plain and "[3 rows, 1.2s]" in plain
+
+
+def test_the_status_line_says_starting_spark_while_the_engine_starts():
+    runner = CliRunner()
+    with runner.isolation() as (out, _, _):
+        console = Console(live=True)
+        console.start(1, "local")
+        console.phase("starting Spark")
+        time.sleep(1.2)
+        console.phase(None)
+        console.begin("first_model")
+        time.sleep(1.2)
+        console.finish([])
+        text = out.getvalue().decode()
+    assert "starting Spark (1s)" in text
+    assert text.index("starting Spark") < text.index("running: first_model")
+
+
+def test_a_build_reports_when_the_engine_starts(project, engine_name):
+    root = project({"models/a.sql": "select 1 as id"})
+    phases = []
+    tasks.build(tasks.Invocation(project_dir=str(root)), "build",
+                report=tasks.Reporter(phase=phases.append))
+    assert phases == ["starting Spark", None]

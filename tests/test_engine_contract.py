@@ -52,7 +52,7 @@ def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, tmp_path):
     source = spark.createDataFrame(
         [(1, "old", 1, False), (2, "new", 2, False), (3, "gone", 2, True), (4, "d", 1, False),
          (5, "never", 1, True)], "id long, v string, seq int, _medallion_delete boolean")
-    engine.merge(source, path, MergeSpec(("id",), "seq", "_medallion_delete"))
+    engine.merge(source, path, MergeSpec(("id",), ("seq",), "_medallion_delete"))
     assert rows(engine, path) == [(1, "a", 2), (2, "new", 2), (4, "d", 1)]
 
 
@@ -82,7 +82,7 @@ def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(s
 
 def test_native_merge_sql_parses_with_sqlglot_spark():
     sql = merge_sql("/lake/silver/orders", "src", ["id", "v", "seq", "_medallion_delete"],
-                    MergeSpec(("id", "region"), "seq", "_medallion_delete"))
+                    MergeSpec(("id", "region"), ("seq",), "_medallion_delete"))
     merge = sqlglot.parse_one(sql, read="spark")
     assert isinstance(merge, exp.Merge)
     assert merge.this.name == "/lake/silver/orders" and merge.this.db == "delta"

@@ -52,8 +52,8 @@ def test_optimize_compacts_and_vacuum_removes_unreferenced_files(streamed, build
 def test_show_history_and_restore(streamed):
     inv = Invocation(project_dir=str(streamed))
     versions = maintenance.history(inv, "silver_orders")
-    assert [v["version"] for v in versions] == [2, 1, 0]
-    assert {v["operation"] for v in versions} == {"WRITE", "MERGE"}
+    assert [v.version for v in versions] == [2, 1, 0]
+    assert {v.operation for v in versions} == {"WRITE", "MERGE"}
     first = maintenance.show(inv, "silver_orders", limit=100, as_of="0").to_pylist()
     assert sorted(r["order_id"] for r in first) == [1, 2, 3, 4, 5]
     assert len(maintenance.show(inv, "silver_orders", limit=2).to_pylist()) == 2
@@ -61,7 +61,7 @@ def test_show_history_and_restore(streamed):
     assert new_version == 3
     assert sorted(r["order_id"] for r in read_delta(
         streamed / "warehouse/silver/silver_orders")) == [1, 2, 3, 4, 5]
-    assert maintenance.history(inv, "silver_orders", 1)[0]["operation"] == "RESTORE"
+    assert maintenance.history(inv, "silver_orders", 1)[0].operation == "RESTORE"
 
 
 def test_time_travel_errors(streamed, project):

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 from conftest import read_delta
 from test_streaming import MODELS, land
@@ -24,16 +25,29 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_watch_keeps_gold_fresh_and_stops_cleanly_on_ctrl_c(project, engine_name):
-    root = project(WATCHED, project_yml=PROJECT)
-    land(root, "001.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1}])
+@contextmanager
+def watching(root):
+    """`medallion build --watch` in a subprocess: yields (output lines so far, a function that
+    gives (exit code, whole output) once it stopped); Ctrl-C (SIGINT) stops it at the end."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "medallion_cli.cli", "build", "--watch", "--project-dir", str(root)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
     reader.start()
+    ended = {}
     try:
+        yield lines, lambda: (ended["code"], "".join(lines))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        ended["code"] = proc.wait(timeout=120)
+        reader.join()
+
+
+def test_watch_keeps_gold_fresh_and_stops_cleanly_on_ctrl_c(project, engine_name):
+    root = project(WATCHED, project_yml=PROJECT)
+    land(root, "001.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1}])
+    with watching(root) as (lines, stopped):
         wait_for(lambda: any("3 of 3" in line for line in lines), 180, "the first pass")
         gold = root / "warehouse/gold/order_count"
         assert read_delta(gold) == [{"status": "placed", "n": 1}]
@@ -41,12 +55,29 @@ def test_watch_keeps_gold_fresh_and_stops_cleanly_on_ctrl_c(project, engine_name
                                 {"order_id": 2, "status": "placed", "op": "I", "seq": 1}])
         wait_for(lambda: read_delta(gold) == [{"status": "paid", "n": 1},
                                               {"status": "placed", "n": 1}], 120, "gold to update")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=120)
-        reader.join()
-    output = "".join(lines)
+    code, output = stopped()
     assert code == 0, output
     assert "STREAM     silver_orders batch 1" in output
     assert "(watch)  OK         model order_count" in output
     assert "Done." in output
+
+
+def test_a_failing_query_under_watch_is_restarted_with_backoff_and_exits_non_zero(
+        project, engine_name):
+    root = project(WATCHED, project_yml=PROJECT)
+    land(root, "001.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1}])
+    with watching(root) as (lines, stopped):
+        wait_for(lambda: any("3 of 3" in line for line in lines), 180, "the first pass")
+        # Two different rows with one key and sequence in one batch: silver's batch fails, and
+        # fails again each time the query starts over on it.
+        land(root, "002.json", [{"order_id": 1, "status": "paid", "op": "U", "seq": 2},
+                                {"order_id": 1, "status": "lost", "op": "U", "seq": 2}])
+        wait_for(lambda: any("restarting in 4s" in line for line in lines), 180,
+                 "a second restart")
+    code, output = stopped()
+    assert code == 1, output
+    errors = [i for i, line in enumerate(lines) if "ERROR" in line and "silver_orders" in line]
+    said = [lines[i + 1] for i in errors]  # the failure's one line, under its result line
+    assert "order_id" in said[0] and "breaks such ties" in said[0] and "restarting in 2s" in said[0]
+    assert "restarting in 4s" in said[1]
+    assert "Traceback" not in output and "\tat " not in output

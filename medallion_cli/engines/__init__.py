@@ -7,8 +7,10 @@ Tables and checkpoints are locations (str): local paths, or object-store URIs on
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import MedallionError
@@ -33,8 +35,29 @@ class MergeSpec:
     """How a MERGE matches and orders rows. The source has one row per key when it is run."""
 
     keys: tuple[str, ...]
-    sequence_by: str | None = None  # a matched row is only replaced by one at least as new
+    # A matched row is only replaced by one at least as new, by these columns in order (null
+    # sorts first: older than any value).
+    sequence_by: tuple[str, ...] = ()
     delete_column: str | None = None  # boolean source column: matched rows where true are deleted
+    expire: str | None = None  # condition on target rows the source lacks: those are deleted
+
+
+def newer_condition(columns: tuple[str, ...], source, target) -> str | None:
+    """SQL: the source row is at least as new as the target row, comparing `columns` in order,
+    a null older than any value (so a row with a null sequence never replaces one with a value,
+    and a valid update always replaces a null); on equal sequences the source wins. `source`
+    and `target` name a column as SQL (e.g. `lambda c: f"s.{quote(c)}"`). Both engines' SQL
+    (Spark's and delta-rs's DataFusion) read it; DataFusion's parser binds `IS NOT DISTINCT
+    FROM` looser than AND, hence its parentheses."""
+    if not columns:
+        return None
+    s, t = source(columns[-1]), target(columns[-1])
+    condition = f"({t} IS NULL OR {s} >= {t})"
+    for column in reversed(columns[:-1]):
+        s, t = source(column), target(column)
+        condition = (f"(({t} IS NULL AND {s} IS NOT NULL) OR {s} > {t} OR "
+                     f"(({s} IS NOT DISTINCT FROM {t}) AND {condition}))")
+    return condition
 
 
 class Engine(Protocol):
@@ -118,7 +141,8 @@ class Engine(Protocol):
         """Write a small file (beside a checkpoint's), replacing one that is there."""
 
     def remove_folder(self, location: str) -> None:
-        """Delete a folder and everything in it (a checkpoint); nothing there is fine."""
+        """Delete a folder and everything in it (a checkpoint), or a file; nothing there is
+        fine."""
 
 
 def duplicate_keys(spec: MergeSpec) -> MedallionError:
@@ -152,7 +176,18 @@ def last_commit_value(history: list[dict], key: str) -> str | None:
     return None
 
 
-def make_engine(target: Target) -> Engine:
+def in_session(engine: Engine, session: SparkSession) -> Engine:
+    """The engine with its DataFrames made in `session`: a node's own session (same
+    SparkContext, its own temp views and SQL settings), so nodes built side by side never see
+    each other's views."""
+    bound = copy.copy(engine)
+    bound.__dict__["spark"] = session  # engines start their session lazily, as `spark`
+    return bound
+
+
+def make_engine(target: Target, spark_log: Path | None = None) -> Engine:
+    """The target's engine. spark_log: where Spark's own output goes when it starts (None:
+    the terminal, as --debug wants)."""
     if target.engine == "embedded":
         if is_remote(target.warehouse):
             raise MedallionError(
@@ -163,9 +198,9 @@ def make_engine(target: Target) -> Engine:
                      "cluster' in the README), or give the embedded engine a local folder")
         from .embedded import EmbeddedEngine
 
-        return EmbeddedEngine(target)
+        return EmbeddedEngine(target, spark_log)
     if target.engine == "delta-spark":
         from .native import NativeEngine
 
-        return NativeEngine(target)
+        return NativeEngine(target, spark_log)
     raise ValueError(f"unknown engine {target.engine}")

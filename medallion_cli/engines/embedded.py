@@ -8,6 +8,7 @@ bounded whatever the size of the result, and a failure before the commit leaves 
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from contextlib import contextmanager
@@ -18,9 +19,10 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from ..errors import MedallionError
+from ..failures import CONCURRENT_COMMIT
 from ..project import Target
 from . import (
     MergeSpec,
@@ -29,6 +31,7 @@ from . import (
     delta_log,
     duplicate_keys,
     last_commit_value,
+    newer_condition,
 )
 from .spark import start_spark
 
@@ -62,52 +65,88 @@ def _commit(metadata: dict | None, txn: tuple[str, int] | None) -> CommitPropert
         app_transactions=[Transaction(*txn)] if txn else None)
 
 
+def remove_dead_staging(staging: Path) -> None:
+    """Remove staging folders that no running process owns: a build killed mid-write leaves
+    its staged Parquet behind (folders are named <pid>-<uuid>)."""
+    if not staging.is_dir():
+        return
+    for folder in staging.iterdir():
+        pid = folder.name.split("-", 1)[0]
+        if pid.isdigit() and _running(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+@contextmanager
+def _one_writer(path: str):
+    """A commit that lost to a concurrent one (another build writing the same table) fails with
+    one line; nothing of it is in the table."""
+    try:
+        yield
+    except CommitFailedError as exc:
+        raise MedallionError(CONCURRENT_COMMIT, path=path) from exc
+
+
 class StagedFiles:
-    """The Parquet files Spark staged; their footers give row and null counts without a scan."""
+    """The Parquet files Spark staged; their footers give row and null counts without a scan.
+    Counted while the files exist: a write reports them after the staging folder is gone."""
 
     def __init__(self, files: list[str]):
-        self.files = files
-        self.metadata = [pq.ParquetFile(f).metadata for f in files]
-        self.rows = sum(m.num_rows for m in self.metadata)
+        metadata = [pq.ParquetFile(f).metadata for f in files]
+        self.rows = sum(m.num_rows for m in metadata)
+        self.non_null = _non_null(files, metadata)
 
-    def non_null(self) -> dict[str, int]:
-        """Non-null values per top-level column, from the row groups' statistics (reading the
-        column itself where a footer has no null count)."""
-        counts: dict[str, int] = {}
-        for path, meta in zip(self.files, self.metadata, strict=True):
-            for g in range(meta.num_row_groups):
-                group = meta.row_group(g)
-                for c in range(group.num_columns):
-                    column = group.column(c)
-                    name = column.path_in_schema
-                    if "." in name:
-                        continue  # nested fields are not counted
-                    stats = column.statistics
-                    if stats is not None and stats.has_null_count:
-                        nulls = stats.null_count
-                    else:
-                        nulls = pq.ParquetFile(path).read_row_group(g, columns=[name]).column(
-                            0).null_count
-                    counts[name] = counts.get(name, 0) + group.num_rows - nulls
-        return counts
+
+def _non_null(files: list[str], metadata: list) -> dict[str, int]:
+    """Non-null values per top-level column, from the row groups' statistics, reading the column
+    itself where a footer has none (Parquet writers drop statistics for long values)."""
+    counts: dict[str, int] = {}
+    for path, meta in zip(files, metadata, strict=True):
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for c in range(group.num_columns):
+                column = group.column(c)
+                name = column.path_in_schema
+                if "." in name:
+                    continue  # nested fields are not counted
+                stats = column.statistics
+                if stats is not None and stats.has_null_count:
+                    nulls = stats.null_count
+                else:
+                    nulls = pq.ParquetFile(path).read_row_group(g, columns=[name]).column(
+                        0).null_count
+                counts[name] = counts.get(name, 0) + group.num_rows - nulls
+    return counts
 
 
 class EmbeddedEngine:
     name = "embedded"
 
-    def __init__(self, target: Target):
+    def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
+        self.spark_log = spark_log
         self.staging = Path(target.warehouse) / "_staging"  # local: make_engine checks
+        remove_dead_staging(self.staging)
 
     @cached_property
     def spark(self):
         """Started on first use: history, show and maintenance need only the Delta log."""
-        return start_spark(self.target)
+        return start_spark(self.target, log_file=self.spark_log)
 
     @contextmanager
     def _staged(self, df):
         """The DataFrame as (stream of Arrow batches, staged files), via a staging Parquet folder."""
-        folder = self.staging / uuid.uuid4().hex
+        folder = self.staging / f"{os.getpid()}-{uuid.uuid4().hex}"
         try:
             df.write.parquet(str(folder))
             dataset = pads.dataset(str(folder), format="parquet")
@@ -189,34 +228,44 @@ class EmbeddedEngine:
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
-        if self._replayed(path, txn):
+        dt = self._snapshot(path, properties)
+        if self._replayed(dt, txn):
             return self._unchanged(path)
         Path(path).mkdir(parents=True, exist_ok=True)
         with self._staged(df) as (data, staged):
-            exists = self.table_exists(path)
-            if not staged.rows and mode == "append" and exists:
+            if not staged.rows and mode == "append" and dt is not None:
                 return self._unchanged(path, staged)  # nothing to add: no empty commit
-            if exists:
-                self._ensure_properties(path, properties)
-            write_deltalake(
-                str(path), data, mode=mode, partition_by=list(partition_by) or None,
-                schema_mode="overwrite" if mode == "overwrite" else (
-                    "merge" if merge_schema else None),
-                configuration=None if exists else properties or None,
-                commit_properties=_commit(metadata, txn))
+            with _one_writer(path):
+                write_deltalake(
+                    dt if dt is not None else str(path), data, mode=mode,
+                    partition_by=list(partition_by) or None,
+                    schema_mode="overwrite" if mode == "overwrite" else (
+                        "merge" if merge_schema else None),
+                    configuration=properties or None if dt is None else None,
+                    commit_properties=_commit(metadata, txn))
         return self._result(path, staged)
 
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
-        if self._replayed(path, txn):
+        dt = self._snapshot(path, properties)
+        if self._replayed(dt, txn):
             return self._unchanged(path)
         with self._staged(df) as (data, staged):
             if not staged.rows:
                 return self._unchanged(path, staged)
-            self._ensure_properties(path, properties)
-            self._merge(data, path, spec, metadata, merge_schema, txn)
+            with _one_writer(path):
+                self._merge(dt, data, spec, metadata, merge_schema, txn)
         return self._result(path, staged)
+
+    def _snapshot(self, path: str, properties: dict[str, str] | None) -> DeltaTable | None:
+        """The table as a write starts from (None when there is none), its properties set.
+        The write commits against this snapshot, so delta-rs refuses it when a concurrent
+        commit took the same app transaction meanwhile, instead of adding its rows twice."""
+        if not self.table_exists(path):
+            return None
+        self._ensure_properties(path, properties)
+        return self._open(path)
 
     def _ensure_properties(self, path: str, properties: dict[str, str] | None) -> None:
         """Set the properties the table lacks or has otherwise (a commit of its own)."""
@@ -234,25 +283,25 @@ class EmbeddedEngine:
         return (f"the embedded engine cannot keep table property {key}: {why}. It keeps "
                 + ", ".join(EMBEDDED_PROPERTIES) + "; the delta-spark engine keeps any")
 
-    def _replayed(self, path: str, txn: tuple[str, int] | None) -> bool:
+    @staticmethod
+    def _replayed(dt: DeltaTable | None, txn: tuple[str, int] | None) -> bool:
         """Whether the app transaction already committed this version (or a later one): then
         the write is a replay and must change nothing, as in Delta's own txnAppId/txnVersion."""
-        if txn is None:
+        if txn is None or dt is None:
             return False
-        done = self.committed_version(path, txn[0])
+        done = dt.transaction_version(txn[0])
         return done is not None and done >= txn[1]
 
     def _unchanged(self, path: str, staged: StagedFiles | None = None) -> WriteResult:
         return WriteResult(version=self._open(path).version(), rows=0, files_added=0,
-                           non_null=staged.non_null() if staged else {})
+                           non_null=staged.non_null if staged else {})
 
-    def _merge(self, data, path, spec, metadata, merge_schema, txn) -> None:
-        dt = self._open(path)
+    def _merge(self, dt, data, spec, metadata, merge_schema, txn) -> None:
         on = " AND ".join(f"{TARGET}.{_quote(k)} = {SOURCE}.{_quote(k)}" for k in spec.keys)
         columns = [c for c in data.schema.names if c != spec.delete_column]
         values = {c: f"{SOURCE}.{_quote(c)}" for c in columns}
-        newer = (f"{SOURCE}.{_quote(spec.sequence_by)} >= {TARGET}.{_quote(spec.sequence_by)}"
-                 if spec.sequence_by else None)
+        newer = newer_condition(spec.sequence_by, lambda c: f"{SOURCE}.{_quote(c)}",
+                                lambda c: f"{TARGET}.{_quote(c)}")
         deleting = f"{SOURCE}.{_quote(spec.delete_column)}" if spec.delete_column else None
         merger = dt.merge(data, on, source_alias=SOURCE, target_alias=TARGET,
                           merge_schema=merge_schema, commit_properties=_commit(metadata, txn))
@@ -261,6 +310,8 @@ class EmbeddedEngine:
         merger = merger.when_matched_update(values, predicate=newer)
         merger = merger.when_not_matched_insert(values, predicate=f"NOT {deleting}" if deleting
                                                 else None)
+        if spec.expire:
+            merger = merger.when_not_matched_by_source_delete(spec.expire)
         try:
             merger.execute()
         except DeltaError as exc:
@@ -279,7 +330,7 @@ class EmbeddedEngine:
         return WriteResult(version=op["version"], rows=rows,
                            files_added=metrics.get("num_added_files",
                                                    metrics.get("num_target_files_added")),
-                           non_null=staged.non_null())
+                           non_null=staged.non_null)
 
     # Maintenance and time travel: delta-rs alone, no Spark.
 
@@ -333,6 +384,8 @@ class EmbeddedEngine:
         Path(location).write_text(text)
 
     def remove_folder(self, location: str) -> None:
+        if Path(location).is_file():
+            Path(location).unlink()
         shutil.rmtree(location, ignore_errors=True)
 
 

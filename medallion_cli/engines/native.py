@@ -10,7 +10,6 @@ native_sql.py).
 from __future__ import annotations
 
 import json
-import threading
 from functools import cached_property
 from pathlib import Path
 
@@ -105,13 +104,13 @@ def jars_error_line(text: str) -> str:
 class NativeEngine:
     name = "delta-spark"
 
-    def __init__(self, target: Target):
+    def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
-        self._session_lock = threading.Lock()
+        self.spark_log = spark_log
 
     @cached_property
     def spark(self):
-        spark = start_spark(self.target, spark_settings(self.target))
+        spark = start_spark(self.target, spark_settings(self.target), self.spark_log)
         check_delta_loaded(spark, self.target)
         return spark
 
@@ -203,24 +202,23 @@ class NativeEngine:
         if txn:  # idempotent DML: Delta skips the MERGE if this app id already has this version
             conf["spark.databricks.delta.write.txnAppId"] = txn[0]
             conf["spark.databricks.delta.write.txnVersion"] = str(txn[1])
-        # The MERGE runs in the session of the rows it merges (a micro-batch has a session of
-        # its own). Its view and settings belong to that whole session, which nodes built side
-        # by side share: one MERGE at a time, so none commits with another's app transaction.
+        # The MERGE runs in the session of the rows it merges: the node's own, or a
+        # micro-batch's. Its view and settings are that session's alone (nodes built side by
+        # side have sessions of their own), so no MERGE commits with another's app transaction.
         session = df.sparkSession
-        with self._session_lock:
-            df.createOrReplaceTempView(view)
-            for key, value in conf.items():
-                session.conf.set(key, value)
-            try:
-                session.sql(merge_sql(str(path), view, df.columns, spec, evolve=merge_schema))
-            except Exception as exc:
-                if "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE" in str(exc):
-                    raise duplicate_keys(spec) from exc
-                raise
-            finally:
-                for key in conf:
-                    session.conf.unset(key)
-                session.catalog.dropTempView(view)
+        df.createOrReplaceTempView(view)
+        for key, value in conf.items():
+            session.conf.set(key, value)
+        try:
+            session.sql(merge_sql(str(path), view, df.columns, spec, evolve=merge_schema))
+        except Exception as exc:
+            if "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE" in str(exc):
+                raise duplicate_keys(spec) from exc
+            raise
+        finally:
+            for key in conf:
+                session.conf.unset(key)
+            session.catalog.dropTempView(view)
         return self._result(path)
 
     def _ensure_properties(self, path: str, properties: dict[str, str] | None) -> None:

@@ -4,7 +4,7 @@ vacuum and restore go through delta-spark's Python API instead: no SQL to check 
 
 from __future__ import annotations
 
-from . import MergeSpec
+from . import MergeSpec, newer_condition
 
 SOURCE, TARGET = "s", "t"
 
@@ -25,8 +25,8 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
     unless they are deletes. evolve: columns the table lacks are added (Delta's schema
     evolution, which resolves them only when assigned by their bare names)."""
     on = " AND ".join(f"{TARGET}.{quote(k)} = {SOURCE}.{quote(k)}" for k in spec.keys)
-    newer = (f"{SOURCE}.{quote(spec.sequence_by)} >= {TARGET}.{quote(spec.sequence_by)}"
-             if spec.sequence_by else None)
+    newer = newer_condition(spec.sequence_by, lambda c: f"{SOURCE}.{quote(c)}",
+                            lambda c: f"{TARGET}.{quote(c)}")
     deleting = f"{SOURCE}.{quote(spec.delete_column)}" if spec.delete_column else None
     written = [c for c in columns if c != spec.delete_column]
     sets = ", ".join(f"{quote(c)} = {SOURCE}.{quote(c)}" for c in written)
@@ -38,6 +38,8 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
     clauses.append(f"WHEN NOT MATCHED{f' AND NOT {deleting}' if deleting else ''} THEN INSERT "
                    f"({', '.join(map(quote, written))}) "
                    f"VALUES ({', '.join(f'{SOURCE}.{quote(c)}' for c in written)})")
+    if spec.expire:
+        clauses.append(f"WHEN NOT MATCHED BY SOURCE AND {spec.expire} THEN DELETE")
     return (f"MERGE {'WITH SCHEMA EVOLUTION ' if evolve else ''}INTO {table(path)} AS {TARGET} "
             f"USING {quote(source_view)} AS {SOURCE} ON {on} " + " ".join(clauses))
 

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,7 +19,12 @@ LOG_CONFIG = Path(__file__).resolve().parent.parent / "log4j2.properties"
 
 def spark_conf(target: Target) -> dict[str, str]:
     """Defaults that make local runs deterministic and quiet; the profile's conf wins."""
+    # A local session serves no one else: its RPC and block-manager ports listen on loopback
+    # only, not on the host's network address.
+    loopback = ({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+                if is_local_master(target.spark_master) else {})
     return {
+        **loopback,
         # Python workers must run the driver's interpreter, or UDFs and Arrow break.
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
@@ -84,7 +90,57 @@ def check_file_system(spark, target: Target) -> None:
                  "cluster that has it") from exc
 
 
-def start_spark(target: Target, extra_conf: dict[str, str] | None = None):
+# Settings whose values are credentials: given to Spark after it starts, not on the command line
+# pyspark launches the JVM with (every local user sees that in `ps`).
+SECRET_WORDS = ("secret", "password", "token", "credential", "access.key", "account.key",
+                "sas.", "private")
+
+
+def is_secret(key: str) -> bool:
+    return any(word in key.lower() for word in SECRET_WORDS)
+
+
+def _set_secrets(spark, target: Target, secrets: dict[str, str]) -> None:
+    """spark.hadoop.* credentials go into the Hadoop configuration (file systems, Delta and the
+    executors' tasks read them from there); others are set on the session."""
+    hadoop = spark._jsc.hadoopConfiguration()
+    for key, value in secrets.items():
+        if key.startswith("spark.hadoop."):
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
+            continue
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:
+            raise MedallionError(
+                f"target '{target.name}': {key} looks like a credential, so it is not passed on "
+                "Spark's command line, but Spark takes it only at start", path=target.profiles_file,
+                hint="give it as a spark.hadoop.* setting, or in the cluster's own Spark "
+                     "configuration") from exc
+
+
+@contextmanager
+def _jvm_output_to(log_file: Path | None):
+    """Send the output of a JVM started meanwhile (its banner, Spark's log) to log_file: the JVM
+    keeps the stderr it was started with. None: leave it on the terminal (--debug)."""
+    if log_file is None:
+        yield
+        return
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved, fd = os.dup(2), os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
+                log_file: Path | None = None):
+    """The session for a target. log_file: where Spark's own output goes (None: the terminal,
+    with tracebacks, as --debug wants)."""
     if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
         raise MedallionError("Java was not found; Spark needs Java 17",
                              hint="install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless) "
@@ -95,27 +151,36 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(target.spark_master).appName("medallion")
-    for key, value in {**spark_conf(target), **(extra_conf or {})}.items():
-        builder = builder.config(key, value)
+    conf = {**spark_conf(target), **(extra_conf or {})}
+    for key, value in conf.items():
+        if not is_secret(key):
+            builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        with _jvm_output_to(log_file):
+            spark = builder.getOrCreate()
     except Exception as exc:  # the JVM failed to start: say so plainly
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise MedallionError(f"target '{target.name}': Spark did not start: {reason}",
                              path=target.profiles_file,
                              hint="check Java 17 and the target's spark settings (--debug shows "
                                   "the whole error)") from exc
-    spark.sparkContext.setLogLevel("ERROR")
-    _quiet_python_error_log()
+    # Spark's log: warnings and errors into the log file; on the terminal only with --debug.
+    spark.sparkContext.setLogLevel("WARN" if log_file else "ERROR")
+    _quiet_python_error_log(quiet=log_file is not None)
+    _set_secrets(spark, target, {k: v for k, v in conf.items() if is_secret(k)})
     check_file_system(spark, target)
     return spark
 
 
-def _quiet_python_error_log() -> None:
-    # pyspark logs every captured SQL error as JSON on stderr; medallion reports errors itself.
+def _quiet_python_error_log(quiet: bool) -> None:
+    # pyspark logs every captured SQL error as JSON on stderr, and py4j the traceback of every
+    # failed callback (a foreachBatch function); medallion reports errors itself.
+    import logging
+
     from pyspark.logger import PySparkLogger
 
     PySparkLogger.getLogger("SQLQueryContextLogger").disabled = True
+    logging.getLogger("py4j").setLevel(logging.CRITICAL if quiet else logging.ERROR)
 
 
 # Files beside the tables (streaming checkpoints) and landing files on object storage, through

@@ -1,0 +1,14 @@
+"""Building one node, in the order the data goes through it.
+
+    inputs.py     the relations its SQL names: refs, sources (landing files, Delta tables) and
+                  `this`, as tables or as streams, registered as temp views of its own session
+    rows.py       its rows: its SQL over those inputs; a seed's CSV; a micro-batch's new rows
+    checks.py     its expectations, and the quarantine for rows a `drop` rule rejects
+    writes.py     into its Delta table: replace, append, MERGE (latest wins, deletes, SCD2)
+    state.py      what is kept between builds: fingerprints, and streaming checkpoints' records
+    batch.py      the batch driver: view, table, incremental and seed
+    streaming.py  the streaming driver: one Structured Streaming query per model
+
+Imports go one way: the drivers call the steps, the steps call the engine (engines/); context.py
+holds what they all share.
+"""

@@ -1,0 +1,40 @@
+"""The batch driver: a view, a table, an incremental model or a seed, built once.
+
+Its steps in order: is anything new (the fingerprint)? its rows (rows.py), its checks
+(checks.py), its write (writes.py) in one Delta commit that records the new fingerprint.
+"""
+
+from __future__ import annotations
+
+from ..rendering import CompiledNode
+from .checks import check_table_properties, checked_rows
+from .context import BuildContext, Outcome
+from .rows import model_rows, seed_rows
+from .state import FINGERPRINT_KEY, fingerprint, rows_read
+from .writes import write_incremental
+
+
+def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
+    check_table_properties(ctx, node)
+    if node.config.materialized == "view":
+        model_rows(ctx, node)  # analysed, so a broken view fails here: it has no table
+        return Outcome("success")
+    path = ctx.project.table_path(node.file)
+    state = fingerprint(ctx, node)
+    if (not ctx.full_refresh and ctx.engine.table_exists(path)
+            and ctx.engine.last_commit_value(path, FINGERPRINT_KEY) == state):
+        return Outcome("up_to_date", message="inputs, SQL and config unchanged since the last build")
+    metadata = {FINGERPRINT_KEY: state}
+    cfg = node.config
+    if node.file.kind == "seed":
+        return Outcome("success", ctx.engine.write(seed_rows(ctx, node), path, "overwrite",
+                                                   metadata=metadata,
+                                                   properties=cfg.table_properties))
+    replace = cfg.materialized == "table" or not node.is_incremental
+    with checked_rows(ctx, node, model_rows(ctx, node), replace) as (df, counts):
+        if cfg.materialized == "table":
+            write = ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata=metadata,
+                                     properties=cfg.table_properties)
+        else:
+            write = write_incremental(ctx, node, df, path, replace=replace, metadata=metadata)
+    return Outcome("success", write, expectations=counts, rows_read=rows_read(ctx, node))

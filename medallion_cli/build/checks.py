@@ -1,0 +1,67 @@
+"""A node's checks: its expectations, evaluated on the rows it is about to write, and the
+quarantine table (`<model>_quarantine`) for rows a `drop` rule rejects."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from ..errors import MedallionError
+from ..rendering import CompiledNode
+from .context import FAILED_RULES, BuildContext
+
+
+@contextmanager
+def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
+                 txn: tuple[str, int] | None = None):
+    """Evaluate the model's expectations on the rows it is about to write.
+
+    Yields (rows to write, {rule: failing rows}). A `fail` rule that any row breaks raises before
+    anything is written; rows breaking a `drop` rule go to the `<model>_quarantine` table (with
+    `_failed_rules` and `_quarantined_at`) instead of the model's table; `warn` only counts. A
+    condition that is null for a row counts as broken."""
+    rules = node.config.expectations
+    if not rules:
+        yield df, {}
+        return
+    from pyspark.sql import functions as F
+
+    broken = [F.when(~F.coalesce(F.expr(r["expect"]), F.lit(False)), F.lit(name))
+              for name, r in rules.items()]
+    checked = df.withColumn(FAILED_RULES, F.filter(F.array(*broken), lambda x: x.isNotNull()))
+    # Counting is a pass of its own, and the write computes the rows again: caching them for the
+    # write cost more than recomputing a typical silver model (a 500k-row batch: 2.7 s against
+    # 0.9 s). Only rows split between the table and the quarantine are cached, computed once.
+    totals = checked.select([F.sum(F.array_contains(FAILED_RULES, name).cast("int")).alias(name)
+                             for name in rules]).first()
+    counts = {name: int(totals[name] or 0) for name in rules}
+    stopping = [n for n, r in rules.items() if r["on_violation"] == "fail" and counts[n]]
+    if stopping:
+        raise MedallionError(
+            "expectation " + ", ".join(f"'{n}' failed on {counts[n]} row(s)" for n in stopping)
+            + "; nothing was written", path=node.file.rel_path,
+            hint="fix the data or the rule; on_violation 'drop' would quarantine the rows")
+    dropping = [n for n, r in rules.items() if r["on_violation"] == "drop"]
+    dropped = F.arrays_overlap(F.col(FAILED_RULES), F.array(*map(F.lit, dropping or [""])))
+    quarantine = ctx.project.quarantine_path(node.file)
+    split = any(counts[n] for n in dropping)
+    if split:
+        checked = checked.persist()
+    try:
+        # A replaced table starts a new quarantine too, so old bad rows do not linger there.
+        if split or (replace and ctx.engine.table_exists(quarantine)):
+            bad = checked.where(dropped).withColumn("_quarantined_at", F.current_timestamp())
+            ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
+                             merge_schema=True, txn=txn)
+        yield checked.where(~dropped).drop(FAILED_RULES), counts
+    finally:
+        if split:
+            checked.unpersist()
+
+
+def check_table_properties(ctx: BuildContext, node: CompiledNode) -> None:
+    """Refuse, before anything runs, a table property the engine cannot keep."""
+    for key, value in node.config.table_properties.items():
+        problem = ctx.engine.property_problem(key, value)
+        if problem:
+            raise MedallionError(problem, path=node.file.rel_path,
+                                 hint="remove it from table_properties or change engine")

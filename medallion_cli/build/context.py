@@ -1,0 +1,38 @@
+"""What building a node shares across its steps: the context it runs in, what it returns, and
+the names of the columns medallion adds to rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..engines import Engine, WriteResult
+from ..graph import Graph
+from ..project import Project
+
+DELETE_COLUMN = "_medallion_delete"
+CORRUPT_COLUMN = "_corrupt_record"
+SOURCE_FILE_COLUMN = "_source_file"
+RESCUED_COLUMN = "_rescued_data"  # JSON fields outside a source's schema
+FAILED_RULES = "_failed_rules"
+VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """A node's build: the project, the graph, and the engine, bound to the node's own Spark
+    session (its temp views are its own, so nodes built side by side never see each other's)."""
+
+    project: Project
+    graph: Graph
+    engine: Engine
+    full_refresh: bool = False
+    selected: frozenset = frozenset()  # the nodes this invocation builds
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # "success" | "up_to_date" | "warn"
+    write: WriteResult | None = None
+    message: str = ""
+    expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
+    rows_read: int | None = None

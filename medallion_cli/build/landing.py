@@ -1,0 +1,162 @@
+"""Landing files (json, csv, parquet) read so that no row is lost, doubled or silently wrong.
+
+- Fields a JSON line has beyond the declared schema are kept in `_rescued_data` (as Auto
+  Loader does), or fail the build, or are dropped only when the source says
+  `unknown_fields: ignore`.
+- A CSV file's header must name the schema's columns in order: Spark maps CSV columns by
+  position, so a swapped header would put values in the wrong columns.
+- A line that is not valid UTF-8 is a malformed row whose raw bytes are kept, base64-escaped, in
+  `_corrupt_record`: a Delta table holds only valid UTF-8 for its readers.
+- A stream reads every landed file however old its mtime (Spark skips files over 7 days older
+  than the newest unless told otherwise), and a file that changed after it was read is reported.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from ..errors import MedallionError
+from ..locations import is_remote
+from ..project import SourceTable
+from .context import CORRUPT_COLUMN, RESCUED_COLUMN, SOURCE_FILE_COLUMN
+
+ESCAPED_PREFIX = "base64:"
+# Spark's file stream source forgets files this much older than the newest one it has seen.
+EVERY_FILE = "36500d"
+# Spark reads these options itself; a JSON line read as text would ignore them.
+WHOLE_FILE_OPTIONS = ("multiline", "encoding", "charset")
+
+
+def read_landing(spark, source: SourceTable, streaming: bool):
+    """The source's files as rows: the schema's columns, `_corrupt_record` (json, csv),
+    `_rescued_data` (json), and `_source_file`."""
+    options = dict(source.options)
+    if streaming and not any(k.lower() == "maxfileage" for k in options):
+        options["maxFileAge"] = EVERY_FILE
+    reader = spark.readStream if streaming else spark.read
+    schema = source.schema
+    if source.format == "json" and schema and source.unknown_fields != "ignore":
+        rows = _json_with_rescue(reader, source, schema, options)
+    else:
+        if source.format == "csv":
+            options.setdefault("header", "true")
+            if schema and str(options["header"]).lower() == "true":
+                options.setdefault("enforceSchema", "false")  # check the header's names
+        if schema and source.format in ("json", "csv"):
+            # Rows that do not fit the schema keep their raw text here instead of becoming nulls.
+            schema = f"{schema}, {CORRUPT_COLUMN} string"
+            options.setdefault("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+        if streaming and not schema:
+            if source.format != "parquet":
+                raise MedallionError(
+                    f"source '{source.source}.{source.name}' is read as a stream and needs a "
+                    "schema", path=source.origin,
+                    hint="add schema: 'col type, ...' to the source table")
+            schema = spark.read.parquet(str(source.path)).schema  # Parquet carries its own
+        reader = reader.format(source.format)
+        if schema:
+            reader = reader.schema(schema)
+        rows = reader.options(**options).load(str(source.path))
+        rows = rows.select("*", rows["_metadata.file_path"].alias(SOURCE_FILE_COLUMN))
+    if CORRUPT_COLUMN in rows.columns:
+        rows = rows.withColumn(CORRUPT_COLUMN, _readable(rows[CORRUPT_COLUMN]))
+    return rows
+
+
+def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
+    """JSON lines read as text and parsed here, so that the fields outside the schema can be
+    seen: Spark's JSON reader drops them."""
+    from pyspark.sql import functions as F
+
+    if any(k.lower() in WHOLE_FILE_OPTIONS for k in options):
+        raise MedallionError(
+            f"source '{source.source}.{source.name}': fields outside the schema can only be "
+            "rescued from JSON Lines files (one UTF-8 object per line), not with multiLine or "
+            "encoding", path=source.origin,
+            hint="set unknown_fields: ignore on the source table to drop such fields")
+    lines = reader.format("text").options(**options).load(str(source.path))
+    lines = lines.where(F.trim("value") != "").select(  # blank lines are no rows, as in Spark
+        "value", lines["_metadata.file_path"].alias(SOURCE_FILE_COLUMN))
+    value = F.col("value")
+    parsed = F.from_json(value, f"{schema}, {CORRUPT_COLUMN} string",
+                         {**options, "columnNameOfCorruptRecord": CORRUPT_COLUMN,
+                          "mode": "PERMISSIVE"})
+    names = [f.name for f in lines.sparkSession.createDataFrame([], schema).schema.fields]
+    extra_names = F.array_except(F.json_object_keys(value), F.array(*map(F.lit, names)))
+    extra = F.to_json(F.map_filter(F.from_json(value, "map<string,variant>"),
+                                   lambda k, v: ~k.isin(names)))
+    valid = F.is_valid_utf8(value)
+    if source.unknown_fields == "fail":
+        extra = F.raise_error(F.concat(
+            F.lit(f"source '{source.source}.{source.name}' has field(s) outside its schema: "),
+            F.array_join(extra_names, ", "), F.lit(" in "), F.col(SOURCE_FILE_COLUMN),
+            F.lit(" (add them to the schema, or set unknown_fields: rescue or ignore)")))
+    rows = lines.select(
+        F.when(valid, parsed).alias("row"),
+        F.when(valid & (F.size(extra_names) > 0), extra).alias(RESCUED_COLUMN),
+        F.when(~valid, value).alias("_invalid"), SOURCE_FILE_COLUMN)
+    return rows.select(
+        *[F.col("row")[n].alias(n) for n in names],
+        F.coalesce(F.col("_invalid"), F.col("row")[CORRUPT_COLUMN]).alias(CORRUPT_COLUMN),
+        RESCUED_COLUMN, SOURCE_FILE_COLUMN)
+
+
+def _readable(column):
+    """Text that is not valid UTF-8 as `base64:<its bytes>`, so no reader chokes on it."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.is_valid_utf8(column), column).otherwise(
+        F.concat(F.lit(ESCAPED_PREFIX), F.base64(column.cast("binary"))))
+
+
+def changed_after_read(checkpoint: str) -> list[str]:
+    """Landed files whose mtime is newer than when the model's stream read them: a file still
+    being written when it was read (its later bytes were never read) or rewritten in place."""
+    if is_remote(checkpoint):
+        return []
+    changed = []
+    for entry in _read_files(Path(checkpoint) / "sources"):
+        path = unquote(urlparse(entry["path"]).path)
+        try:
+            modified = int(Path(path).stat().st_mtime * 1000)
+        except OSError:
+            continue  # moved away after reading (Spark's cleanSource, or by hand)
+        if modified > entry["timestamp"]:
+            changed.append(path)
+    return sorted(changed)
+
+
+def _read_files(sources: Path) -> list[dict]:
+    """The files a file stream source's log says were read: the newest compacted log file and
+    the batch files after it, per source of the query."""
+    entries = []
+    for log in sorted(p for p in sources.glob("*") if p.is_dir()) if sources.is_dir() else []:
+        batches = sorted((int(p.name.split(".")[0]), p) for p in log.iterdir()
+                         if p.name.split(".")[0].isdigit())
+        compacted = [i for i, (_, p) in enumerate(batches) if p.name.endswith(".compact")]
+        for _, p in batches[compacted[-1] if compacted else 0:]:
+            for line in p.read_text().splitlines()[1:]:  # line one is the log's version
+                entry = json.loads(line)
+                if "path" in entry and "timestamp" in entry:
+                    entries.append(entry)
+    return entries
+
+
+def changed_note(checkpoint: str, root: str) -> str | None:
+    changed = changed_after_read(checkpoint)
+    if not changed:
+        return None
+    shown = ", ".join(_relative(p, root) for p in changed[:3]) + (
+        f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return (f"landed file(s) changed after they were read: {shown}; bytes written after the read "
+            "were not loaded. Land files atomically (write elsewhere, then move), and land the "
+            "complete file again under a new name")
+
+
+def _relative(path: str, root: str) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return path

@@ -1,0 +1,191 @@
+"""What a node keeps between builds, to know what changed since its table was written.
+
+Batch nodes: a fingerprint of their SQL, config and every input's state, in each commit's
+metadata (a build with the same fingerprint would write the same table: it is skipped).
+Streaming models: a hash of their SQL and config in each batch's commit (an edited model is
+said to apply to new rows only), and beside their checkpoint, which reader of Delta tables made
+it and whether a refresh is under way (so a killed refresh is finished, not appended to).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engines import Engine
+from ..locations import is_remote, join
+from ..rendering import CompiledNode
+from .context import BuildContext
+
+FINGERPRINT_KEY = "medallion.fingerprint"
+DEFINITION_KEY = "medallion.definition"
+# How a checkpoint reads Delta tables, recorded beside it: one of the commit-log stream
+# (embedded) cannot be resumed by Delta's streaming source (delta-spark) or the other way round.
+# Checkpoints without the record come from the embedded engine, until then the only one.
+READER_FILE = "medallion_reader.json"
+# A streaming model rebuilt from scratch (--full-refresh, an engine switch) gets a new
+# checkpoint, and the new query's first batch replaces its table. The intent is recorded beside
+# the checkpoint before the old one goes, and removed once that batch committed: a build killed
+# anywhere in between leaves the record, and the next build finishes the refresh instead of
+# appending every input again.
+REFRESH_SUFFIX = ".refreshing"
+
+
+def fingerprint(ctx: BuildContext, node: CompiledNode) -> str:
+    """What a batch node's table depends on: its SQL (or seed file), its config, and the state of
+    every input (Delta versions of tables, file listings of landing sources). A build whose
+    fingerprint equals the one its table was written with would write the same table again."""
+    inputs: dict = {}
+    for name in node.refs:
+        parent = ctx.graph.nodes[name]
+        path = ctx.project.table_path(parent.file)
+        inputs[name] = (fingerprint(ctx, parent) if parent.config.materialized == "view"
+                        else ctx.engine.table_version(path) if ctx.engine.table_exists(path)
+                        else None)
+    for key in node.sources:
+        source = ctx.project.sources[key]
+        inputs[source.relation] = (ctx.engine.table_version(source.path)
+                                   if source.format == "delta" else _file_listing(ctx, source.path))
+    content = node.sql if node.sql is not None else hashlib.sha256(
+        node.file.path.read_bytes()).hexdigest()
+    text = json.dumps({"content": content, "config": node.config.as_dict(), "inputs": inputs},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
+    """Rows in the Delta tables a batch model reads (through views too), from the tables' file
+    statistics; None when it also reads landing files, whose rows are not counted anywhere."""
+    total = 0
+    for name in node.refs:
+        parent = ctx.graph.nodes[name]
+        rows = (rows_read(ctx, parent) if parent.config.materialized == "view"
+                else ctx.engine.row_count(ctx.project.table_path(parent.file)))
+        if rows is None:
+            return None
+        total += rows
+    for key in node.sources:
+        source = ctx.project.sources[key]
+        rows = ctx.engine.row_count(source.path) if source.format == "delta" else None
+        if rows is None:
+            return None
+        total += rows
+    return total
+
+
+def _file_listing(ctx: BuildContext, location: str) -> list:
+    """(file, size, modified) of every file under a landing location. Local folders are listed
+    here, so a build with nothing new starts no JVM; object stores through Spark's file system."""
+    if is_remote(location):
+        from ..engines.spark import list_files
+
+        return list_files(ctx.engine.spark, location)
+    folder = Path(location)
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in folder.rglob("*") if p.is_file())
+
+
+def definition(node: CompiledNode) -> str:
+    """A streaming model's SQL and config, hashed: written with every batch it commits."""
+    text = json.dumps({"sql": node.sql, "config": node.config.as_dict()}, sort_keys=True,
+                      default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class QueryStart:
+    """How a streaming model's query starts."""
+
+    replace_first: bool  # its first batch replaces the table (a refresh)
+    definition: str  # the hash of its SQL and config, written with every batch
+    changed: bool = False  # the definition differs from the one the table was last written with
+    notes: tuple[str, ...] = ()  # what the build output should say
+
+
+def _delta_reader(engine: Engine) -> str:
+    return "commit-log" if engine.follows_commit_log else "delta-source"
+
+
+def _read_json(ctx: BuildContext, location: str) -> dict | None:
+    try:
+        return json.loads(ctx.engine.read_text(location))
+    except FileNotFoundError:
+        return None
+
+
+def reader_changed(ctx: BuildContext, checkpoint: str) -> bool:
+    """Whether the checkpoint was made by the other engine's reader of Delta tables."""
+    recorded = _read_json(ctx, join(checkpoint, READER_FILE))
+    if recorded is None:
+        if _read_json(ctx, join(checkpoint, "metadata")) is None:
+            return False  # no checkpoint yet
+        recorded = {"reader": "commit-log"}
+    return recorded["reader"] != _delta_reader(ctx.engine)
+
+
+def prepare_checkpoint(ctx: BuildContext, node: CompiledNode,
+                       tables: dict[str, str]) -> QueryStart:
+    """Decide whether the query starts over (and set its checkpoint up for that), and what has
+    changed since its table was last written. tables: the Delta tables it streams."""
+    checkpoint = ctx.project.checkpoint_path(node.file)
+    notes, reason = [], None
+    pending = _read_json(ctx, checkpoint + REFRESH_SUFFIX)
+    if ctx.full_refresh:
+        reason = "--full-refresh"
+    elif pending is not None:
+        reason = pending.get("reason", "refresh")
+        notes.append(f"finished a refresh ({reason}) that an earlier build did not complete")
+    elif tables and reader_changed(ctx, checkpoint):
+        reason = "engine switch"
+        notes.append(f"recomputed from its inputs: its checkpoint was made by the other "
+                     f"engine, whose reader of Delta tables the {ctx.engine.name} engine cannot "
+                     "resume")
+    if reason:
+        ctx.engine.write_text(checkpoint + REFRESH_SUFFIX, json.dumps({"reason": reason}))
+        ctx.engine.remove_folder(checkpoint)
+        notes += _downstream_note(ctx, node)
+    if tables:
+        ctx.engine.write_text(join(checkpoint, READER_FILE),
+                              json.dumps({"reader": _delta_reader(ctx.engine)}))
+    current = definition(node)
+    path = ctx.project.table_path(node.file)
+    written = (None if reason or not ctx.engine.table_exists(path)
+               else ctx.engine.last_commit_value(path, DEFINITION_KEY))
+    changed = written is not None and written != current
+    if changed:
+        notes.append("its SQL or config changed since its table was last written: the change "
+                     "applies only to rows that arrive from now on; to apply it to every row, "
+                     f"run medallion build --full-refresh -s {node.name}+")
+    return QueryStart(reason is not None, current, changed, tuple(notes))
+
+
+def mark_refreshes(ctx: BuildContext, nodes: list[CompiledNode]) -> None:
+    """Before a --full-refresh runs anything: each streaming model it selects is to be
+    refreshed, even if this build is killed before that model starts (the next build finishes
+    the refresh; a reader of a refreshed table cannot go on from its old checkpoint)."""
+    for node in nodes:
+        if node.config.materialized == "streaming":
+            ctx.engine.write_text(ctx.project.checkpoint_path(node.file) + REFRESH_SUFFIX,
+                                  json.dumps({"reason": "--full-refresh"}))
+
+
+def refresh_done(ctx: BuildContext, node: CompiledNode) -> None:
+    """The refresh's first batch committed: the table is replaced."""
+    ctx.engine.remove_folder(ctx.project.checkpoint_path(node.file) + REFRESH_SUFFIX)
+
+
+def _downstream_note(ctx: BuildContext, node: CompiledNode) -> list[str]:
+    """Streaming models that read this one as a stream cannot read its replaced table as new
+    rows: say which must start over too, unless this build (or a pending refresh) does."""
+    readers = [child for child in ctx.graph.children.get(node.name, ())
+               if ctx.graph.nodes[child].config.materialized == "streaming"
+               and not (ctx.full_refresh and child in ctx.selected)
+               and _read_json(ctx, ctx.project.checkpoint_path(
+                   ctx.graph.nodes[child].file) + REFRESH_SUFFIX) is None]
+    if not readers:
+        return []
+    return [f"its table is replaced, so the streaming models that read it ({', '.join(readers)}) "
+            f"must start over too: medallion build --full-refresh -s {' '.join(readers)} "
+            f"(or select {node.name}+)"]

@@ -1,0 +1,231 @@
+"""The streaming driver: one Structured Streaming query per model.
+
+Over landing files (and over Delta tables on an engine with a Delta streaming source), the
+model's SQL is the streaming query. On an engine that follows Delta tables through their commit
+logs (the embedded engine, see engines/delta_log.py), the query streams the input tables' new
+commits, and each micro-batch runs the model's SQL on the rows those commits added.
+Each micro-batch goes through foreachBatch into the same checks and writes as incremental
+models, committed with a Delta app transaction (app id = model and query, version = batch id).
+Spark's checkpoint (one folder per model) says which input is done; the app transaction says
+which batch is in the table. A batch replayed after a crash finds its id already committed and
+writes nothing, so every row lands exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..engines import Engine, WriteResult
+from ..errors import MedallionError
+from ..failures import error_message
+from ..faults import crash_point
+from ..locations import join
+from ..rendering import CompiledNode
+from .checks import check_table_properties, checked_rows
+from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
+from .inputs import commit_streams, committed_inputs, streamed_tables
+from .landing import changed_note
+from .rows import model_rows
+from .state import DEFINITION_KEY, QueryStart, prepare_checkpoint, refresh_done
+from .writes import write_incremental
+
+DEFAULT_WATCH_INTERVAL = "10 seconds"
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    model: str
+    batch_id: int
+    rows: int
+    version: int
+    malformed: int
+    rescued: int  # rows with JSON fields outside the source's schema
+    expectations: dict
+    files_added: int
+    rows_read: int  # rows the batch's input commits added, or the model's rows for the batch
+
+
+@dataclass
+class StreamTally:
+    """What a streaming query did, batch by batch (foreachBatch runs on a Spark thread)."""
+
+    on_batch: Callable[[BatchReport], None] = lambda report: None
+    batches: int = 0
+    replayed: int = 0
+    rows: int = 0
+    files_added: int = 0
+    malformed: int = 0
+    rescued: int = 0
+    expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
+    version: int | None = None
+    rows_read: int | None = None
+    app_id: str | None = None  # read from the checkpoint at the query's first batch
+    error: BaseException | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, report: BatchReport) -> None:
+        with self.lock:
+            self.batches += 1
+            self.rows += report.rows
+            self.files_added += report.files_added
+            self.malformed += report.malformed
+            self.rescued += report.rescued
+            self.version = report.version
+            self.rows_read = (self.rows_read or 0) + report.rows_read
+            for rule, count in report.expectations.items():
+                self.expectations[rule] = self.expectations.get(rule, 0) + count
+        self.on_batch(report)
+
+
+def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
+    """The app id for Delta app transactions: the model and its checkpoint's query id.
+
+    A new checkpoint (after --full-refresh or by hand) is a new query whose batch ids start at 0
+    again; a new app id keeps those batches from being taken for replays of the old ones."""
+    query_id = json.loads(engine.read_text(join(checkpoint, "metadata")))["id"]
+    return f"medallion:{node.name}:{query_id}"
+
+
+def write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, start: QueryStart,
+                rows_of: Callable, batch, batch_id: int) -> None:
+    """foreachBatch: write the rows `rows_of(batch, batch_id)` gives as (rows, rows read)."""
+    try:
+        _write_batch(ctx, node, tally, start, rows_of, batch, batch_id)
+    except BaseException as exc:  # Spark wraps it; keep the original to report it plainly
+        tally.error = exc
+        raise
+
+
+def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, start: QueryStart,
+                 rows_of: Callable, batch, batch_id: int) -> None:
+    crash_point(node.name, "batch_start", batch_id)
+    path = ctx.project.table_path(node.file)
+    if tally.app_id is None:  # one read of the checkpoint per query, not per micro-batch
+        tally.app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
+    app_id = tally.app_id
+    done = ctx.engine.committed_version(path, app_id)
+    if done is not None and done >= batch_id:
+        with tally.lock:
+            tally.replayed += 1
+        return
+    # A refresh's first batch replaces the table; until it commits, every build that starts
+    # the query again (after a kill) starts it as a refresh (see prepare_checkpoint).
+    refreshing = start.replace_first and batch_id == 0
+    replace = refreshing or not ctx.engine.table_exists(path)
+    txn = (app_id, batch_id)
+    new_rows, rows_read = rows_of(batch, batch_id)
+    if rows_read is None:
+        # Spark's own source fed the query: count the batch once. (Spark's numInputRows counts
+        # a source's rows again each time the batch is computed: expectations, MERGE.)
+        rows_read = new_rows.count()
+    if not replace and not rows_read:
+        return  # commits that added no rows (compaction): nothing to write
+    with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts):
+        result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn,
+                                   metadata={DEFINITION_KEY: start.definition})
+        malformed, rescued = (_kept(rows, result, c) for c in (CORRUPT_COLUMN, RESCUED_COLUMN))
+    crash_point(node.name, "committed", batch_id)
+    if refreshing:
+        refresh_done(ctx, node)
+    limit = node.config.optimize_after_files
+    if limit and ctx.engine.file_count(path) > limit:
+        # Streaming writes small files; a compaction commit changes no data, so readers
+        # downstream (streams included) do not see it as new rows.
+        ctx.engine.optimize(path)
+    tally.add(BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
+                          rescued, counts, result.files_added or 0, rows_read))
+
+
+def _kept(rows, result: WriteResult, column: str) -> int:
+    """Rows written with a value in `column` (malformed, rescued): from the written files'
+    statistics where the engine has them, else by a pass over the rows."""
+    if column not in rows.columns:
+        return 0
+    if column in result.non_null:
+        return result.non_null[column]
+    return rows.where(rows[column].isNotNull()).count()
+
+
+def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
+                on_batch: Callable[[BatchReport], None] = lambda report: None):
+    """Start the model's streaming query; returns (query, tally, how it started).
+
+    continuous: run on the model's processing-time trigger until stopped (--watch); otherwise
+    process what is there now (available_now) and stop."""
+    checkpoint = ctx.project.checkpoint_path(node.file)
+    check_table_properties(ctx, node)
+    tables = streamed_tables(ctx, node)
+    tally = StreamTally(on_batch)
+    start = prepare_checkpoint(ctx, node, tables)
+    if tables and ctx.engine.follows_commit_log:
+        df = commit_streams(ctx, tables)
+
+        def rows_of(batch, batch_id):
+            inputs, rows_read = committed_inputs(ctx, tables, batch, batch_id)
+            return model_rows(ctx, node, inputs=inputs), rows_read
+    else:
+        df = model_rows(ctx, node, streaming=True)
+        if not df.isStreaming:
+            raise MedallionError("a streaming model must read a source or a streaming model",
+                                 path=node.file.rel_path,
+                                 hint="use materialized='incremental' for a model over batch "
+                                 "tables")
+
+        def rows_of(batch, batch_id):
+            return batch, None
+    writer = (df.writeStream
+              .foreachBatch(lambda batch, batch_id: write_batch(
+                  ctx, node, tally, start, rows_of, batch, batch_id))
+              .option("checkpointLocation", str(checkpoint))
+              .queryName(f"medallion_{node.name}"))
+    if continuous:
+        interval = node.config.trigger
+        writer = writer.trigger(processingTime=DEFAULT_WATCH_INTERVAL
+                                if interval == "available_now" else interval)
+    else:
+        writer = writer.trigger(availableNow=True)
+    return writer.start(), tally, start
+
+
+def raise_query_error(query, tally: StreamTally) -> None:
+    if tally.error is not None:
+        raise tally.error
+    if query.exception() is not None:
+        raise RuntimeError(error_message(query.exception()))
+
+
+def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
+    """Process everything new once (trigger available_now), then stop."""
+    query, tally, start = start_query(ctx, node)
+    try:
+        query.awaitTermination()
+    except Exception:
+        raise_query_error(query, tally)
+        raise
+    raise_query_error(query, tally)
+    facts = [f"{tally.batches} batch(es)" if tally.batches else "no new data"]
+    if tally.replayed:
+        facts.append(f"{tally.replayed} replayed batch(es) already committed")
+    if tally.malformed:
+        facts.append(f"{tally.malformed} malformed row(s) kept in {CORRUPT_COLUMN}")
+    if tally.rescued:
+        facts.append(f"{tally.rescued} row(s) with fields outside the schema kept in "
+                     f"{RESCUED_COLUMN}")
+    changed_files = changed_note(ctx.project.checkpoint_path(node.file), str(ctx.project.root))
+    message = "; ".join(facts + list(start.notes) + [changed_files] * bool(changed_files))
+    status = "warn" if start.changed or changed_files else "success" if tally.batches else "up_to_date"
+    if not tally.batches:
+        return Outcome(status, message=message)
+    return Outcome(status, WriteResult(tally.version, tally.rows, tally.files_added),
+                   message=message, expectations=tally.expectations, rows_read=tally.rows_read)
+
+
+def stop_gracefully(query, poll_seconds: float = 0.2) -> None:
+    """Stop a running query after the batch in flight (if any) has finished."""
+    while query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(poll_seconds)
+    query.stop()

@@ -1,0 +1,235 @@
+"""A node's writes into its Delta table: replace, append, or MERGE.
+
+MERGE semantics, the same however rows fall into batches:
+- The latest row per key wins, by `sequence_by` (one or more columns, compared in order; a null
+  is older than any value). A row never replaces one that is newer; an equal sequence from a
+  later batch replaces the stored row.
+- Within one batch, rows with the same key and sequence must be identical (duplicate
+  deliveries, kept once); rows that differ stop the batch, asking for a tiebreak column in
+  `sequence_by` (a batch is a set: no row in it is later than another).
+- `delete_when` deletes a key. Deleted keys are remembered in `<model>_tombstones` (the key, its
+  sequence and when it was deleted) for `tombstone_retention` (30 days): an event older than the
+  delete that arrives later does not bring the key back, as a full recompute would not.
+- `scd_type: 2` keeps history: each key's versions recomputed from its whole timeline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from ..config import interval_seconds
+from ..engines import MergeSpec, WriteResult, newer_condition
+from ..errors import MedallionError
+from ..rendering import CompiledNode
+from .context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext
+
+DELETED_AT = "_deleted_at"
+
+
+def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, replace: bool,
+                      txn: tuple[str, int] | None = None,
+                      metadata: dict | None = None) -> WriteResult:
+    """Append or MERGE into the table, or create it (replace) on the first write.
+
+    Used for incremental batch models and for each micro-batch of a streaming model (with txn,
+    the app transaction that makes a replayed batch a no-op)."""
+    cfg = node.config
+    spec = None
+    if cfg.strategy == "merge":
+        tombstones = ctx.project.tombstone_path(node.file) if cfg.delete_when else None
+        df, spec = merge_rows(ctx, cfg, df, None if replace else path, tombstones, txn)
+    if replace:
+        return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
+                                txn=txn, properties=cfg.table_properties)
+    existing = ctx.engine.read_table(path).columns
+    new_columns = [c for c in df.columns if c not in existing and c != DELETE_COLUMN]
+    if new_columns and cfg.on_schema_change == "fail":
+        raise MedallionError(
+            f"the model now returns new columns {', '.join(new_columns)} that its table lacks",
+            path=node.file.rel_path,
+            hint="set on_schema_change='append_new_columns' to add them, or run with --full-refresh")
+    evolve = bool(new_columns)
+    if cfg.strategy == "append":
+        return ctx.engine.write(df, path, "append", metadata=metadata, merge_schema=evolve,
+                                txn=txn, properties=cfg.table_properties)
+    return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn,
+                            properties=cfg.table_properties)
+
+
+def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
+               tombstones: str | None = None, txn: tuple[str, int] | None = None):
+    """The rows a MERGE writes and how it matches them: one row per key (the latest) with a
+    delete flag, or, for scd_type 2, the recomputed history of the keys touched. existing: the
+    table to merge into (None on a first build or without a table, as in unit tests);
+    tombstones: where deleted keys are remembered (None when the model has no deletes)."""
+    events = flag_deletes(distinct_events(df, cfg), cfg)
+    known = tombstones is not None and existing is not None and ctx.engine.table_exists(tombstones)
+    if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
+        events = without_superseded(ctx, events, cfg, tombstones)
+    if tombstones is not None:
+        write_tombstones(ctx, latest(events, cfg), cfg, tombstones, replace=not known, txn=txn)
+    if cfg.scd_type == 2:
+        return (scd2_history(ctx, events, cfg, existing, tombstones if known else None),
+                MergeSpec(keys=cfg.unique_key + (VALID_FROM,)))
+    return latest(events, cfg), MergeSpec(
+        keys=cfg.unique_key, sequence_by=cfg.sequence_by,
+        delete_column=DELETE_COLUMN if cfg.delete_when else None)
+
+
+def distinct_events(df, cfg):
+    """The rows with identical duplicates kept once; rows that share a key and a sequence but
+    differ make the batch fail, naming one such key (with no sequence_by: a key's rows)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
+    # SCD1 keeps the latest rows per key, SCD2 every sequence value of a key: in both, what is
+    # kept must be one row per group.
+    group = keys + seq if cfg.scd_type == 2 else keys
+    order = [F.col(c).desc_nulls_last() for c in seq] or [F.lit(1)]
+    top = (df.dropDuplicates()
+           .withColumn("_medallion_rank", F.rank().over(Window.partitionBy(*group).orderBy(*order)))
+           .where("_medallion_rank = 1").drop("_medallion_rank"))
+    tied = F.col("_medallion_ties") > 1
+    what = (f"rows with the same unique_key ({', '.join(keys)}) and sequence_by "
+            f"({', '.join(seq)}) differ" if seq else
+            f"the model returned several rows with the same unique_key ({', '.join(keys)}) and "
+            "no sequence_by to order them")
+    fix = ("add a column that breaks such ties to sequence_by" if seq else
+           "deduplicate in the SQL, or set sequence_by so the latest row wins")
+    message = F.concat(F.lit(f"{what}, e.g. "), F.to_json(F.struct(*keys, *seq)),
+                       F.lit(f"; MERGE needs one row per key: {fix}"))
+    return (top.withColumn("_medallion_ties", F.count(F.lit(1)).over(Window.partitionBy(*group)))
+            .where(F.when(tied, F.raise_error(message)).otherwise(F.lit(True)))
+            .drop("_medallion_ties"))
+
+
+def flag_deletes(df, cfg):
+    from pyspark.sql import functions as F
+
+    if not cfg.delete_when:
+        return df.withColumn(DELETE_COLUMN, F.lit(False)) if cfg.scd_type == 2 else df
+    return df.withColumn(DELETE_COLUMN, F.coalesce(F.expr(cfg.delete_when), F.lit(False)))
+
+
+def latest(events, cfg):
+    """The latest event per key (events are distinct per key and sequence)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if cfg.scd_type != 2 or not cfg.sequence_by:
+        return events  # distinct_events kept one row per key already
+    order = [F.col(c).desc_nulls_last() for c in cfg.sequence_by]
+    return (events.withColumn("_medallion_rank", F.row_number().over(
+        Window.partitionBy(*cfg.unique_key).orderBy(*order)))
+        .where("_medallion_rank = 1").drop("_medallion_rank"))
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def without_superseded(ctx: BuildContext, events, cfg, tombstones: str):
+    """The events minus those older than a remembered delete of their key."""
+    from pyspark.sql import functions as F
+
+    keys = list(cfg.unique_key)
+    deleted = ctx.engine.read_table(tombstones).select(
+        *keys, *[F.col(c).alias(f"_tomb_{c}") for c in cfg.sequence_by],
+        F.lit(True).alias("_tomb"))
+    newer = newer_condition(cfg.sequence_by, _quote, lambda c: _quote(f"_tomb_{c}")) or "true"
+    joined = events.join(deleted, keys, "left")
+    keep = F.expr(f"_tomb IS NULL OR {DELETE_COLUMN} OR ({newer})")
+    return joined.where(keep).drop("_tomb", *[f"_tomb_{c}" for c in cfg.sequence_by])
+
+
+def write_tombstones(ctx: BuildContext, latest_events, cfg, path: str, replace: bool,
+                     txn: tuple[str, int] | None) -> None:
+    """Remember keys whose latest event is a delete; forget a key a newer row brings back, and
+    deletes older than the retention. Written before the model's table, under the same app
+    transaction: a batch replayed after a crash between the two writes finds it done."""
+    from pyspark.sql import functions as F
+
+    keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
+    rows = latest_events.select(*keys, *seq, F.current_timestamp().alias(DELETED_AT),
+                                (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
+    if replace:
+        ctx.engine.write(rows.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN), path, "overwrite",
+                         txn=txn)
+        return
+    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
+        seconds=interval_seconds(cfg.tombstone_retention))
+    known = ctx.engine.read_table(path).select(*keys)
+    relevant = rows.join(known.withColumn("_known", F.lit(True)), keys, "left").where(
+        f"NOT {DELETE_COLUMN} OR _known").drop("_known")  # deletes, and keys that have one
+    ctx.engine.merge(relevant, path, MergeSpec(
+        keys=tuple(keys), sequence_by=tuple(seq), delete_column=DELETE_COLUMN,
+        expire=f"t.{DELETED_AT} < CAST('{cutoff:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"), txn=txn)
+
+
+def without_deletes(df):
+    """Rows to write to a new table: those flagged for deletion have nothing to delete."""
+    from pyspark.sql import functions as F
+
+    if DELETE_COLUMN not in df.columns:
+        return df
+    return df.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN)
+
+
+def first_build_rows(node: CompiledNode, df):
+    """What the model's table holds after a first build from `df` alone (unit tests compare
+    with this): merge semantics applied, deletes removed."""
+    cfg = node.config
+    if cfg.materialized in ("incremental", "streaming") and cfg.strategy == "merge":
+        df, _ = merge_rows(None, cfg, df, None)
+    return without_deletes(df)
+
+
+def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
+                 tombstones: str | None = None):
+    """SCD type 2 rows for every key the new events touch, recomputed from the whole timeline.
+
+    The timeline of a key is its stored versions, its remembered delete, and the new events,
+    ordered by sequence_by; each version is valid from its own sequence value to the next one's,
+    and the last is current unless a delete ends it. Validity comes from the data, not the clock,
+    so a replayed or late batch yields the same rows. A closed version with no successor is one
+    that a delete closed, and is read back as that delete."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys, seqs = list(cfg.unique_key), list(cfg.sequence_by)
+    seq = seqs[0]  # validity runs from the first sequence column's values
+    columns = [c for c in events.columns if c != DELETE_COLUMN]
+    types = dict(events.dtypes)
+    events = events.withColumn("_medallion_new", F.lit(1))
+    if path is not None:
+        touched = events.select(*keys).distinct()
+        stored = ctx.engine.read_table(path).join(touched, keys, "left_semi")
+        closed, nxt = stored.where(F.col(VALID_TO).isNotNull()).alias("c"), stored.alias("n")
+        closed_by_delete = closed.join(
+            nxt, [F.col(f"c.{k}") == F.col(f"n.{k}") for k in keys]
+            + [F.col(f"c.{VALID_TO}") == F.col(f"n.{VALID_FROM}")], "left_anti")
+        deletes = closed_by_delete.select(*[
+            F.col(c) if c in keys else
+            F.col(VALID_TO).alias(c) if c == seq else F.lit(None).cast(types[c]).alias(c)
+            for c in columns], F.lit(True).alias(DELETE_COLUMN), F.lit(0).alias("_medallion_new"))
+        versions = stored.select(*columns, F.lit(False).alias(DELETE_COLUMN),
+                                 F.lit(0).alias("_medallion_new"))
+        events = events.unionByName(versions).unionByName(deletes)
+        if tombstones is not None:
+            remembered = ctx.engine.read_table(tombstones).join(touched, keys, "left_semi")
+            events = events.unionByName(remembered.select(*[
+                F.col(c) if c in keys or c in seqs else F.lit(None).cast(types[c]).alias(c)
+                for c in columns], F.lit(True).alias(DELETE_COLUMN),
+                F.lit(0).alias("_medallion_new")))
+    # one event per key and sequence value: a new row replaces a stored one with the same value
+    same = Window.partitionBy(*keys, *seqs).orderBy(F.col("_medallion_new").desc(),
+                                                    F.col(DELETE_COLUMN).desc())
+    events = events.withColumn("_medallion_rank", F.row_number().over(same)).where(
+        "_medallion_rank = 1")
+    timeline = Window.partitionBy(*keys).orderBy(*[F.col(c).asc_nulls_first() for c in seqs])
+    following = F.lead(seq).over(timeline)
+    return (events.withColumn(VALID_TO, following)
+            .where(~F.col(DELETE_COLUMN))
+            .select(*columns, F.col(seq).alias(VALID_FROM), VALID_TO,
+                    F.col(VALID_TO).isNull().alias(IS_CURRENT)))

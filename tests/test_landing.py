@@ -1,0 +1,149 @@
+"""Landing files read with nothing lost or silently wrong: long values, invalid UTF-8, JSON fields
+outside the schema, CSV headers that do not match, old mtimes, files that grow after a read."""
+
+import base64
+import json
+import os
+import time
+
+import pytest
+
+from conftest import read_delta
+
+SOURCES = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - name: events
+        format: json
+        schema: "id bigint, kind string"
+{extra}
+      - name: rows
+        format: csv
+        schema: "id bigint, kind string"
+"""
+
+MODELS = {
+    "models/bronze/bronze_events.sql": """\
+        {{ config(materialized='streaming') }}
+        select * from {{ source('landing', 'events') }}
+    """,
+    "models/bronze/bronze_rows.sql": """\
+        {{ config(materialized='streaming') }}
+        select * from {{ source('landing', 'rows') }}
+    """,
+}
+
+
+def landing_project(project, extra=""):
+    root = project({**MODELS, "models/sources.yml": SOURCES.format(extra=extra)})
+    for table in ("events", "rows"):
+        (root / "landing" / table).mkdir(parents=True)
+    return root
+
+
+def land(root, table, name, content: bytes | str):
+    path = root / "landing" / table / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+def lines(*events):
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+def events(root):
+    return read_delta(root / "warehouse/bronze/bronze_events")
+
+
+def test_long_values_and_invalid_utf8_are_kept_readable_and_counted(project, build):
+    root = landing_project(project)
+    land(root, "events", "1.json", lines({"id": 1, "kind": "k" * 5000}))
+    bad_line = b'{"id": 2, "kind": "caf\xe9"}'  # Latin-1, not UTF-8
+    land(root, "events", "2.json", bad_line + b"\n")
+    results = build(root, select=("bronze_events",))
+    assert results["bronze_events"].status == "success", results["bronze_events"].message
+    assert "1 malformed row(s) kept in _corrupt_record" in results["bronze_events"].message
+    rows = events(root)  # delta-rs decodes every string as UTF-8: it would raise on raw bytes
+    assert [(r["id"], r["kind"], r["_corrupt_record"]) for r in rows] == [
+        (1, "k" * 5000, None),
+        (None, None, "base64:" + base64.b64encode(bad_line).decode())]
+
+
+@pytest.mark.parametrize("mode", ["rescue", "fail", "ignore"])
+def test_json_fields_outside_the_schema(project, build, mode):
+    root = landing_project(project, extra=f"        unknown_fields: {mode}")
+    land(root, "events", "1.json", lines({"id": 1, "kind": "a"},
+                                         {"id": 2, "kind": "b", "tag": {"x": [1, 2]}, "n": 5}))
+    result = build(root, select=("bronze_events",))["bronze_events"]
+    if mode == "fail":
+        assert result.status == "error"
+        assert result.message.startswith(
+            "source 'landing.events' has field(s) outside its schema: tag, n in ")
+        assert "landing/events/1.json" in result.message
+        assert not (root / "warehouse/bronze/bronze_events").exists()
+        return
+    assert result.status == "success", result.message
+    rows = events(root)
+    if mode == "ignore":
+        assert "_rescued_data" not in rows[0]
+        assert [(r["id"], r["kind"]) for r in rows] == [(1, "a"), (2, "b")]
+        return
+    assert "1 row(s) with fields outside the schema kept in _rescued_data" in result.message
+    assert [(r["id"], r["kind"]) for r in rows] == [(1, "a"), (2, "b")]
+    assert rows[0]["_rescued_data"] is None
+    assert json.loads(rows[1]["_rescued_data"]) == {"tag": {"x": [1, 2]}, "n": 5}
+
+
+def test_a_bad_unknown_fields_value_names_the_file(project, build):
+    from medallion_cli.errors import MedallionError
+    from medallion_cli.project import load_project
+
+    root = landing_project(project, extra="        unknown_fields: keep")
+    with pytest.raises(MedallionError) as error:
+        load_project(root)
+    assert "source 'landing.events' has unknown_fields: 'keep'" in str(error.value)
+    assert error.value.path == "models/sources.yml"
+
+
+def test_a_csv_whose_header_swaps_columns_is_refused_naming_the_file(project, build):
+    root = landing_project(project)
+    land(root, "rows", "1.csv", "id,kind\n1,a\n")
+    assert build(root, select=("bronze_rows",))["bronze_rows"].status == "success"
+    land(root, "rows", "2.csv", "kind,id\nb,2\n")
+    result = build(root, select=("bronze_rows",))["bronze_rows"]
+    assert result.status == "error"
+    assert result.message.startswith(f"the header of {root}/landing/rows/2.csv (kind, id)")
+    assert "landing/rows/2.csv (kind, id) does not name the source's columns in order " \
+           "(id, kind)" in result.message
+    assert "\n" not in result.message
+    assert [(r["id"], r["kind"]) for r in read_delta(root / "warehouse/bronze/bronze_rows")] \
+        == [(1, "a")]  # nothing of the bad file landed in the wrong columns
+
+
+def test_a_file_with_an_old_mtime_is_still_read(project, build):
+    root = landing_project(project)
+    land(root, "events", "1.json", lines({"id": 1, "kind": "new"}))
+    build(root, select=("bronze_events",))
+    old = land(root, "events", "0.json", lines({"id": 0, "kind": "backfill"}))
+    month_ago = time.time() - 30 * 86400
+    os.utime(old, (month_ago, month_ago))  # as `cp -p` or `rsync -a` keep it
+    result = build(root, select=("bronze_events",))["bronze_events"]
+    assert result.status == "success", result.message
+    assert [r["id"] for r in events(root)] == [0, 1]
+
+
+def test_a_file_that_grew_after_it_was_read_is_reported(project, build):
+    root = landing_project(project)
+    growing = land(root, "events", "1.json", lines({"id": 1, "kind": "a"}))
+    build(root, select=("bronze_events",))
+    with growing.open("a") as f:
+        f.write(lines({"id": 2, "kind": "late"}))
+    later = time.time() + 5  # a later mtime even on file systems with coarse timestamps
+    os.utime(growing, (later, later))
+    result = build(root, select=("bronze_events",))["bronze_events"]
+    assert result.status == "warn"
+    assert "landed file(s) changed after they were read: landing/events/1.json" \
+        in result.message
+    assert "Land files atomically" in result.message

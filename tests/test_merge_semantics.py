@@ -1,0 +1,129 @@
+"""MERGE gives the same table however events fall into batches: deletes stick (tombstones), a
+null sequence is older than any value, and ties are refused unless a tiebreak orders them."""
+
+import json
+
+import pytest
+
+from conftest import read_delta
+
+SOURCES = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - name: events
+        format: json
+        schema: "id bigint, v string, op string, seq int, tick int"
+        options: {maxFilesPerTrigger: 1}
+"""
+
+
+def model(extra: str = "", scd: int = 1, sequence="'seq'") -> str:
+    return f"""\
+{{{{ config(materialized='streaming', strategy='merge', unique_key='id', sequence_by={sequence},
+          delete_when="op = 'D'", scd_type={scd}{extra}) }}}}
+select id, v, op, seq, tick from {{{{ source('landing', 'events') }}}} where _corrupt_record is null
+"""
+
+
+def land(root, name, events):
+    folder = root / "landing/events"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps({"tick": 0, **e}) + "\n" for e in events))
+
+
+def state(root, table="silver/m"):
+    return sorted((r["id"], r["v"]) for r in read_delta(root / "warehouse" / table))
+
+
+def build_in_batches(project, build, batches, scd=1, sequence="'seq'"):
+    """One project building every batch in turn, and one building them all at once."""
+    roots = []
+    for split in (True, False):
+        root = project({"models/sources.yml": SOURCES,
+                        "models/silver/m.sql": model(scd=scd, sequence=sequence)})
+        for n, batch in enumerate(batches if split else [sum(batches, [])]):
+            land(root, f"{n:03d}.json", batch)
+            result = build(root)["m"]
+            assert result.status == "success", result.message
+        roots.append(root)
+    return roots
+
+
+DELETE_THEN_LATE = [
+    [{"id": 1, "v": "a", "op": "I", "seq": 1}, {"id": 2, "v": "b", "op": "I", "seq": 1}],
+    [{"id": 1, "op": "D", "seq": 3}, {"id": 3, "op": "D", "seq": 5}],  # 3: deleted before seen
+    [{"id": 1, "v": "late", "op": "U", "seq": 2},  # older than the delete: stays deleted
+     {"id": 3, "v": "early", "op": "I", "seq": 4},  # older than its delete: never appears
+     {"id": 2, "v": "b2", "op": "U", "seq": 2}],
+]
+
+
+def test_a_delete_sticks_against_a_later_older_event(project, build):
+    in_turns, at_once = build_in_batches(project, build, DELETE_THEN_LATE)
+    assert state(in_turns) == state(at_once) == [(2, "b2")]
+    tombstones = sorted((r["id"], r["seq"]) for r in read_delta(
+        in_turns / "warehouse/silver/m_tombstones"))
+    assert tombstones == [(1, 3), (3, 5)]
+    # a newer event brings a deleted key back, and forgets its tombstone
+    land(in_turns, "009.json", [{"id": 1, "v": "back", "op": "I", "seq": 9}])
+    build(in_turns)
+    assert state(in_turns) == [(1, "back"), (2, "b2")]
+    assert [r["id"] for r in read_delta(in_turns / "warehouse/silver/m_tombstones")] == [3]
+
+
+def test_scd2_history_is_the_same_however_events_fall_into_batches(project, build):
+    in_turns, at_once = build_in_batches(project, build, DELETE_THEN_LATE, scd=2)
+
+    def history(root):
+        return sorted((r["id"], r["v"], r["valid_from"], r["valid_to"], r["is_current"])
+                      for r in read_delta(root / "warehouse/silver/m"))
+
+    assert history(in_turns) == history(at_once) == [
+        (1, "a", 1, 2, False), (1, "late", 2, 3, False),  # the late event is history
+        (2, "b", 1, 2, False), (2, "b2", 2, None, True),
+        (3, "early", 4, 5, False)]  # seen before its delete, closed by it
+
+
+def test_a_null_sequence_is_older_than_any_value(project, build):
+    batches = [[{"id": 1, "v": "no-seq", "op": "I", "seq": None}],
+               [{"id": 1, "v": "valid", "op": "U", "seq": 1}],
+               [{"id": 1, "v": "no-seq again", "op": "U", "seq": None}]]
+    in_turns, at_once = build_in_batches(project, build, batches)
+    assert state(in_turns) == state(at_once) == [(1, "valid")]
+
+
+def test_differing_rows_with_one_key_and_sequence_in_a_batch_are_refused(project, build):
+    root = project({"models/sources.yml": SOURCES, "models/silver/m.sql": model()})
+    same = {"id": 1, "v": "x", "op": "I", "seq": 1}
+    land(root, "000.json", [same, same, {"id": 2, "v": "y", "op": "I", "seq": 1}])
+    assert build(root)["m"].status == "success"  # identical duplicates are one row
+    assert state(root) == [(1, "x"), (2, "y")]
+    land(root, "001.json", [{"id": 2, "v": "p", "op": "U", "seq": 2},
+                            {"id": 2, "v": "q", "op": "U", "seq": 2}])
+    result = build(root)["m"]
+    assert result.status == "error"
+    assert 'rows with the same unique_key (id) and sequence_by (seq) differ, e.g. {"id":2,"seq":2}'\
+        in result.message
+    assert "add a column that breaks such ties to sequence_by" in result.message
+    assert state(root) == [(1, "x"), (2, "y")]  # the batch wrote nothing
+
+
+def test_a_second_sequence_column_breaks_ties(project, build):
+    batches = [[{"id": 1, "v": "first", "op": "I", "seq": 1, "tick": 1},
+                {"id": 1, "v": "second", "op": "U", "seq": 1, "tick": 2}],
+               [{"id": 1, "v": "older tick", "op": "U", "seq": 1, "tick": 0}]]
+    in_turns, at_once = build_in_batches(project, build, batches, sequence="['seq', 'tick']")
+    assert state(in_turns) == state(at_once) == [(1, "second")]
+
+
+@pytest.mark.parametrize("engine_name", ["embedded"])  # config checking needs no engine
+def test_tombstone_retention_must_be_an_interval(project, engine_name):
+    from medallion_cli import tasks
+    from medallion_cli.errors import MedallionError
+
+    root = project({"models/sources.yml": SOURCES,
+                    "models/silver/m.sql": model(", tombstone_retention='forever'")})
+    with pytest.raises(MedallionError, match="tombstone_retention"):
+        tasks.load(tasks.Invocation(project_dir=str(root)))

@@ -1,0 +1,175 @@
+"""What an operator sees: secrets kept off command lines and out of artifacts, loopback listeners,
+one-line errors with Spark's log in target/spark.log, edited streaming models flagged, YAML typos
+caught, and nulls, integers and commit counts printed as they are."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import read_delta
+from medallion_cli import maintenance, tasks
+from medallion_cli.cli import main
+from medallion_cli.errors import MedallionError
+from medallion_cli.project import load_project
+from test_streaming import BATCH_1, BATCH_2, MODELS, land
+
+
+def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(tmp_path):
+    """One engine only: both engines start Spark with the same start_spark(), and a fresh JVM
+    (a subprocess) is what has a command line to look at."""
+    script = textwrap.dedent(f"""
+        import json
+        from medallion_cli.engines.spark import start_spark
+        from medallion_cli.project import Target
+        target = Target("t", "embedded", {str(tmp_path)!r}, "local[1]", {{
+            "spark.hadoop.fs.s3a.secret.key": "hunter2-secret",
+            "spark.sql.shuffle.partitions": "3"}}, 1)
+        spark = start_spark(target)
+        jvm = spark.sparkContext._jvm
+        print(json.dumps({{
+            "command": jvm.System.getProperty("sun.java.command"),
+            "hadoop": spark.sparkContext._jsc.hadoopConfiguration().get("fs.s3a.secret.key"),
+            "shuffle": spark.conf.get("spark.sql.shuffle.partitions"),
+            "host": spark.conf.get("spark.driver.host"),
+            "bind": spark.conf.get("spark.driver.bindAddress"),
+        }}))
+        spark.stop()
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "hunter2" not in seen["command"] and "spark.sql.shuffle.partitions=3" in seen["command"]
+    assert seen["hadoop"] == "hunter2-secret"  # where Hadoop's file systems read it
+    assert seen["shuffle"] == "3"
+    assert (seen["host"], seen["bind"]) == ("127.0.0.1", "127.0.0.1")
+
+
+def test_secret_env_vars_are_masked_in_artifacts_but_used(project, build, monkeypatch):
+    monkeypatch.setenv("MEDALLION_SECRET_TOKEN", "s3cr3t-value")
+    monkeypatch.setenv("PLAIN_VALUE", "plain-value")
+    root = project({"models/a.sql": "select '{{ env_var(\"MEDALLION_SECRET_TOKEN\") }}' as token, "
+                                    "'{{ env_var(\"PLAIN_VALUE\") }}' as plain"})
+    assert build(root)["a"].status == "success"
+    assert read_delta(root / "warehouse/models/a") == [
+        {"token": "s3cr3t-value", "plain": "plain-value"}]
+    written = "".join(p.read_text() for p in (root / "target").rglob("*")
+                      if p.is_file() and p.suffix in (".sql", ".json"))
+    assert "s3cr3t-value" not in written and "*****" in written and "plain-value" in written
+    compiled = CliRunner().invoke(main, ["compile", "-s", "a", "--project-dir", str(root)])
+    assert "s3cr3t-value" not in compiled.output and "*****" in compiled.output
+
+
+def test_runtime_errors_are_one_line_and_spark_logs_to_a_file(project, engine_name):
+    root = project({**MODELS, "models/silver/typed.sql": """\
+        {{ config(materialized='streaming') }}
+        select cast(status as int) as status_code from {{ ref('bronze_orders') }}
+    """})
+    land(root, "001.json", BATCH_1)
+    out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build",
+                          "--project-dir", str(root)], capture_output=True, text=True,
+                         timeout=600)
+    text = out.stdout + out.stderr
+    assert out.returncode == 1, text
+    lines = text.splitlines()
+    error = lines[next(i for i, line in enumerate(lines) if "ERROR" in line and "typed" in line)
+                  + 1].strip()
+    assert error.startswith("[CAST_INVALID_INPUT]") and "'placed'" in error, text
+    assert "Traceback" not in text and "\tat " not in text and "WARN" not in text
+    assert len(lines) < 20, text
+    assert (root / "target/spark.log").stat().st_size > 0
+
+
+def test_an_edited_streaming_model_is_flagged_with_what_to_run(project, build):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    build(root)
+    silver = root / "models/silver/silver_orders.sql"
+    silver.write_text(silver.read_text().replace("select order_id, status",
+                                                 "select order_id, upper(status) as status"))
+    land(root, "002.json", BATCH_2)
+    result = build(root)["silver_orders"]
+    assert result.status == "warn"
+    assert "its SQL or config changed since its table was last written" in result.message
+    assert "medallion build --full-refresh -s silver_orders+" in result.message
+    results = json.loads((root / "target/run_results.json").read_text())["results"]
+    assert next(r for r in results if r["name"] == "silver_orders")["status"] == "warn"
+    assert build(root, full_refresh=True, select=("silver_orders+",))[
+        "silver_orders"].status == "success"
+    assert build(root)["silver_orders"].status == "up_to_date"
+
+
+@pytest.mark.parametrize("yml, said, line", [
+    ("models:\n  - name: a\n    colums: []\n", "models[a]: unknown key 'colums'. did you mean "
+     "'columns'?", 3),
+    ("models:\n  - name: a\n    columns:\n      - name: id\n        tets: [unique]\n",
+     "models[a].columns[id]: unknown key 'tets'. did you mean 'tests'", 5),
+    ("models:\n  - name: a\n    descripton: x\n", "unknown key 'descripton'. did you mean "
+     "'description'?", 3),
+])
+def test_unknown_yaml_keys_are_errors_with_file_line_and_closest_key(project, yml, said, line):
+    root = project({"models/a.sql": "select 1 as id", "models/props.yml": yml})
+    with pytest.raises(MedallionError) as error:
+        load_project(root)
+    assert said in str(error.value)
+    assert (error.value.path, error.value.line) == ("models/props.yml", line)
+
+
+def test_a_second_entry_for_a_model_is_an_error_naming_both_files(project):
+    root = project({"models/a.sql": "select 1 as id",
+                    "models/one.yml": "models:\n  - name: a\n    description: first\n",
+                    "models/two.yml": "models:\n  - name: a\n    columns: [{name: id}]\n"})
+    with pytest.raises(MedallionError) as error:
+        load_project(root)
+    text = str(error.value)
+    assert "'a'" in text and "models/one.yml" in text and "models/two.yml" in text
+
+
+def test_show_prints_nulls_as_null_and_integers_as_integers(project, build):
+    root = project({"models/a.sql": "select * from values (1, cast(null as bigint), "
+                                    "cast(null as timestamp)), (2, 1008, null) as t(id, n, at)"})
+    build(root)
+    result = CliRunner().invoke(main, ["show", "a", "--project-dir", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "NaN" not in result.output and "NaT" not in result.output
+    assert "1008.0" not in result.output and "1008" in result.output
+    assert "null" in result.output
+
+
+def test_history_counts_what_a_merge_inserted_updated_and_deleted(project, build):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    build(root)
+    land(root, "002.json", BATCH_2)  # 2 updates, 1 delete, 1 insert
+    build(root)
+    inv = tasks.Invocation(project_dir=str(root))
+    last = maintenance.history(inv, "silver_orders")[0]
+    assert last.operation == "MERGE"
+    assert {k: last.rows.get(k) for k in ("inserted", "updated", "deleted")} == {
+        "inserted": 1, "updated": 2, "deleted": 1}
+    result = CliRunner().invoke(main, ["history", "silver_orders", "--project-dir", str(root)])
+    assert "MERGE" in result.output and "inserted=1 updated=2 deleted=1" in result.output, \
+        result.output
+
+
+def test_unit_test_differences_say_expected_and_actual(project, engine_name):
+    root = project({"models/a.sql": "select id, id * 2 as doubled from {{ ref('b') }}",
+                    "models/b.sql": "select 1 as id",
+                    "tests/unit/a.yml": textwrap.dedent("""\
+                        unit_tests:
+                          - name: doubles
+                            model: a
+                            given:
+                              - input: ref('b')
+                                rows: [{id: 2}]
+                            expect:
+                              rows: [{id: 2, doubled: 5}]
+                    """)})
+    result = tasks.unit_test(tasks.Invocation(project_dir=str(root)))
+    assert result[0].status == "error"
+    assert "expected" in result[0].message and "actual" in result[0].message
+    assert "df1" not in result[0].message and "df2" not in result[0].message
+

@@ -1,0 +1,137 @@
+"""Nothing lost, nothing doubled: one writer per warehouse, commits that lost a race add nothing,
+a killed refresh is finished, names cannot escape their folder, dead staging is removed."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import read_delta
+from medallion_cli import tasks
+from medallion_cli.engines import make_engine
+from medallion_cli.errors import MedallionError
+from medallion_cli.failures import CONCURRENT_COMMIT, error_message
+from medallion_cli.project import Target
+from test_streaming import BATCH_1, BATCH_2, MODELS, land
+
+WATCHED = "name: w\nprofile: test\nmodels:\n  trigger: 1 second\n"
+
+
+def medallion(root, *args, crash_at=None, wait=True):
+    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or ""}
+    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root)]
+    if not wait:
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_second_build_is_refused_while_one_holds_the_warehouse(project, engine_name):
+    root = project(MODELS, project_yml=WATCHED)
+    land(root, "001.json", BATCH_1)
+    watching = medallion(root, "build", "--watch", wait=False)
+    try:
+        lock = root / "warehouse/_medallion/lock"
+        deadline = time.monotonic() + 120
+        while not (lock.exists() and lock.read_text()):
+            assert watching.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        second = medallion(root, "build")
+        assert second.returncode == 2, second.stdout + second.stderr
+        error = second.stderr.strip().splitlines()
+        assert error[0].startswith("Error: ") and "`medallion build --watch` (pid " \
+            f"{watching.pid} on " in error[0] and "is writing this warehouse" in error[0]
+        assert "wait for it to finish, or stop it" in second.stderr
+    finally:
+        watching.terminate()
+        watching.wait(timeout=120)
+    again = medallion(root, "build")  # the lock went with the process
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(BATCH_1)
+
+
+def committing_the_same_batch_meanwhile(spark, path, engine_name):
+    """Rows whose computation commits app transaction ('app', 0) to the table first, with
+    delta-rs, from Spark's Python worker: another build's commit, landing mid-write."""
+    from pyspark.sql import functions as F
+
+    @F.udf("long")
+    def sneak(value):
+        import pyarrow as pa
+        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+        if DeltaTable(path).transaction_version("app") is None:
+            write_deltalake(path, pa.table({"id": pa.array([value], pa.int64())}), mode="append",
+                            commit_properties=CommitProperties(
+                                app_transactions=[Transaction("app", 0)]))
+        return value
+
+    return spark.range(1).select(sneak("id").alias("id"))
+
+
+def test_a_commit_whose_app_transaction_was_taken_meanwhile_adds_nothing(
+        spark, tmp_path, engine_name):
+    engine = make_engine(Target("t", engine_name, str(tmp_path / "wh"), "local[2]", {}, 1))
+    path = str(tmp_path / "wh/t")
+    engine.write(spark.range(0).select("id"), path, "overwrite")
+    rows = committing_the_same_batch_meanwhile(spark, path, engine_name)
+    with pytest.raises(Exception) as lost:
+        engine.write(rows, path, "append", txn=("app", 0))
+    assert CONCURRENT_COMMIT in error_message(lost.value)
+    assert [r["id"] for r in read_delta(path)] == [0]  # the other build's row, once
+    assert engine.committed_version(path, "app") == 0
+
+
+def test_a_killed_full_refresh_is_finished_by_the_next_build(project, engine_name):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    land(root, "002.json", BATCH_2)
+    assert medallion(root, "build").returncode == 0
+    bronze = root / "warehouse/bronze/bronze_orders"
+    assert len(read_delta(bronze)) == 9
+    killed = medallion(root, "build", "--full-refresh", crash_at="bronze_orders:batch_start:0")
+    assert killed.returncode < 0
+    plain = medallion(root, "build")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "finished a refresh (--full-refresh) that an earlier build did not complete" \
+        in plain.stdout
+    assert len(read_delta(bronze)) == 9  # replaced, not appended to: 9, not 18
+    assert not (root / "warehouse/_checkpoints/bronze/bronze_orders.refreshing").exists()
+
+
+def test_a_refresh_says_what_its_streaming_readers_need(project, build):
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    build(root)
+    result = build(root, select=("bronze_orders",), full_refresh=True)["bronze_orders"]
+    assert "streaming models that read it (silver_orders) must start over too: medallion " \
+        "build --full-refresh -s silver_orders (or select bronze_orders+)" in result.message
+    both = build(root, select=("bronze_orders+",), full_refresh=True)
+    assert "must start over" not in both["bronze_orders"].message
+    assert both["silver_orders"].status == "success"
+
+
+@pytest.mark.parametrize("engine_name", ["embedded"])  # refused while loading: no engine runs
+@pytest.mark.parametrize("file", ["models/....sql", "models/bronze/2fast.sql",
+                                  "models/my-model.sql"])
+def test_only_identifier_names(project, file, engine_name):
+    root = project({file: "select 1 as id"})
+    with pytest.raises(MedallionError) as error:
+        tasks.load(tasks.Invocation(project_dir=str(root)))
+    assert str(error.value).startswith(f"{file}: the model name ")
+    assert "letters, digits and underscores" in str(error.value)
+
+
+# The embedded engine only: it stages Spark's output as Parquet before delta-rs commits it.
+@pytest.mark.parametrize("engine_name", ["embedded"])
+def test_staging_left_by_a_killed_build_is_removed(project, build, engine_name):
+    root = project({"models/a.sql": "select 1 as id"})
+    staging = root / "warehouse/_staging"
+    dead, alive = staging / "999999999-0123abcd", staging / f"{os.getpid()}-4567ef"
+    for folder in (dead, alive):
+        folder.mkdir(parents=True)
+        (folder / "part-0.parquet").write_bytes(b"PAR1")
+    assert build(root)["a"].status == "success"
+    assert not dead.exists() and alive.exists()
