@@ -2,6 +2,8 @@
 
     inputs.py     the relations its SQL names: refs, sources (landing files, Delta tables) and
                   `this`, as tables or as streams, registered as temp views of its own session
+    landing.py    landing files read with nothing lost: rescued fields, checked CSV headers,
+                  escaped bad bytes, every file however old, files changed after a read
     rows.py       its rows: its SQL over those inputs; a seed's CSV; a micro-batch's new rows
     checks.py     its expectations, and the quarantine for rows a `drop` rule rejects
     writes.py     into its Delta table: replace, append, MERGE (latest wins, deletes, SCD2)
