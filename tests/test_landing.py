@@ -147,3 +147,19 @@ def test_a_file_that_grew_after_it_was_read_is_reported(project, build):
     assert "landed file(s) changed after they were read: landing/events/1.json" \
         in result.message
     assert "Land files atomically" in result.message
+
+
+def test_an_untouched_file_whose_mtime_ends_just_below_a_millisecond_is_not_changed(tmp_path):
+    """st_mtime, a float, rounds 1795441798.237999851 up to ...238 ms; Java records 237."""
+    from medallion_cli.build.landing import changed_after_read
+
+    landed = tmp_path / "000.json"
+    landed.write_text("{}\n")
+    os.utime(landed, ns=(1795441798237999851, 1795441798237999851))
+    log = tmp_path / "checkpoint/sources/0"
+    log.mkdir(parents=True)
+    (log / "0").write_text('v1\n{"path":"file://%s","timestamp":1795441798237,"batchId":0}\n'
+                           % landed)
+    assert changed_after_read(str(tmp_path / "checkpoint")) == []
+    os.utime(landed, ns=(1795441798239000000, 1795441798239000000))
+    assert changed_after_read(str(tmp_path / "checkpoint")) == [str(landed)]

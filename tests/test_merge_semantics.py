@@ -98,7 +98,8 @@ def test_differing_rows_with_one_key_and_sequence_in_a_batch_are_refused(project
     root = project({"models/sources.yml": SOURCES, "models/silver/m.sql": model()})
     same = {"id": 1, "v": "x", "op": "I", "seq": 1}
     land(root, "000.json", [same, same, {"id": 2, "v": "y", "op": "I", "seq": 1}])
-    assert build(root)["m"].status == "success"  # identical duplicates are one row
+    first = build(root)["m"]
+    assert first.status == "success", first.message  # identical duplicates are one row
     assert state(root) == [(1, "x"), (2, "y")]
     land(root, "001.json", [{"id": 2, "v": "p", "op": "U", "seq": 2},
                             {"id": 2, "v": "q", "op": "U", "seq": 2}])

@@ -120,7 +120,9 @@ def changed_after_read(checkpoint: str) -> list[str]:
     for entry in _read_files(Path(checkpoint) / "sources"):
         path = unquote(urlparse(entry["path"]).path)
         try:
-            modified = int(Path(path).stat().st_mtime * 1000)
+            # Whole milliseconds as Java gives them; st_mtime (a float) can round up into the
+            # next millisecond and make an untouched file look changed.
+            modified = Path(path).stat().st_mtime_ns // 1_000_000
         except OSError:
             continue  # moved away after reading (Spark's cleanSource, or by hand)
         if modified > entry["timestamp"]:
