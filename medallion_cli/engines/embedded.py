@@ -230,11 +230,11 @@ class EmbeddedEngine:
               properties: dict[str, str] | None = None) -> WriteResult:
         dt = self._snapshot(path, properties)
         if self._replayed(dt, txn):
-            return self._unchanged(path)
+            return self._unchanged(dt)
         Path(path).mkdir(parents=True, exist_ok=True)
         with self._staged(df) as (data, staged):
             if not staged.rows and mode == "append" and dt is not None:
-                return self._unchanged(path, staged)  # nothing to add: no empty commit
+                return self._unchanged(dt, staged)  # nothing to add: no empty commit
             with _one_writer(path):
                 write_deltalake(
                     dt if dt is not None else str(path), data, mode=mode,
@@ -250,30 +250,29 @@ class EmbeddedEngine:
               properties: dict[str, str] | None = None) -> WriteResult:
         dt = self._snapshot(path, properties)
         if self._replayed(dt, txn):
-            return self._unchanged(path)
+            return self._unchanged(dt)
         with self._staged(df) as (data, staged):
             if not staged.rows:
-                return self._unchanged(path, staged)
+                return self._unchanged(dt, staged)
             with _one_writer(path):
                 self._merge(dt, data, spec, metadata, merge_schema, txn)
         return self._result(path, staged)
 
     def _snapshot(self, path: str, properties: dict[str, str] | None) -> DeltaTable | None:
-        """The table as a write starts from (None when there is none), its properties set.
-        The write commits against this snapshot, so delta-rs refuses it when a concurrent
-        commit took the same app transaction meanwhile, instead of adding its rows twice."""
-        if not self.table_exists(path):
+        """The table as a write starts from (None when there is none), with the properties it
+        lacks or has otherwise set (a commit of their own). The write commits against this
+        snapshot, so delta-rs refuses it when a concurrent commit took the same app transaction
+        meanwhile, instead of adding its rows twice."""
+        try:
+            dt = DeltaTable(str(path))
+        except TableNotFoundError:
             return None
-        self._ensure_properties(path, properties)
-        return self._open(path)
-
-    def _ensure_properties(self, path: str, properties: dict[str, str] | None) -> None:
-        """Set the properties the table lacks or has otherwise (a commit of its own)."""
-        dt = self._open(path)
         changed = {k: v for k, v in (properties or {}).items()
                    if dt.metadata().configuration.get(k) != v}
         if changed:
             dt.alter.set_table_properties(changed)
+            dt = self._open(path)
+        return dt
 
     def property_problem(self, key: str, value: str) -> str | None:
         if key in EMBEDDED_PROPERTIES:
@@ -292,8 +291,9 @@ class EmbeddedEngine:
         done = dt.transaction_version(txn[0])
         return done is not None and done >= txn[1]
 
-    def _unchanged(self, path: str, staged: StagedFiles | None = None) -> WriteResult:
-        return WriteResult(version=self._open(path).version(), rows=0, files_added=0,
+    @staticmethod
+    def _unchanged(dt: DeltaTable, staged: StagedFiles | None = None) -> WriteResult:
+        return WriteResult(version=dt.version(), rows=0, files_added=0,
                            non_null=staged.non_null if staged else {})
 
     def _merge(self, dt, data, spec, metadata, merge_schema, txn) -> None:
