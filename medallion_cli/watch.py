@@ -20,7 +20,7 @@ from typing import Callable
 from .build.context import BuildContext
 from .build.streaming import BatchReport, start_query, stop_gracefully
 from .failures import error_message
-from .runner import NodeResult
+from .runner import NodeResult, own_session
 
 POLL_SECONDS = 2.0
 
@@ -71,8 +71,10 @@ def watch(ctx: BuildContext, selected: list[str], results: list[NodeResult],
                 if time.monotonic() >= due:
                     del restart_at[name]
                     try:
-                        queries[name] = start_query(ctx, nodes[name], continuous=True,
-                                                    on_batch=on_batch)[:2]
+                        # Each query in a session of its own, as in the first pass: queries'
+                        # micro-batches run side by side, each registering its inputs' views.
+                        queries[name] = start_query(own_session(ctx), nodes[name],
+                                                    continuous=True, on_batch=on_batch)[:2]
                     except Exception as exc:
                         fail(name, error_message(exc))
             for name, (query, tally) in list(queries.items()):
