@@ -121,14 +121,17 @@ def _positive_int(value, key: str, origin: str) -> int | None:
     return value
 
 
-def check_keys(raw: dict, origin: str) -> None:
-    """Reject config keys outside the vocabulary, listing the valid ones."""
+def check_keys(raw: dict, origin: str, allowed=CONFIG_KEYS, what: str = "config key",
+               where: str = "", listed: str = "valid keys") -> None:
+    """Reject keys outside `allowed` (the config vocabulary unless told), naming the closest
+    one, the line where a YAML mapping has it, and the valid ones."""
     for key in raw:
-        if key not in CONFIG_KEYS:
-            hint = closest(key, CONFIG_KEYS)
+        if key not in allowed:
             raise MedallionError(
-                f"unknown config key '{key}'. {hint}".strip(), path=origin,
-                hint="valid keys: " + ", ".join(CONFIG_KEYS))
+                f"{where + ': ' if where else ''}unknown {what} '{key}'. "
+                f"{closest(str(key), allowed)}".strip(),
+                path=origin, line=getattr(raw, "lines", {}).get(key),
+                hint=f"{listed}: " + ", ".join(allowed))
 
 
 def merge_layers(*layers: dict) -> dict:

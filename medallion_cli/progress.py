@@ -83,10 +83,11 @@ class Console:
                 if self.phase_started:
                     what, since = self.phase_started
                     status = f"  {what} ({now - since:.0f}s)"
-                    click.echo(ERASE_LINE + status, nl=False, color=True)
                 elif busy:
                     status = f"  [{self.done}/{self.total}] running: {busy}"
-                    click.echo(ERASE_LINE + status[:150], nl=False, color=True)
+                else:
+                    continue
+                click.echo(ERASE_LINE + status[:150], nl=False, color=True)
 
     def result(self, result: NodeResult) -> None:
         with self.lock:

@@ -274,13 +274,7 @@ def _check_property_keys(value, kind: str, origin: str, where: str) -> None:
     if not isinstance(value, dict):
         raise MedallionError(f"{where}: expected a mapping, found {type(value).__name__}",
                              path=origin, line=getattr(value, "line", None))
-    allowed = PROPERTY_KEYS[kind]
-    for key in value:
-        if key not in allowed:
-            raise MedallionError(
-                f"{where}: unknown key '{key}'. {closest(str(key), allowed)}".strip(),
-                path=origin, line=getattr(value, "lines", {}).get(key),
-                hint="keys here: " + ", ".join(allowed))
+    check_keys(value, origin, PROPERTY_KEYS[kind], "key", where, "keys here")
     children = {"file": ("models", "seeds", "sources"), "models": ("columns",),
                 "seeds": ("columns",), "sources": ("tables",), "tables": ("columns",)}
     for child in children.get(kind, ()):
