@@ -21,7 +21,7 @@ from pathlib import Path
 from .errors import MedallionError
 
 RECIPES = Path(__file__).resolve().parent / "maven"
-BUNDLES = ("delta",)
+BUNDLES = ("delta", "kafka")
 CACHE_ENV = "MEDALLION_JARS_DIR"
 DONE = ".complete"  # written last: a folder without it was cut off and is fetched again
 # delta-spark_4.1_2.13-4.1.0.jar (built per Spark release), delta-spark_2.13-4.0.0.jar (one Spark
