@@ -21,7 +21,7 @@ from pathlib import Path
 from .errors import MedallionError
 
 RECIPES = Path(__file__).resolve().parent / "maven"
-BUNDLES = ("delta", "kafka")
+BUNDLES = ("delta", "kafka", "kafka-broker")
 CACHE_ENV = "MEDALLION_JARS_DIR"
 DONE = ".complete"  # written last: a folder without it was cut off and is fetched again
 # delta-spark_4.1_2.13-4.1.0.jar (built per Spark release), delta-spark_2.13-4.0.0.jar (one Spark
@@ -135,3 +135,18 @@ def check_spark_jars(jars: list[Path], where: str, hint: str, subject: str = "")
             raise MedallionError(
                 f"{subject}{jar.name} is built for Spark {jar_spark or '?'} with Scala {jar_scala}, but "
                 f"this Spark is {spark} with Scala {scala}", path=where, hint=hint)
+
+
+def with_bundles(target, bundles: list[str]):
+    """The target with the bundles' JARs (fetched when not here yet, checked against this
+    Spark) added to its spark.jars: e.g. Spark's Kafka source for a project with Kafka sources."""
+    from dataclasses import replace
+
+    if not bundles:
+        return target
+    found = [jar for bundle in bundles for jar in jar_files(fetch(bundle))]
+    check_spark_jars(found, str(recipe(bundles[0])), "delete the folder and run medallion jars "
+                     "again, or fix the pinned versions in the recipe")
+    own = target.spark_conf.get("spark.jars")
+    jar_list = ",".join([str(p) for p in found] + ([own] if own else []))
+    return replace(target, spark_conf={**target.spark_conf, "spark.jars": jar_list})

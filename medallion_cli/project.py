@@ -20,7 +20,10 @@ from .locations import join, resolve
 PROJECT_FILE = "medallion_project.yml"
 PROFILES_FILE = "profiles.yml"
 ENGINES = ("embedded", "delta-spark")
-SOURCE_FORMATS = ("json", "csv", "parquet", "delta")
+SOURCE_FORMATS = ("json", "csv", "parquet", "delta", "kafka")
+# What a Kafka source must say: where the brokers are, and which topics to read.
+KAFKA_BROKERS = "kafka.bootstrap.servers"
+KAFKA_TOPICS = ("subscribe", "subscribePattern", "assign")
 UNKNOWN_FIELDS = ("rescue", "fail", "ignore")  # what JSON fields outside the schema become
 QUARANTINE_SUFFIX = "_quarantine"
 TOMBSTONE_SUFFIX = "_tombstones"
@@ -337,13 +340,45 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                         f"source '{sname}.{tname}' has unknown_fields: {unknown!r}", path=origin,
                         line=getattr(table, "lines", {}).get("unknown_fields"),
                         hint="unknown_fields: " + " | ".join(UNKNOWN_FIELDS))
+                options = _rendered_options(
+                    {**(source.get("options") or {}), **(table.get("options") or {})},
+                    origin, f"source '{sname}.{tname}'")
+                if fmt == "kafka":
+                    _check_kafka_options(options, origin, f"source '{sname}.{tname}'")
                 sources[(sname, tname)] = SourceTable(
                     source=sname, name=tname, format=fmt,
                     path=_table_location(table, base, f"{origin}, source {sname}.{tname}"),
                     schema=_schema_ddl(table, f"{origin}, source {sname}.{tname}"),
-                    options={**(source.get("options") or {}), **(table.get("options") or {})},
-                    origin=origin, unknown_fields=unknown)
+                    options=options, origin=origin, unknown_fields=unknown)
     return sources
+
+
+def _rendered_options(options: dict, origin: str, where: str) -> dict[str, str]:
+    """Reader options with env_var() rendered, so that addresses and credentials come from the
+    environment, not the file (values are never written to target/)."""
+    rendered = {}
+    for key, value in options.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if "{{" in text:
+            try:
+                text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
+                    text).render(env_var=env_var)
+            except jinja2.TemplateError as exc:
+                raise MedallionError(f"{where}: option {key}: cannot render: {exc}",
+                                     path=origin) from exc
+        rendered[str(key)] = text
+    return rendered
+
+
+def _check_kafka_options(options: dict, origin: str, where: str) -> None:
+    if not options.get(KAFKA_BROKERS):
+        raise MedallionError(f"{where} is a Kafka source without {KAFKA_BROKERS}", path=origin,
+                             hint="add it under options:, e.g. " + KAFKA_BROKERS + ': "{{ '
+                                  "env_var('KAFKA_BOOTSTRAP_SERVERS') }}\"")
+    if sum(key in options for key in KAFKA_TOPICS) != 1:
+        raise MedallionError(f"{where} must name its topics with exactly one of "
+                             + ", ".join(KAFKA_TOPICS), path=origin,
+                             hint="e.g. options: {subscribe: orders}")
 
 
 def _table_location(table: dict, base: str, origin: str) -> str:

@@ -14,6 +14,7 @@ from typing import Callable
 
 import yaml
 
+from . import jars
 from .build.context import BuildContext
 from .build.state import mark_refreshes
 from .datatests import DataTest, load_tests
@@ -65,8 +66,11 @@ class Loaded:
 
 
 def engine_of(project: Project, inv: Invocation) -> Engine:
-    """The target's engine; Spark's own output goes to target/spark.log unless --debug."""
-    return make_engine(project.target, None if inv.debug else project.target_dir / "spark.log")
+    """The target's engine, with the JARs the project's sources need (Spark's Kafka source);
+    Spark's own output goes to target/spark.log unless --debug."""
+    kafka = any(source.format == "kafka" for source in project.sources.values())
+    target = jars.with_bundles(project.target, ["kafka"] if kafka else [])
+    return make_engine(target, None if inv.debug else project.target_dir / "spark.log")
 
 
 def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = False) -> Loaded:

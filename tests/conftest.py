@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from medallion_cli import tasks
+from medallion_cli import jars, tasks
 
 ENGINES = ("embedded", "delta-spark")
 
@@ -67,14 +67,16 @@ def delta_jars() -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def spark(delta_jars):
     """The one SparkSession of the test run; engines made later pick it up via getOrCreate.
-    Started first (autouse), so no test's in-process build starts one without Delta's JARs."""
+    Started first (autouse), so no test's in-process build starts one without Delta's (and
+    Kafka's) JARs."""
     from medallion_cli.engines.native import check_delta_loaded, spark_settings
     from medallion_cli.engines.spark import start_spark
     from medallion_cli.project import load_target
 
     root = write_project(Path(__import__("tempfile").mkdtemp()), {}, profile=profile_for(
         "delta-spark"))
-    target = load_target(root, "test", None, None)
+    # With Spark's Kafka source too: builds of projects with Kafka sources share this session.
+    target = jars.with_bundles(load_target(root, "test", None, None), ["kafka"])
     session = start_spark(target, spark_settings(target))
     check_delta_loaded(session, target)
     yield session
@@ -119,3 +121,13 @@ def read_delta(path: Path):
 
     table = DeltaTable(str(path)).to_pyarrow_table()
     return sorted(table.to_pylist(), key=lambda r: tuple(str(v) for v in r.values()))
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """One Kafka broker (KRaft) on loopback for the test run, stopped by its pid at the end."""
+    import kafka_broker
+
+    broker = kafka_broker.start()
+    yield broker
+    broker.stop()

@@ -16,6 +16,7 @@ from ..locations import is_remote
 from ..project import SourceTable
 from ..rendering import CompiledNode
 from .context import BuildContext
+from .kafka import read_kafka
 from .landing import read_landing
 
 
@@ -25,6 +26,8 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
     File sources carry `_source_file`, the file each row came from (Spark's hidden `_metadata`
     column does not survive a temp view, so it is made a plain column), and keep what does not
     fit the schema (see landing.py)."""
+    if source.format == "kafka":
+        return read_kafka(ctx.engine.spark, source, streaming)
     if source.format == "delta":
         return ctx.engine.read_stream(source.path) if streaming else ctx.engine.read_table(
             source.path)

@@ -61,7 +61,7 @@ def read_landing(spark, source: SourceTable, streaming: bool):
         rows = reader.options(**options).load(str(source.path))
         rows = rows.select("*", rows["_metadata.file_path"].alias(SOURCE_FILE_COLUMN))
     if CORRUPT_COLUMN in rows.columns:
-        rows = rows.withColumn(CORRUPT_COLUMN, _readable(rows[CORRUPT_COLUMN]))
+        rows = rows.withColumn(CORRUPT_COLUMN, readable(rows[CORRUPT_COLUMN]))
     return rows
 
 
@@ -79,6 +79,15 @@ def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
     lines = reader.format("text").options(**options).load(str(source.path))
     lines = lines.where(F.trim("value") != "").select(  # blank lines are no rows, as in Spark
         "value", lines["_metadata.file_path"].alias(SOURCE_FILE_COLUMN))
+    return parsed_json(lines, source, schema, options, F.col(SOURCE_FILE_COLUMN))
+
+
+def parsed_json(lines, source: SourceTable, schema: str, options: dict, position):
+    """JSON texts (column `value` of `lines`) as the schema's columns, `_corrupt_record` and
+    `_rescued_data`, with `lines`' other columns carried along. position: a column saying where
+    a text came from, for errors (its file, its topic and offset)."""
+    from pyspark.sql import functions as F
+
     value = F.col("value")
     parsed = F.from_json(value, f"{schema}, {CORRUPT_COLUMN} string",
                          {**options, "columnNameOfCorruptRecord": CORRUPT_COLUMN,
@@ -91,19 +100,20 @@ def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
     if source.unknown_fields == "fail":
         extra = F.raise_error(F.concat(
             F.lit(f"source '{source.source}.{source.name}' has field(s) outside its schema: "),
-            F.array_join(extra_names, ", "), F.lit(" in "), F.col(SOURCE_FILE_COLUMN),
+            F.array_join(extra_names, ", "), F.lit(" in "), position,
             F.lit(" (add them to the schema, or set unknown_fields: rescue or ignore)")))
+    carried = [c for c in lines.columns if c != "value"]
     rows = lines.select(
         F.when(valid, parsed).alias("row"),
         F.when(valid & (F.size(extra_names) > 0), extra).alias(RESCUED_COLUMN),
-        F.when(~valid, value).alias("_invalid"), SOURCE_FILE_COLUMN)
+        F.when(~valid, value).alias("_invalid"), *carried)
     return rows.select(
         *[F.col("row")[n].alias(n) for n in names],
         F.coalesce(F.col("_invalid"), F.col("row")[CORRUPT_COLUMN]).alias(CORRUPT_COLUMN),
-        RESCUED_COLUMN, SOURCE_FILE_COLUMN)
+        RESCUED_COLUMN, *carried)
 
 
-def _readable(column):
+def readable(column):
     """Text that is not valid UTF-8 as `base64:<its bytes>`, so no reader chokes on it."""
     from pyspark.sql import functions as F
 

@@ -1,0 +1,67 @@
+"""Kafka topics as sources, against a real broker on loopback: rows with their Kafka position,
+values that do not fit kept apart and counted, each record once."""
+
+import json
+import uuid
+
+from conftest import read_delta
+
+
+def produce(bootstrap: str, topic: str, values: list, keys: list | None = None) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic not in admin.list_topics(timeout=30).topics:
+        admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, value in enumerate(values):
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        producer.produce(topic, raw, key=None if keys is None else str(keys[i]).encode())
+    assert producer.flush(30) == 0
+
+
+def kafka_project(project, kafka, topic):
+    return project({
+        "models/sources.yml": f"""\
+            sources:
+              - name: stream
+                tables:
+                  - name: orders
+                    format: kafka
+                    schema: "order_id bigint, status string"
+                    options:
+                      kafka.bootstrap.servers: "{{{{ env_var('TEST_KAFKA', '{kafka.bootstrap}') }}}}"
+                      subscribe: {topic}
+                      startingOffsets: earliest
+        """,
+        "models/bronze/bronze_orders.sql": """\
+            {{ config(materialized='streaming') }}
+            select * from {{ source('stream', 'orders') }}
+        """})
+
+
+def test_kafka_records_land_in_bronze_once_with_their_position(project, build, kafka):
+    topic = f"orders_{uuid.uuid4().hex[:8]}"
+    root = kafka_project(project, kafka, topic)
+    produce(kafka.bootstrap, topic, [{"order_id": 1, "status": "placed"},
+                                     {"order_id": 2, "status": "paid", "extra": 7},
+                                     b"not json"], keys=[1, 2, 3])
+    result = build(root)["bronze_orders"]
+    assert result.status == "success", result.message
+    assert "1 malformed row(s) kept in _corrupt_record" in result.message
+    rows = read_delta(root / "warehouse/bronze/bronze_orders")
+    assert sorted((r["order_id"], r["status"], r["_key"], r["_corrupt_record"], r["_rescued_data"])
+                  for r in rows if r["order_id"]) == [(1, "placed", "1", None, None),
+                                                      (2, "paid", "2", None, '{"extra":7}')]
+    assert [r["_corrupt_record"] for r in rows if not r["order_id"]] == ["not json"]
+    assert {r["_topic"] for r in rows} == {topic}
+    assert sorted((r["_partition"], r["_offset"]) for r in rows) == sorted(
+        {(r["_partition"], r["_offset"]) for r in rows})  # each position once
+    assert all(r["_kafka_timestamp"] is not None for r in rows)
+    produce(kafka.bootstrap, topic, [{"order_id": 3, "status": "placed"}], keys=[3])
+    assert build(root)["bronze_orders"].status == "success"
+    again = build(root)["bronze_orders"]
+    assert again.status == "up_to_date"
+    assert sorted(r["order_id"] or 0 for r in read_delta(
+        root / "warehouse/bronze/bronze_orders")) == [0, 1, 2, 3]
