@@ -65,3 +65,38 @@ def test_kafka_records_land_in_bronze_once_with_their_position(project, build, k
     assert again.status == "up_to_date"
     assert sorted(r["order_id"] or 0 for r in read_delta(
         root / "warehouse/bronze/bronze_orders")) == [0, 1, 2, 3]
+
+
+def test_every_record_lands_once_while_builds_are_killed_and_a_producer_keeps_producing(
+        project, kafka, engine_name):
+    import threading
+
+    from test_safety import medallion
+
+    topic = f"orders_{uuid.uuid4().hex[:8]}"
+    root = kafka_project(project, kafka, topic)
+    sources = root / "models/sources.yml"
+    sources.write_text(sources.read_text().replace(
+        "startingOffsets: earliest", "startingOffsets: earliest\n          maxOffsetsPerTrigger: 40"))
+    total = 400
+    produced = threading.Event()
+
+    def producing():
+        for start in range(0, total, 20):
+            produce(kafka.bootstrap, topic, [{"order_id": i, "status": "placed"}
+                                            for i in range(start, start + 20)])
+        produced.set()
+
+    producer = threading.Thread(target=producing)
+    producer.start()
+    kills = ["bronze_orders:committed:0", "bronze_orders:committed:1",
+             "bronze_orders:batch_start:2", "bronze_orders:committed:3"]
+    for crash_at in kills:  # each run replays the batch the last one committed, then dies
+        run = medallion(root, "build", crash_at=crash_at)
+        assert run.returncode == -9, run.stdout + run.stderr
+    producer.join(timeout=300)
+    assert produced.is_set()
+    final = medallion(root, "build")
+    assert final.returncode == 0, final.stdout + final.stderr
+    ids = sorted(r["order_id"] for r in read_delta(root / "warehouse/bronze/bronze_orders"))
+    assert ids == list(range(total))
