@@ -106,6 +106,10 @@ class Console:
         if result.version is not None:
             facts.append(f"v{result.version}")
         facts.append(f"{result.seconds:.1f}s")
+        if "rows_per_second" in result.stream:
+            facts.append(f"{result.stream['rows_per_second']:.0f} rows/s")
+        if result.stream.get("kafka_lag"):
+            facts.append(f"lag {sum(result.stream['kafka_lag'].values())}")
         color = COLORS.get(label)
         lines = [f"{counter}  " + click.style(f"{label:<10}", fg=color)
                  + f" {what:<50} [{', '.join(facts)}]"]

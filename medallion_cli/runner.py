@@ -35,6 +35,7 @@ class NodeResult:
     version: int | None = None
     message: str = ""
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
+    stream: dict = field(default_factory=dict)  # streaming: rows/s, batch seconds, Kafka lag
     detail: str = ""  # the traceback, for --debug
 
     @property
@@ -69,7 +70,7 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
                           rows=write.rows if write else None, rows_read=outcome.rows_read,
                           files_added=write.files_added if write else None,
                           version=write.version if write else None, message=outcome.message,
-                          expectations=outcome.expectations)
+                          expectations=outcome.expectations, stream=outcome.stream)
 
     return timed(name, node.file.kind, node.config.materialized, work)
 

@@ -50,6 +50,8 @@ def test_kafka_records_land_in_bronze_once_with_their_position(project, build, k
     result = build(root)["bronze_orders"]
     assert result.status == "success", result.message
     assert "1 malformed row(s) kept in _corrupt_record" in result.message
+    assert list(result.stream["kafka_lag"].values()) == [0]  # all read
+    assert result.stream["rows_per_second"] > 0 and result.stream["batch_seconds"]["max"] > 0
     rows = read_delta(root / "warehouse/bronze/bronze_orders")
     assert sorted((r["order_id"], r["status"], r["_key"], r["_corrupt_record"], r["_rescued_data"])
                   for r in rows if r["order_id"]) == [(1, "placed", "1", None, None),

@@ -36,3 +36,4 @@ class Outcome:
     message: str = ""
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
     rows_read: int | None = None
+    stream: dict = field(default_factory=dict)  # a streaming query's rates and lag

@@ -31,6 +31,7 @@ from .inputs import commit_streams, committed_inputs, streamed_tables
 from .landing import changed_note
 from .rows import model_rows
 from .state import DEFINITION_KEY, QueryStart, prepare_checkpoint, refresh_done
+from .throughput import progress_reports, stream_stats
 from .writes import write_incremental
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
@@ -218,10 +219,12 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     changed_files = changed_note(ctx.project.checkpoint_path(node.file), str(ctx.project.root))
     message = "; ".join(facts + list(start.notes) + [changed_files] * bool(changed_files))
     status = "warn" if start.changed or changed_files else "success" if tally.batches else "up_to_date"
+    stats = stream_stats(progress_reports(query), tally.rows_read)
     if not tally.batches:
-        return Outcome(status, message=message)
+        return Outcome(status, message=message, stream=stats)
     return Outcome(status, WriteResult(tally.version, tally.rows, tally.files_added),
-                   message=message, expectations=tally.expectations, rows_read=tally.rows_read)
+                   message=message, expectations=tally.expectations, rows_read=tally.rows_read,
+                   stream=stats)
 
 
 def stop_gracefully(query, poll_seconds: float = 0.2) -> None:
