@@ -33,7 +33,12 @@ CONFIG_KEYS = {
     "optimize_after_files": None,
     "table_properties": None,
     "tombstone_retention": None,
+    "cdc": ("debezium",),
 }
+# What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
+# order (commit time, then log position) and their delete flag (build/debezium.py).
+CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
+                             "delete_when": "_cdc_deleted"}}
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class NodeConfig:
     optimize_after_files: int | None = None  # streaming: compact once the table has more files
     table_properties: dict = field(default_factory=dict)  # Delta table properties, as strings
     tombstone_retention: str = "30 days"  # how long a MERGE remembers a deleted key
+    cdc: str | None = None  # the change-event format the model's rows come in
 
     def as_dict(self) -> dict:
         return {key: getattr(self, key) for key in CONFIG_KEYS}
@@ -152,6 +158,8 @@ def merge_layers(*layers: dict) -> dict:
 def resolve_config(raw: dict, origin: str) -> NodeConfig:
     """Validate a merged raw config and turn it into a NodeConfig."""
     check_keys(raw, origin)
+    cdc = raw.get("cdc")
+    raw = {**(CDC_DEFAULTS.get(cdc, {}) if isinstance(cdc, str) else {}), **raw}
     for key, allowed in CONFIG_KEYS.items():
         if allowed is not None and key in raw and raw[key] not in allowed:
             raise MedallionError(
@@ -175,6 +183,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
                                            "optimize_after_files", origin),
         table_properties=_table_properties(raw.get("table_properties") or {}, origin),
         tombstone_retention=str(raw.get("tombstone_retention", "30 days")),
+        cdc=raw.get("cdc"),
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",

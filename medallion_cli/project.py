@@ -24,6 +24,7 @@ SOURCE_FORMATS = ("json", "csv", "parquet", "delta", "kafka")
 # What a Kafka source must say: where the brokers are, and which topics to read.
 KAFKA_BROKERS = "kafka.bootstrap.servers"
 KAFKA_TOPICS = ("subscribe", "subscribePattern", "assign")
+CDC_FORMATS = ("debezium",)
 UNKNOWN_FIELDS = ("rescue", "fail", "ignore")  # what JSON fields outside the schema become
 QUARANTINE_SUFFIX = "_quarantine"
 TOMBSTONE_SUFFIX = "_tombstones"
@@ -55,6 +56,8 @@ class SourceTable:
     options: dict
     origin: str
     unknown_fields: str = "rescue"  # JSON fields outside the schema: rescue | fail | ignore
+    cdc: str | None = None  # "debezium": values are change events, unpacked (build/debezium.py)
+    unique_key: tuple[str, ...] = ()  # a change event's key: an update that changes it is split
 
     @property
     def relation(self) -> str:
@@ -266,7 +269,7 @@ PROPERTY_KEYS = {
     "sources": ("name", "description", "path", "format", "options", "tables", "meta",
                 "unknown_fields"),
     "tables": ("name", "description", "format", "path", "schema", "columns", "options", "meta",
-               "unknown_fields"),
+               "unknown_fields", "cdc", "unique_key"),
 }
 PROPERTY_KEYS["seeds"] = PROPERTY_KEYS["models"]
 
@@ -345,11 +348,15 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                     origin, f"source '{sname}.{tname}'")
                 if fmt == "kafka":
                     _check_kafka_options(options, origin, f"source '{sname}.{tname}'")
+                schema = _schema_ddl(table, f"{origin}, source {sname}.{tname}")
+                unique_key = table.get("unique_key") or ()
+                unique_key = (unique_key,) if isinstance(unique_key, str) else tuple(unique_key)
+                _check_cdc(table, fmt, schema, unique_key, origin, f"source '{sname}.{tname}'")
                 sources[(sname, tname)] = SourceTable(
                     source=sname, name=tname, format=fmt,
                     path=_table_location(table, base, f"{origin}, source {sname}.{tname}"),
-                    schema=_schema_ddl(table, f"{origin}, source {sname}.{tname}"),
-                    options=options, origin=origin, unknown_fields=unknown)
+                    schema=schema, options=options, origin=origin, unknown_fields=unknown,
+                    cdc=table.get("cdc"), unique_key=unique_key)
     return sources
 
 
@@ -379,6 +386,31 @@ def _check_kafka_options(options: dict, origin: str, where: str) -> None:
         raise MedallionError(f"{where} must name its topics with exactly one of "
                              + ", ".join(KAFKA_TOPICS), path=origin,
                              hint="e.g. options: {subscribe: orders}")
+
+
+def _check_cdc(table: dict, fmt: str, schema: str | None, unique_key: tuple, origin: str,
+               where: str) -> None:
+    """A change-event source: Debezium's JSON envelope, from Kafka or JSON files, with the
+    schema of the table whose changes it carries."""
+    line = getattr(table, "lines", {}).get("cdc")
+    cdc = table.get("cdc")
+    if cdc is None:
+        if unique_key:
+            raise MedallionError(f"{where}: unique_key is only read with cdc: debezium",
+                                 path=origin, line=getattr(table, "lines", {}).get("unique_key"),
+                                 hint="remove it; a model's unique_key goes in its config")
+        return
+    if cdc not in CDC_FORMATS:
+        raise MedallionError(f"{where} has cdc: {cdc!r}", path=origin, line=line,
+                             hint="cdc: " + " | ".join(CDC_FORMATS))
+    if fmt not in ("json", "kafka"):
+        raise MedallionError(f"{where}: cdc: {cdc} reads JSON change events, not {fmt}",
+                             path=origin, line=line, hint="use format: json or kafka")
+    if not schema:
+        raise MedallionError(f"{where}: cdc: {cdc} needs the schema of the changed table",
+                             path=origin, line=line,
+                             hint="add schema: 'id bigint, name string, ...' (the columns of "
+                                  "the events' before and after)")
 
 
 def _table_location(table: dict, base: str, origin: str) -> str:

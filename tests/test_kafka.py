@@ -7,7 +7,10 @@ import uuid
 from conftest import read_delta
 
 
-def produce(bootstrap: str, topic: str, values: list, keys: list | None = None) -> None:
+def produce(bootstrap: str, topic: str, values: list, keys: list | None = None,
+            timestamps: list | None = None) -> None:
+    """Values as JSON (bytes as they are, None as a tombstone), with keys and record timestamps
+    (milliseconds) when given."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -16,8 +19,9 @@ def produce(bootstrap: str, topic: str, values: list, keys: list | None = None) 
         admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i, value in enumerate(values):
-        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
-        producer.produce(topic, raw, key=None if keys is None else str(keys[i]).encode())
+        raw = value if isinstance(value, bytes) or value is None else json.dumps(value).encode()
+        producer.produce(topic, raw, key=None if keys is None else str(keys[i]).encode(),
+                         timestamp=0 if timestamps is None else timestamps[i])
     assert producer.flush(30) == 0
 
 

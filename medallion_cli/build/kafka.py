@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..project import SourceTable
 from .context import CORRUPT_COLUMN
-from .landing import parsed_json, readable
+from .debezium import decoded
+from .json_values import readable
 
 # Where each row came from, as bronze tables keep it.
 POSITION = {"key": "_key", "topic": "_topic", "partition": "_partition", "offset": "_offset",
@@ -39,5 +40,6 @@ def read_kafka(spark, source: SourceTable, streaming: bool):
     where = F.concat(F.lit("topic "), F.col("_topic"), F.lit(" partition "),
                      F.col("_partition").cast("string"), F.lit(" offset "),
                      F.col("_offset").cast("string"))
-    rows = parsed_json(lines, source, source.schema, json_options, where)
+    rows = decoded(lines, source, json_options, where,
+                   tombstones=(F.col(POSITION["key"]), F.col(POSITION["timestamp"])))
     return rows.withColumn(CORRUPT_COLUMN, readable(rows[CORRUPT_COLUMN]))

@@ -20,9 +20,10 @@ from urllib.parse import unquote, urlparse
 from ..errors import MedallionError
 from ..locations import is_remote
 from ..project import SourceTable
-from .context import CORRUPT_COLUMN, RESCUED_COLUMN, SOURCE_FILE_COLUMN
+from .context import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
+from .debezium import decoded
+from .json_values import readable
 
-ESCAPED_PREFIX = "base64:"
 # Spark's file stream source forgets files this much older than the newest one it has seen.
 EVERY_FILE = "36500d"
 # Spark reads these options itself; a JSON line read as text would ignore them.
@@ -37,7 +38,7 @@ def read_landing(spark, source: SourceTable, streaming: bool):
         options["maxFileAge"] = EVERY_FILE
     reader = spark.readStream if streaming else spark.read
     schema = source.schema
-    if source.format == "json" and schema and source.unknown_fields != "ignore":
+    if source.format == "json" and schema and (source.unknown_fields != "ignore" or source.cdc):
         rows = _json_with_rescue(reader, source, schema, options)
     else:
         if source.format == "csv":
@@ -79,46 +80,7 @@ def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
     lines = reader.format("text").options(**options).load(str(source.path))
     lines = lines.where(F.trim("value") != "").select(  # blank lines are no rows, as in Spark
         "value", lines["_metadata.file_path"].alias(SOURCE_FILE_COLUMN))
-    return parsed_json(lines, source, schema, options, F.col(SOURCE_FILE_COLUMN))
-
-
-def parsed_json(lines, source: SourceTable, schema: str, options: dict, position):
-    """JSON texts (column `value` of `lines`) as the schema's columns, `_corrupt_record` and
-    `_rescued_data`, with `lines`' other columns carried along. position: a column saying where
-    a text came from, for errors (its file, its topic and offset)."""
-    from pyspark.sql import functions as F
-
-    value = F.col("value")
-    parsed = F.from_json(value, f"{schema}, {CORRUPT_COLUMN} string",
-                         {**options, "columnNameOfCorruptRecord": CORRUPT_COLUMN,
-                          "mode": "PERMISSIVE"})
-    names = [f.name for f in lines.sparkSession.createDataFrame([], schema).schema.fields]
-    extra_names = F.array_except(F.json_object_keys(value), F.array(*map(F.lit, names)))
-    extra = F.to_json(F.map_filter(F.from_json(value, "map<string,variant>"),
-                                   lambda k, v: ~k.isin(names)))
-    valid = F.is_valid_utf8(value)
-    if source.unknown_fields == "fail":
-        extra = F.raise_error(F.concat(
-            F.lit(f"source '{source.source}.{source.name}' has field(s) outside its schema: "),
-            F.array_join(extra_names, ", "), F.lit(" in "), position,
-            F.lit(" (add them to the schema, or set unknown_fields: rescue or ignore)")))
-    carried = [c for c in lines.columns if c != "value"]
-    rows = lines.select(
-        F.when(valid, parsed).alias("row"),
-        F.when(valid & (F.size(extra_names) > 0), extra).alias(RESCUED_COLUMN),
-        F.when(~valid, value).alias("_invalid"), *carried)
-    return rows.select(
-        *[F.col("row")[n].alias(n) for n in names],
-        F.coalesce(F.col("_invalid"), F.col("row")[CORRUPT_COLUMN]).alias(CORRUPT_COLUMN),
-        RESCUED_COLUMN, *carried)
-
-
-def readable(column):
-    """Text that is not valid UTF-8 as `base64:<its bytes>`, so no reader chokes on it."""
-    from pyspark.sql import functions as F
-
-    return F.when(F.is_valid_utf8(column), column).otherwise(
-        F.concat(F.lit(ESCAPED_PREFIX), F.base64(column.cast("binary"))))
+    return decoded(lines, source, options, F.col(SOURCE_FILE_COLUMN))
 
 
 def changed_after_read(checkpoint: str) -> list[str]:

@@ -10,7 +10,8 @@ MERGE semantics, the same however rows fall into batches:
 - `delete_when` deletes a key. Deleted keys are remembered in `<model>_tombstones` (the key, its
   sequence and when it was deleted) for `tombstone_retention` (30 days): an event older than the
   delete that arrives later does not bring the key back, as a full recompute would not.
-- `scd_type: 2` keeps history: each key's versions recomputed from its whole timeline.
+- `scd_type: 2` keeps history: each key's versions recomputed from its whole timeline (its
+  stored versions, every delete remembered within the retention, the new events).
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
     if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
         events = without_superseded(ctx, events, cfg, tombstones)
     if tombstones is not None:
-        write_tombstones(ctx, latest(events, cfg), cfg, tombstones, replace=not known, txn=txn)
+        write_tombstones(ctx, events, cfg, tombstones, replace=not known, txn=txn)
     if cfg.scd_type == 2:
+        # A version is its key's row at one sequence (valid_from holds its first column).
+        later = cfg.sequence_by[1:]
         return (scd2_history(ctx, events, cfg, existing, tombstones if known else None),
-                MergeSpec(keys=cfg.unique_key + (VALID_FROM,)))
+                MergeSpec(keys=cfg.unique_key + (VALID_FROM,) + later, null_safe_keys=later))
     return latest(events, cfg), MergeSpec(
         keys=cfg.unique_key, sequence_by=cfg.sequence_by,
         delete_column=DELETE_COLUMN if cfg.delete_when else None)
@@ -143,28 +146,37 @@ def without_superseded(ctx: BuildContext, events, cfg, tombstones: str):
     return joined.where(keep).drop("_tomb", *[f"_tomb_{c}" for c in cfg.sequence_by])
 
 
-def write_tombstones(ctx: BuildContext, latest_events, cfg, path: str, replace: bool,
+def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
                      txn: tuple[str, int] | None) -> None:
-    """Remember keys whose latest event is a delete; forget a key a newer row brings back, and
-    deletes older than the retention. Written before the model's table, under the same app
-    transaction: a batch replayed after a crash between the two writes finds it done."""
+    """Remember deletes: for SCD1 the keys whose latest event is a delete (a newer row brings
+    the key back and is forgotten), for SCD2 every delete (each ends a version, which a late
+    event's recomputed history must still see). Deletes older than the retention are forgotten.
+    Written before the model's table, under the same app transaction: a batch replayed after a
+    crash between the two writes finds it done."""
     from pyspark.sql import functions as F
 
     keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
-    rows = latest_events.select(*keys, *seq, F.current_timestamp().alias(DELETED_AT),
-                                (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
+    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
+        seconds=interval_seconds(cfg.tombstone_retention))
+    expire = f"t.{DELETED_AT} < CAST('{cutoff:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"
+    if cfg.scd_type == 2:
+        rows = events.where(DELETE_COLUMN).select(
+            *keys, *seq, F.current_timestamp().alias(DELETED_AT), F.lit(False).alias(DELETE_COLUMN))
+        spec = MergeSpec(keys=tuple(keys + seq), null_safe_keys=tuple(seq),
+                         delete_column=DELETE_COLUMN, expire=expire)
+    else:
+        rows = latest(events, cfg).select(*keys, *seq, F.current_timestamp().alias(DELETED_AT),
+                                          (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
+        spec = MergeSpec(keys=tuple(keys), sequence_by=tuple(seq), delete_column=DELETE_COLUMN,
+                         expire=expire)
     if replace:
         ctx.engine.write(rows.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN), path, "overwrite",
                          txn=txn)
         return
-    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
-        seconds=interval_seconds(cfg.tombstone_retention))
-    known = ctx.engine.read_table(path).select(*keys)
+    known = ctx.engine.read_table(path).select(*keys).distinct()
     relevant = rows.join(known.withColumn("_known", F.lit(True)), keys, "left").where(
         f"NOT {DELETE_COLUMN} OR _known").drop("_known")  # deletes, and keys that have one
-    ctx.engine.merge(relevant, path, MergeSpec(
-        keys=tuple(keys), sequence_by=tuple(seq), delete_column=DELETE_COLUMN,
-        expire=f"t.{DELETED_AT} < CAST('{cutoff:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"), txn=txn)
+    ctx.engine.merge(relevant, path, spec, txn=txn)
 
 
 def without_deletes(df):
@@ -206,9 +218,14 @@ def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
         touched = events.select(*keys).distinct()
         stored = ctx.engine.read_table(path).join(touched, keys, "left_semi")
         closed, nxt = stored.where(F.col(VALID_TO).isNotNull()).alias("c"), stored.alias("n")
+        # its successor: a later version of the key from where it ends (versions may share a
+        # valid_from: it holds the first sequence column only)
+        later = F.expr(newer_condition(tuple(seqs), lambda c: f"n.{_quote(c)}",
+                                       lambda c: f"c.{_quote(c)}")) & ~F.expr(" AND ".join(
+            f"(n.{_quote(c)} IS NOT DISTINCT FROM c.{_quote(c)})" for c in seqs))
         closed_by_delete = closed.join(
             nxt, [F.col(f"c.{k}") == F.col(f"n.{k}") for k in keys]
-            + [F.col(f"c.{VALID_TO}") == F.col(f"n.{VALID_FROM}")], "left_anti")
+            + [F.col(f"c.{VALID_TO}") == F.col(f"n.{VALID_FROM}"), later], "left_anti")
         deletes = closed_by_delete.select(*[
             F.col(c) if c in keys else
             F.col(VALID_TO).alias(c) if c == seq else F.lit(None).cast(types[c]).alias(c)

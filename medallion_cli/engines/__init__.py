@@ -40,6 +40,15 @@ class MergeSpec:
     sequence_by: tuple[str, ...] = ()
     delete_column: str | None = None  # boolean source column: matched rows where true are deleted
     expire: str | None = None  # condition on target rows the source lacks: those are deleted
+    null_safe_keys: tuple[str, ...] = ()  # keys where null matches null
+
+
+def match_condition(spec: MergeSpec, source, target) -> str:
+    """SQL: a target row is the source row's, by the spec's keys (`source` and `target` as in
+    newer_condition)."""
+    return " AND ".join(f"({target(k)} IS NOT DISTINCT FROM {source(k)})"
+                        if k in spec.null_safe_keys else f"{target(k)} = {source(k)}"
+                        for k in spec.keys)
 
 
 def newer_condition(columns: tuple[str, ...], source, target) -> str | None:

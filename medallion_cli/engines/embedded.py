@@ -31,6 +31,7 @@ from . import (
     delta_log,
     duplicate_keys,
     last_commit_value,
+    match_condition,
     newer_condition,
 )
 from .spark import start_spark
@@ -297,7 +298,8 @@ class EmbeddedEngine:
                            non_null=staged.non_null if staged else {})
 
     def _merge(self, dt, data, spec, metadata, merge_schema, txn) -> None:
-        on = " AND ".join(f"{TARGET}.{_quote(k)} = {SOURCE}.{_quote(k)}" for k in spec.keys)
+        on = match_condition(spec, lambda c: f"{SOURCE}.{_quote(c)}",
+                             lambda c: f"{TARGET}.{_quote(c)}")
         columns = [c for c in data.schema.names if c != spec.delete_column]
         values = {c: f"{SOURCE}.{_quote(c)}" for c in columns}
         newer = newer_condition(spec.sequence_by, lambda c: f"{SOURCE}.{_quote(c)}",

@@ -4,7 +4,7 @@ vacuum and restore go through delta-spark's Python API instead: no SQL to check 
 
 from __future__ import annotations
 
-from . import MergeSpec, newer_condition
+from . import MergeSpec, match_condition, newer_condition
 
 SOURCE, TARGET = "s", "t"
 
@@ -24,7 +24,7 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
     replaced only by one at least as new (sequence_by); delete_column deletes; new keys insert
     unless they are deletes. evolve: columns the table lacks are added (Delta's schema
     evolution, which resolves them only when assigned by their bare names)."""
-    on = " AND ".join(f"{TARGET}.{quote(k)} = {SOURCE}.{quote(k)}" for k in spec.keys)
+    on = match_condition(spec, lambda c: f"{SOURCE}.{quote(c)}", lambda c: f"{TARGET}.{quote(c)}")
     newer = newer_condition(spec.sequence_by, lambda c: f"{SOURCE}.{quote(c)}",
                             lambda c: f"{TARGET}.{quote(c)}")
     deleting = f"{SOURCE}.{quote(spec.delete_column)}" if spec.delete_column else None

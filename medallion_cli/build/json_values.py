@@ -1,0 +1,49 @@
+"""JSON texts (landing lines, Kafka values) parsed into a source's schema so that nothing is
+lost: a text that does not fit keeps its raw form in `_corrupt_record`, fields outside the
+schema are kept in `_rescued_data` (or fail the build, or are dropped, as the source says)."""
+
+from __future__ import annotations
+
+from ..project import SourceTable
+from .context import CORRUPT_COLUMN, RESCUED_COLUMN
+
+ESCAPED_PREFIX = "base64:"
+
+
+def parsed_json(lines, source: SourceTable, schema: str, options: dict, position):
+    """JSON texts (column `value` of `lines`) as the schema's columns, `_corrupt_record` and
+    `_rescued_data`, with `lines`' other columns carried along. position: a column saying where
+    a text came from, for errors (its file, its topic and offset)."""
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    parsed = F.from_json(value, f"{schema}, {CORRUPT_COLUMN} string",
+                         {**options, "columnNameOfCorruptRecord": CORRUPT_COLUMN,
+                          "mode": "PERMISSIVE"})
+    names = [f.name for f in lines.sparkSession.createDataFrame([], schema).schema.fields]
+    extra_names = F.array_except(F.json_object_keys(value), F.array(*map(F.lit, names)))
+    extra = F.to_json(F.map_filter(F.from_json(value, "map<string,variant>"),
+                                   lambda k, v: ~k.isin(names)))
+    valid = F.is_valid_utf8(value)
+    if source.unknown_fields == "fail":
+        extra = F.raise_error(F.concat(
+            F.lit(f"source '{source.source}.{source.name}' has field(s) outside its schema: "),
+            F.array_join(extra_names, ", "), F.lit(" in "), position,
+            F.lit(" (add them to the schema, or set unknown_fields: rescue or ignore)")))
+    carried = [c for c in lines.columns if c != "value"]
+    rows = lines.select(
+        F.when(valid, parsed).alias("row"),
+        F.when(valid & (F.size(extra_names) > 0), extra).alias(RESCUED_COLUMN),
+        F.when(~valid, value).alias("_invalid"), *carried)
+    return rows.select(
+        *[F.col("row")[n].alias(n) for n in names],
+        F.coalesce(F.col("_invalid"), F.col("row")[CORRUPT_COLUMN]).alias(CORRUPT_COLUMN),
+        RESCUED_COLUMN, *carried)
+
+
+def readable(column):
+    """Text that is not valid UTF-8 as `base64:<its bytes>`, so no reader chokes on it."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.is_valid_utf8(column), column).otherwise(
+        F.concat(F.lit(ESCAPED_PREFIX), F.base64(column.cast("binary"))))
