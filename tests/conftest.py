@@ -126,7 +126,7 @@ def read_delta(path: Path):
 @pytest.fixture(scope="session")
 def kafka():
     """One Kafka broker (KRaft) on loopback for the test run, stopped by its pid at the end."""
-    import kafka_broker
+    from medallion_cli import kafka_broker
 
     broker = kafka_broker.start()
     yield broker

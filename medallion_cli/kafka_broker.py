@@ -1,11 +1,12 @@
 """A real Kafka broker on loopback: one JVM in KRaft combined mode (broker and controller in one
-process, no ZooKeeper), from the JARs of medallion_cli/maven/kafka-broker.pom.xml, for the Kafka
-tests and benchmarks. It is started by its own `java` command, so the process id kept here is
-the broker itself, and it is stopped by that id.
+process, no ZooKeeper), from the JARs of medallion_cli/maven/kafka-broker.pom.xml, for trying
+Kafka sources (examples/kafka_sample), the tests and the benchmarks. It is started by its own
+`java` command, so the process id kept is the broker itself, and it is stopped by that id.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -81,19 +82,62 @@ class KafkaBroker:
                 self.process.wait()
         shutil.rmtree(self.home, ignore_errors=True)
 
+    def record(self, path: Path) -> None:
+        """Write where the broker is and its process id, for `stop_recorded` in a later process."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"bootstrap": self.bootstrap, "pid": self.process.pid,
+                                    "home": str(self.home)}))
+
+
+def stop_recorded(path: Path, timeout: float = 30) -> bool:
+    """Stop the broker a `record` file names (SIGTERM, then SIGKILL), remove its data and the
+    file; False when there was none running."""
+    if not path.exists():
+        return False
+    state = json.loads(path.read_text())
+    pid = state["pid"]
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        running = False
+    else:
+        running = True
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(state["home"], ignore_errors=True)
+    path.unlink()
+    return running
+
+
+def _alive(pid: int) -> bool:
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0]:  # it exited, and was this process's own child
+            return False
+    except ChildProcessError:
+        pass  # not a child of this process (started by an earlier command)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
 
 def _java(classpath: str, main: str, *args: str, log4j: Path) -> list[str]:
     return ["java", *BROKER_JVM.split(), f"-Dlog4j2.configurationFile={log4j}", "-cp",
             classpath, main, *args]
 
 
-def start(timeout: float = 90) -> KafkaBroker:
-    """Format a fresh log folder and start the broker; returns once it serves clients."""
+def start(timeout: float = 90, port: int | None = None, detached: bool = False) -> KafkaBroker:
+    """Format a fresh log folder and start the broker (on `port`, or a free one); returns once
+    it serves clients. detached: in a session of its own, to outlive the starting process."""
     classpath = str(jars.fetch("kafka-broker") / "*")
     home = Path(tempfile.mkdtemp(prefix="medallion-kafka-"))
     log4j = home / "log4j2.properties"
     log4j.write_text(LOG4J.format(log=home / "broker.log"))
-    port, controller_port = free_port(), free_port()
+    port, controller_port = port or free_port(), free_port()
     config = home / "server.properties"
     config.write_text(server_properties(home / "data", port, controller_port))
     cluster_id = subprocess.run(
@@ -103,7 +147,8 @@ def start(timeout: float = 90) -> KafkaBroker:
                          "-c", str(config), log4j=log4j),
                    capture_output=True, text=True, check=True)
     process = subprocess.Popen(_java(classpath, "kafka.Kafka", str(config), log4j=log4j),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=detached)
     broker = KafkaBroker(f"{LOOPBACK}:{port}", process, home)
     deadline = time.monotonic() + timeout
     while READY_LINE not in (broker.log.read_text() if broker.log.exists() else ""):
