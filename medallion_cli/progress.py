@@ -129,6 +129,10 @@ class Console:
         facts = f"{report.rows} rows, v{report.version}"
         if report.malformed:
             facts += f", {report.malformed} malformed"
+        if report.seconds:
+            facts += f", {report.seconds:.1f}s ({report.rows_read / report.seconds:.0f} rows/s)"
+        if report.kafka_lag:
+            facts += f", lag {sum(report.kafka_lag.values())}"
         self._line(f"  (watch)  STREAM     {report.model} batch {report.batch_id}: {facts}")
 
     def finish(self, results: list[NodeResult]) -> None:

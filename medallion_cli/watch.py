@@ -91,5 +91,5 @@ def watch(ctx: BuildContext, selected: list[str], results: list[NodeResult],
                         results.append(result)
             stop.wait(POLL_SECONDS)
     finally:
-        for query, _ in queries.values():
-            stop_gracefully(query)
+        for query, tally in queries.values():
+            stop_gracefully(query, tally)

@@ -1,5 +1,6 @@
 """`medallion build --watch`: streaming models keep running, gold follows, Ctrl-C stops cleanly."""
 
+import re
 import signal
 import subprocess
 import sys
@@ -58,6 +59,8 @@ def test_watch_keeps_gold_fresh_and_stops_cleanly_on_ctrl_c(project, engine_name
     code, output = stopped()
     assert code == 0, output
     assert "STREAM     silver_orders batch 1" in output
+    batch_line = next(line for line in output.splitlines() if "silver_orders batch 1" in line)
+    assert re.search(r"\d+ rows, v\d+, [\d.]+s \(\d+ rows/s\)", batch_line), batch_line
     assert "(watch)  OK         model order_count" in output
     assert "Done." in output
 

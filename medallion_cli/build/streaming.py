@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..engines import Engine, WriteResult
@@ -31,7 +31,7 @@ from .inputs import commit_streams, committed_inputs, streamed_tables
 from .landing import changed_note
 from .rows import model_rows
 from .state import DEFINITION_KEY, QueryStart, prepare_checkpoint, refresh_done
-from .throughput import progress_reports, stream_stats
+from .throughput import kafka_lag, progress_reports, stream_stats
 from .writes import write_incremental
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
@@ -48,6 +48,8 @@ class BatchReport:
     expectations: dict
     files_added: int
     rows_read: int  # rows the batch's input commits added, or the model's rows for the batch
+    seconds: float | None = None  # the micro-batch's duration, from Spark's query progress
+    kafka_lag: dict = field(default_factory=dict)  # records behind, per Kafka source, after it
 
 
 @dataclass
@@ -67,6 +69,9 @@ class StreamTally:
     app_id: str | None = None  # read from the checkpoint at the query's first batch
     error: BaseException | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Under --watch, a batch is reported once Spark's progress for it (duration, lag) is in.
+    detach_listener: Callable[[], None] | None = None
+    pending: dict = field(default_factory=dict)  # batch id -> report awaiting its progress
 
     def add(self, report: BatchReport) -> None:
         with self.lock:
@@ -79,7 +84,39 @@ class StreamTally:
             self.rows_read = (self.rows_read or 0) + report.rows_read
             for rule, count in report.expectations.items():
                 self.expectations[rule] = self.expectations.get(rule, 0) + count
+            if self.detach_listener is not None:
+                self.pending[report.batch_id] = report
+                return
         self.on_batch(report)
+
+    def progressed(self, progress: dict) -> None:
+        """Spark's progress report of a batch: report the batch with its duration and lag."""
+        with self.lock:
+            report = self.pending.pop(progress.get("batchId"), None)
+        if report is not None:
+            seconds = progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
+            self.on_batch(replace(report, seconds=seconds, kafka_lag=kafka_lag(progress)))
+
+
+def progress_listener(name: str, tally: StreamTally):
+    """A listener passing the named query's progress reports to its tally."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            if event.progress.name == name:
+                tally.progressed(json.loads(event.progress.json))
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    return Listener()
 
 
 def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
@@ -178,12 +215,16 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
 
         def rows_of(batch, batch_id):
             return batch, None
+    name = f"medallion_{node.name}"
     writer = (df.writeStream
               .foreachBatch(lambda batch, batch_id: write_batch(
                   ctx, node, tally, start, rows_of, batch, batch_id))
               .option("checkpointLocation", str(checkpoint))
-              .queryName(f"medallion_{node.name}"))
+              .queryName(name))
     if continuous:
+        listener, streams = progress_listener(name, tally), ctx.engine.spark.streams
+        streams.addListener(listener)
+        tally.detach_listener = lambda: streams.removeListener(listener)
         interval = node.config.trigger
         writer = writer.trigger(processingTime=DEFAULT_WATCH_INTERVAL
                                 if interval == "available_now" else interval)
@@ -227,8 +268,12 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
                    stream=stats)
 
 
-def stop_gracefully(query, poll_seconds: float = 0.2) -> None:
+def stop_gracefully(query, tally: StreamTally, poll_seconds: float = 0.2) -> None:
     """Stop a running query after the batch in flight (if any) has finished."""
     while query.isActive and query.status.get("isTriggerActive"):
         time.sleep(poll_seconds)
     query.stop()
+    if tally.detach_listener is not None:
+        tally.detach_listener()
+        for batch_id in sorted(tally.pending):  # batches whose progress never came
+            tally.on_batch(tally.pending.pop(batch_id))

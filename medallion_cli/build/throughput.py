@@ -27,11 +27,17 @@ def stream_stats(reports: list[dict], rows_read: int | None) -> dict:
                                   "max": round(max(seconds), 3)}
         if rows_read and sum(seconds):
             stats["rows_per_second"] = round(rows_read / sum(seconds), 1)
-    lag = {}
-    for source in (reports[-1].get("sources") or []) if reports else []:
-        behind = (source.get("metrics") or {}).get("maxOffsetsBehindLatest")
-        if behind is not None:
-            lag[source.get("description", "kafka")] = int(float(behind))
+    lag = kafka_lag(reports[-1]) if reports else {}
     if lag:
         stats["kafka_lag"] = lag
     return stats
+
+
+def kafka_lag(report: dict) -> dict:
+    """Records behind the latest offsets after the report's batch, per Kafka source."""
+    lag = {}
+    for source in report.get("sources") or []:
+        behind = (source.get("metrics") or {}).get("maxOffsetsBehindLatest")
+        if behind is not None:
+            lag[source.get("description", "kafka")] = int(float(behind))
+    return lag
