@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Callable
 
 from .build.context import BuildContext
-from .build.streaming import BatchReport, start_query, stop_gracefully
+from .build.streaming import BatchReport, StreamTally, start_query
 from .failures import error_message
 from .runner import NodeResult, own_session
 
@@ -93,3 +93,14 @@ def watch(ctx: BuildContext, selected: list[str], results: list[NodeResult],
     finally:
         for query, tally in queries.values():
             stop_gracefully(query, tally)
+
+
+def stop_gracefully(query, tally: StreamTally, poll_seconds: float = 0.2) -> None:
+    """Stop a running query after the batch in flight (if any) has finished."""
+    while query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(poll_seconds)
+    query.stop()
+    if tally.detach_listener is not None:
+        tally.detach_listener()
+        for batch_id in sorted(tally.pending):  # batches whose progress never came
+            tally.on_batch(tally.pending.pop(batch_id))

@@ -5,7 +5,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
-BUILD_STEPS = {"inputs", "landing", "rows", "checks", "writes", "state"}
+BUILD_STEPS = {"inputs", "landing", "json_values", "debezium", "kafka", "rows", "checks", "writes",
+               "state", "throughput"}
 BUILD_DRIVERS = {"batch", "streaming"}
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -31,7 +30,7 @@ from .inputs import commit_streams, committed_inputs, streamed_tables
 from .landing import changed_note
 from .rows import model_rows
 from .state import DEFINITION_KEY, QueryStart, prepare_checkpoint, refresh_done
-from .throughput import kafka_lag, progress_reports, stream_stats
+from .throughput import kafka_lag, progress_listener, progress_reports, stream_stats
 from .writes import write_incremental
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
@@ -96,27 +95,6 @@ class StreamTally:
         if report is not None:
             seconds = progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
             self.on_batch(replace(report, seconds=seconds, kafka_lag=kafka_lag(progress)))
-
-
-def progress_listener(name: str, tally: StreamTally):
-    """A listener passing the named query's progress reports to its tally."""
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class Listener(StreamingQueryListener):
-        def onQueryStarted(self, event):
-            pass
-
-        def onQueryProgress(self, event):
-            if event.progress.name == name:
-                tally.progressed(json.loads(event.progress.json))
-
-        def onQueryIdle(self, event):
-            pass
-
-        def onQueryTerminated(self, event):
-            pass
-
-    return Listener()
 
 
 def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
@@ -222,7 +200,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
               .option("checkpointLocation", str(checkpoint))
               .queryName(name))
     if continuous:
-        listener, streams = progress_listener(name, tally), ctx.engine.spark.streams
+        listener, streams = progress_listener(name, tally.progressed), ctx.engine.spark.streams
         streams.addListener(listener)
         tally.detach_listener = lambda: streams.removeListener(listener)
         interval = node.config.trigger
@@ -266,14 +244,3 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     return Outcome(status, WriteResult(tally.version, tally.rows, tally.files_added),
                    message=message, expectations=tally.expectations, rows_read=tally.rows_read,
                    stream=stats)
-
-
-def stop_gracefully(query, tally: StreamTally, poll_seconds: float = 0.2) -> None:
-    """Stop a running query after the batch in flight (if any) has finished."""
-    while query.isActive and query.status.get("isTriggerActive"):
-        time.sleep(poll_seconds)
-    query.stop()
-    if tally.detach_listener is not None:
-        tally.detach_listener()
-        for batch_id in sorted(tally.pending):  # batches whose progress never came
-            tally.on_batch(tally.pending.pop(batch_id))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from typing import Callable
 
 
 def progress_reports(query) -> list[dict]:
@@ -41,3 +42,25 @@ def kafka_lag(report: dict) -> dict:
         if behind is not None:
             lag[source.get("description", "kafka")] = int(float(behind))
     return lag
+
+
+def progress_listener(name: str, on_progress: Callable[[dict], None]):
+    """A listener passing each progress report of the query named `name` to `on_progress`, as
+    a plain dict, as soon as Spark makes it (after each micro-batch)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            if event.progress.name == name:
+                on_progress(json.loads(event.progress.json))
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    return Listener()
