@@ -65,7 +65,7 @@ class NodeConfig:
         return {key: getattr(self, key) for key in CONFIG_KEYS}
 
 
-def _as_tuple(value) -> tuple[str, ...]:
+def as_tuple(value) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -147,7 +147,7 @@ def merge_layers(*layers: dict) -> dict:
     for layer in layers:
         for key, value in layer.items():
             if key == "tags":
-                tags.extend(t for t in _as_tuple(value) if t not in tags)
+                tags.extend(t for t in as_tuple(value) if t not in tags)
             else:
                 merged[key] = value
     if tags:
@@ -168,14 +168,14 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
     config = NodeConfig(
         materialized=raw.get("materialized", "table"),
         strategy=raw.get("strategy", "append"),
-        unique_key=_as_tuple(raw.get("unique_key")),
-        sequence_by=_as_tuple(raw.get("sequence_by")),
+        unique_key=as_tuple(raw.get("unique_key")),
+        sequence_by=as_tuple(raw.get("sequence_by")),
         delete_when=raw.get("delete_when"),
         scd_type=int(raw.get("scd_type", 1)),
         trigger=str(raw.get("trigger", "available_now")),
-        partition_by=_as_tuple(raw.get("partition_by")),
+        partition_by=as_tuple(raw.get("partition_by")),
         on_schema_change=raw.get("on_schema_change", "fail"),
-        tags=_as_tuple(raw.get("tags")),
+        tags=as_tuple(raw.get("tags")),
         expectations=_expectations(raw.get("expectations") or {}, origin),
         enabled=bool(raw.get("enabled", True)),
         column_types=dict(raw.get("column_types") or {}),

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from .config import CONFIG_KEYS, check_keys, merge_layers
+from .config import CONFIG_KEYS, as_tuple, check_keys, merge_layers
 from .errors import MedallionError, closest
 from .locations import join, resolve
 
@@ -349,8 +349,7 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                 if fmt == "kafka":
                     _check_kafka_options(options, origin, f"source '{sname}.{tname}'")
                 schema = _schema_ddl(table, f"{origin}, source {sname}.{tname}")
-                unique_key = table.get("unique_key") or ()
-                unique_key = (unique_key,) if isinstance(unique_key, str) else tuple(unique_key)
+                unique_key = as_tuple(table.get("unique_key"))
                 _check_cdc(table, fmt, schema, unique_key, origin, f"source '{sname}.{tname}'")
                 sources[(sname, tname)] = SourceTable(
                     source=sname, name=tname, format=fmt,

@@ -28,9 +28,8 @@ OP, DELETED, COMMITTED_AT, LSN = "_cdc_op", "_cdc_deleted", "_cdc_committed_at",
 OPS = ("c", "u", "d", "r")
 # The envelope's row images are kept as JSON text here and parsed as the source's rows later,
 # so that they get the same corrupt and rescued handling as any JSON value.
-FIELDS = ("before string", "after string", "op string", "source struct<ts_ms: bigint, lsn: bigint>")
-ENVELOPE = (f"payload struct<{', '.join(f.replace(' ', ': ', 1) for f in FIELDS)}>, "
-            + ", ".join(FIELDS))
+FIELDS = "before: string, after: string, op: string, source: struct<ts_ms: bigint, lsn: bigint>"
+ENVELOPE = f"struct<payload: struct<{FIELDS}>, {FIELDS}>"
 
 
 def decoded(lines, source: SourceTable, options: dict, position, tombstones=None):

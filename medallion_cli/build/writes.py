@@ -159,24 +159,27 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
         seconds=interval_seconds(cfg.tombstone_retention))
     expire = f"t.{DELETED_AT} < CAST('{cutoff:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"
-    if cfg.scd_type == 2:
-        rows = events.where(DELETE_COLUMN).select(
-            *keys, *seq, F.current_timestamp().alias(DELETED_AT), F.lit(False).alias(DELETE_COLUMN))
-        spec = MergeSpec(keys=tuple(keys + seq), null_safe_keys=tuple(seq),
-                         delete_column=DELETE_COLUMN, expire=expire)
-    else:
-        rows = latest(events, cfg).select(*keys, *seq, F.current_timestamp().alias(DELETED_AT),
-                                          (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
-        spec = MergeSpec(keys=tuple(keys), sequence_by=tuple(seq), delete_column=DELETE_COLUMN,
-                         expire=expire)
+    deleted_at = F.current_timestamp().alias(DELETED_AT)
+    if cfg.scd_type == 2:  # a delete is one row of history: nothing brings it back
+        deletes = events.where(DELETE_COLUMN).select(*keys, *seq, deleted_at)
+        if replace:
+            ctx.engine.write(deletes, path, "overwrite", txn=txn)
+        else:
+            ctx.engine.merge(deletes, path, MergeSpec(
+                keys=tuple(keys + seq), null_safe_keys=tuple(seq), expire=expire), txn=txn)
+        return
+    rows = latest(events, cfg).select(*keys, *seq, deleted_at,
+                                      (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
     if replace:
         ctx.engine.write(rows.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN), path, "overwrite",
                          txn=txn)
         return
-    known = ctx.engine.read_table(path).select(*keys).distinct()
+    known = ctx.engine.read_table(path).select(*keys)
     relevant = rows.join(known.withColumn("_known", F.lit(True)), keys, "left").where(
         f"NOT {DELETE_COLUMN} OR _known").drop("_known")  # deletes, and keys that have one
-    ctx.engine.merge(relevant, path, spec, txn=txn)
+    ctx.engine.merge(relevant, path, MergeSpec(
+        keys=tuple(keys), sequence_by=tuple(seq), delete_column=DELETE_COLUMN, expire=expire),
+        txn=txn)
 
 
 def without_deletes(df):
