@@ -67,15 +67,28 @@ def _csv_header(text: str) -> str | None:
             "columns: move the file out of the landing folder, fix its header, and land it again")
 
 
+def _kafka_data_loss(text: str) -> str | None:
+    """Spark's Kafka source finding records it had not read yet gone from the topic."""
+    if "not available in Kafka any more" not in text:
+        return None
+    reason = re.search(r"Could not read records in offset (\[[^)]*\)) for topic partition (\S+)",
+                       text)
+    where = f" (offsets {reason.group(1)} of {reason.group(2)})" if reason else ""
+    return (f"records this query had not read yet are gone from Kafka{where}: aged out by the "
+            "topic's retention, or the topic was deleted. Keep records longer than the build "
+            "interval (retention.ms), or set failOnDataLoss: false in the source's options to go "
+            "on without them")
+
+
 def error_message(exc: BaseException) -> str:
     """What went wrong, in a line."""
     if isinstance(exc, MedallionError):
         return str(exc)
     text = str(exc).strip() or type(exc).__name__
     lines = text.splitlines()
-    csv_header = _csv_header(text)
-    if csv_header:
-        return csv_header
+    said = _csv_header(text) or _kafka_data_loss(text)
+    if said:
+        return said
     if "Traceback (most recent call last)" in text:
         reasons = [line.strip() for line in lines if PYTHON_ERROR_LINE.match(line)]
         if reasons:

@@ -59,6 +59,9 @@ def server_properties(data: Path, port: int, controller_port: int) -> str:
         "share.coordinator.state.topic.replication.factor=1",
         "share.coordinator.state.topic.min.isr=1",
         "group.initial.rebalance.delay.ms=0",
+        # Records are kept whatever their timestamp: replayed and test feeds carry past event
+        # times, which the default 7-day retention would delete within minutes.
+        "log.retention.ms=-1",
     ]) + "\n"
 
 

@@ -106,3 +106,25 @@ def test_every_record_lands_once_while_builds_are_killed_and_a_producer_keeps_pr
     assert final.returncode == 0, final.stdout + final.stderr
     ids = sorted(r["order_id"] for r in read_delta(root / "warehouse/bronze/bronze_orders"))
     assert ids == list(range(total))
+
+
+def test_records_gone_from_kafka_before_they_were_read_fail_the_build_in_one_line(
+        project, build, kafka):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = f"orders_{uuid.uuid4().hex[:8]}"
+    root = kafka_project(project, kafka, topic)
+    produce(kafka.bootstrap, topic, [{"order_id": i, "status": "placed"} for i in range(10)])
+    assert build(root)["bronze_orders"].status == "success"
+    produce(kafka.bootstrap, topic, [{"order_id": i, "status": "placed"} for i in range(10, 20)])
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    # every record of both partitions deleted (as retention would), read or not
+    for future in admin.delete_records([TopicPartition(topic, p, -1) for p in (0, 1)]).values():
+        future.result(timeout=30)
+    result = build(root)["bronze_orders"]
+    assert result.status == "error"
+    assert result.message.startswith("records this query had not read yet are gone from Kafka")
+    assert "failOnDataLoss: false" in result.message and "\n" not in result.message
+    assert sorted(r["order_id"] for r in read_delta(
+        root / "warehouse/bronze/bronze_orders")) == list(range(10))  # the table as it was
