@@ -98,3 +98,19 @@ def test_a_missing_object_store_connector_is_one_line(project):
     assert code == 2
     assert_one_clear_error(output, "target 'local'", "no file system for s3a://",
                            "hadoop-aws", "Hadoop 3.")
+
+
+# The delta-spark engine only: these are Delta Lake for Spark's settings.
+def test_delta_settings_size_log_replay_and_vacuum_listing_to_the_target(delta_jars):
+    from medallion_cli.engines.native import spark_settings
+    from medallion_cli.project import Target
+
+    def settings(conf):
+        return spark_settings(Target("t", "delta-spark", "/w", "local[2]", conf, 1,
+                                     delta_jars=str(delta_jars)))
+    keys = ("spark.databricks.delta.snapshotPartitions",
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism")
+    assert [settings({})[k] for k in keys] == ["4", "4"]
+    assert [settings({"spark.sql.shuffle.partitions": "64"})[k] for k in keys] == ["64", "64"]
+    own = settings({"spark.sql.sources.parallelPartitionDiscovery.parallelism": "10000"})
+    assert [own[k] for k in keys] == ["4", "10000"]  # the profile's own value wins
