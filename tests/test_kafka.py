@@ -74,7 +74,7 @@ def test_kafka_records_land_in_bronze_once_with_their_position(project, build, k
 
 
 def test_every_record_lands_once_while_builds_are_killed_and_a_producer_keeps_producing(
-        project, kafka, engine_name):
+        project, build, kafka):
     import threading
 
     from test_safety import medallion
@@ -102,8 +102,8 @@ def test_every_record_lands_once_while_builds_are_killed_and_a_producer_keeps_pr
         assert run.returncode == -9, run.stdout + run.stderr
     producer.join(timeout=300)
     assert produced.is_set()
-    final = medallion(root, "build")
-    assert final.returncode == 0, final.stdout + final.stderr
+    final = build(root)  # in this process: no JVM to start
+    assert not [r.message for r in final.values() if r.failed]
     ids = sorted(r["order_id"] for r in read_delta(root / "warehouse/bronze/bronze_orders"))
     assert ids == list(range(total))
 

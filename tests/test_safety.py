@@ -84,11 +84,11 @@ def test_a_commit_whose_app_transaction_was_taken_meanwhile_adds_nothing(
     assert engine.committed_version(path, "app") == 0
 
 
-def test_a_killed_full_refresh_is_finished_by_the_next_build(project, engine_name):
+def test_a_killed_full_refresh_is_finished_by_the_next_build(project, build):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
     land(root, "002.json", BATCH_2)
-    assert medallion(root, "build").returncode == 0
+    assert not [r.message for r in build(root).values() if r.failed]  # in this process: faster
     bronze = root / "warehouse/bronze/bronze_orders"
     assert len(read_delta(bronze)) == 9
     killed = medallion(root, "build", "--full-refresh", crash_at="bronze_orders:batch_start:0")

@@ -252,10 +252,10 @@ def run_build(root, crash_at=None):
     "silver_orders:committed:1",     # killed after the Delta commit, before the checkpoint knew
     "bronze_orders:committed:2",     # killed mid-ingest, after some files were committed
 ])
-def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, crash_at, engine_name):
+def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
-    assert run_build(root).returncode == 0
+    assert not [r.message for r in build(root).values() if r.failed]  # in this process: faster
     land(root, "002.json", BATCH_2)
     land(root, "003.json", BATCH_3)
     killed = run_build(root, crash_at)
