@@ -34,6 +34,7 @@ CONFIG_KEYS = {
     "table_properties": None,
     "tombstone_retention": None,
     "cdc": ("debezium",),
+    "incremental_by": None,
 }
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (build/debezium.py).
@@ -60,9 +61,24 @@ class NodeConfig:
     table_properties: dict = field(default_factory=dict)  # Delta table properties, as strings
     tombstone_retention: str = "30 days"  # how long a MERGE remembers a deleted key
     cdc: str | None = None  # the change-event format the model's rows come in
+    # A table kept up to date per group of these columns: only the groups its inputs' changes
+    # touch are recomputed (build/incremental.py).
+    incremental_by: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {key: getattr(self, key) for key in CONFIG_KEYS}
+
+    def delta_properties(self, columns: list[str]) -> dict[str, str]:
+        """The properties its table is written with: the change data feed on (what readers of
+        its changes need; it costs only MERGEs, which write their changes beside their data),
+        unless table_properties says otherwise or the rows have the feed's own columns (a
+        table of changes read from another: Delta refuses a feed over those)."""
+        feed = {} if set(columns) & set(CHANGE_FEED_COLUMNS) else {CHANGE_FEED: "true"}
+        return {**feed, **self.table_properties}
+
+
+CHANGE_FEED = "delta.enableChangeDataFeed"
+CHANGE_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
 def as_tuple(value) -> tuple[str, ...]:
@@ -184,6 +200,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         table_properties=_table_properties(raw.get("table_properties") or {}, origin),
         tombstone_retention=str(raw.get("tombstone_retention", "30 days")),
         cdc=raw.get("cdc"),
+        incremental_by=as_tuple(raw.get("incremental_by")),
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
@@ -194,6 +211,9 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
     if config.strategy == "merge" and not config.unique_key:
         raise MedallionError("strategy 'merge' needs a unique_key (one column or a list)",
                              path=origin, hint="add unique_key='id' to the model's config")
+    if config.incremental_by and config.materialized != "table":
+        raise MedallionError("incremental_by is for models materialized as 'table'", path=origin,
+                             hint="incremental and streaming models take only new rows already")
     if config.scd_type == 2 and (config.strategy != "merge" or not config.sequence_by):
         raise MedallionError("scd_type 2 needs strategy 'merge', a unique_key and sequence_by",
                              path=origin,

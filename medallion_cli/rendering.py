@@ -41,6 +41,8 @@ class CompiledNode:
     sources: tuple[tuple[str, str], ...]
     is_incremental: bool
     secrets: tuple[str, ...] = ()  # values of secret env_var()s in the SQL
+    change_refs: tuple[str, ...] = ()  # refs read as their change feed: ref('x', changes=true)
+    feed_only: tuple[str, ...] = ()  # of those, the ones never read as themselves
 
     @property
     def shown_sql(self) -> str | None:
@@ -59,6 +61,12 @@ class CompiledNode:
 def relation(name: str) -> str:
     """How a model, seed or source is named in compiled SQL (a temp view the engine registers)."""
     return f"`{name}`"
+
+
+def changes_relation(name: str) -> str:
+    """The temp view of a ref's change feed (ref('x', changes=true)). Temp views take plain
+    identifiers only; the leading `__` keeps this one apart from sources' (`source__table`)."""
+    return f"__changes__{name}"
 
 
 def _template_line(exc: BaseException, filename: str) -> int | None:
@@ -100,6 +108,8 @@ class Recorded:
     refs: list[str] = field(default_factory=list)
     sources: list[tuple[str, str]] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)
+    change_refs: list[str] = field(default_factory=list)
+    direct_refs: set[str] = field(default_factory=set)  # refs read as themselves
 
 
 class Renderer:
@@ -138,7 +148,7 @@ class Renderer:
             record.captured.update(kwargs)
             return ""
 
-        def ref(name: str) -> str:
+        def ref(name: str, changes: bool = False) -> str:
             if name not in project.nodes:
                 raise MedallionError(f"ref('{name}') names no model or seed. "
                                      f"{closest(name, project.nodes)}".strip(), path=origin)
@@ -147,6 +157,11 @@ class Renderer:
                                      hint="use {{ this }} for the model's own table")
             if name not in record.refs:
                 record.refs.append(name)
+            if changes:
+                if name not in record.change_refs:
+                    record.change_refs.append(name)
+                return relation(changes_relation(name))
+            record.direct_refs.add(name)
             return relation(name)
 
         def source(source_name: str, table_name: str) -> str:
@@ -251,7 +266,8 @@ class Renderer:
         check_keys(record.captured, node.rel_path)
         cfg = resolve_config(merge_layers(node.yaml_config, record.captured), node.rel_path)
         return CompiledNode(node, cfg, sql, tuple(record.refs), tuple(record.sources),
-                            is_incremental(), tuple(record.secrets))
+                            is_incremental(), tuple(record.secrets), tuple(record.change_refs),
+                            tuple(n for n in record.change_refs if n not in record.direct_refs))
 
 
 def _delta_table_exists(path: str) -> bool:

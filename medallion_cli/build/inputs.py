@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import MedallionError
 from ..locations import is_remote
 from ..project import SourceTable
-from ..rendering import CompiledNode
+from ..rendering import CompiledNode, changes_relation
 from .context import BuildContext
 from .kafka import read_kafka
 from .landing import read_landing
@@ -46,12 +46,31 @@ def built_table(ctx: BuildContext, node: CompiledNode) -> str:
     return path
 
 
+def feed_table(ctx: BuildContext, node: CompiledNode, name: str) -> str:
+    """The table whose change feed `node` reads as ref(name, changes=true)."""
+    parent = ctx.graph.nodes[name]
+    if parent.config.materialized == "view":
+        raise MedallionError(f"ref('{name}', changes=true): '{name}' is a view, which has no "
+                             "change feed", path=node.file.rel_path,
+                             hint=f"read it without changes=true, or make '{name}' a table")
+    if node.config.materialized != "streaming":
+        raise MedallionError(f"ref('{name}', changes=true) is read by streaming models only",
+                             path=node.file.rel_path,
+                             hint="set materialized='streaming' to process each change once")
+    return built_table(ctx, parent)
+
+
 def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False,
-                       given: dict | None = None) -> None:
+                       given: dict | None = None, node: CompiledNode | None = None) -> None:
     """Temp views for refs and sources, named as rendering names them; the relations in `given`
     (relation -> DataFrame) are registered as those DataFrames and not read otherwise (a view's
-    rows, a micro-batch's new rows)."""
+    rows, a micro-batch's new rows). node: the model whose change feeds are read too."""
     given = given or {}
+    for name in node.change_refs if node else ():
+        if changes_relation(name) not in given:
+            table = feed_table(ctx, node, name)
+            ctx.engine.read_stream(table, changes=True).createOrReplaceTempView(
+                changes_relation(name))
     for name in refs:
         if name in given:
             continue
@@ -72,7 +91,7 @@ def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False
 def register_inputs(ctx: BuildContext, node: CompiledNode, streaming: bool = False,
                     given: dict | None = None) -> None:
     """Every relation the node's SQL names: its refs and sources, and `this` (its own table)."""
-    register_relations(ctx, node.refs, node.sources, streaming, given)
+    register_relations(ctx, node.refs, node.sources, streaming, given, node)
     path = ctx.project.table_path(node.file)
     if node.is_incremental and ctx.engine.table_exists(path):
         ctx.engine.read_table(path).createOrReplaceTempView(node.name)
@@ -82,7 +101,10 @@ def streamed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
     """Relation -> Delta table, for the inputs a streaming model streams from Delta tables
     (refs to streaming models, Delta sources)."""
     tables = {name: built_table(ctx, ctx.graph.nodes[name]) for name in node.refs
-              if ctx.graph.nodes[name].config.materialized == "streaming"}
+              if ctx.graph.nodes[name].config.materialized == "streaming"
+              and name not in node.feed_only}
+    tables.update({changes_relation(name): feed_table(ctx, node, name)
+                   for name in node.change_refs})
     sources = [ctx.project.sources[key] for key in node.sources]
     tables.update({s.relation: s.path for s in sources if s.format == "delta"})
     files = [f"{s.source}.{s.name}" for s in sources if s.format != "delta"]
@@ -107,15 +129,18 @@ def commit_streams(ctx: BuildContext, tables: dict[str, str]):
     return union
 
 
-def committed_inputs(ctx: BuildContext, tables: dict[str, str], batch, batch_id: int):
+def committed_inputs(ctx: BuildContext, node: CompiledNode, tables: dict[str, str], batch,
+                     batch_id: int):
     """(relation -> the rows a micro-batch of commits stands for, rows read). The query's first
-    batch reads each table as of the newest commit it took; later ones what their commits added."""
+    batch reads each table as of the newest commit it took; later ones what their commits added
+    (or, for a change feed, their changes)."""
+    feeds = {changes_relation(name) for name in node.change_refs}
     versions: dict[str, list[int]] = {relation: [] for relation in tables}
     for row in batch.collect():  # one small row per commit
         versions[row["relation"]].append(row["version"])
     inputs, rows_read = {}, 0
     for relation, path in tables.items():
-        inputs[relation], count = ctx.engine.read_commits(path, versions[relation],
-                                                          from_snapshot=batch_id == 0)
+        inputs[relation], count = ctx.engine.read_commits(
+            path, versions[relation], from_snapshot=batch_id == 0, changes=relation in feeds)
         rows_read += count
     return inputs, rows_read

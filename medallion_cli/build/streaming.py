@@ -181,7 +181,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
         df = commit_streams(ctx, tables)
 
         def rows_of(batch, batch_id):
-            inputs, rows_read = committed_inputs(ctx, tables, batch, batch_id)
+            inputs, rows_read = committed_inputs(ctx, node, tables, batch, batch_id)
             return model_rows(ctx, node, inputs=inputs), rows_read
     else:
         df = model_rows(ctx, node, streaming=True)

@@ -41,7 +41,7 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, repl
         df, spec = merge_rows(ctx, cfg, df, None if replace else path, tombstones, txn)
     if replace:
         return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
-                                txn=txn, properties=cfg.table_properties)
+                                txn=txn, properties=cfg.delta_properties(df.columns))
     existing = ctx.engine.read_table(path).columns
     new_columns = [c for c in df.columns if c not in existing and c != DELETE_COLUMN]
     if new_columns and cfg.on_schema_change == "fail":
@@ -52,9 +52,9 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, repl
     evolve = bool(new_columns)
     if cfg.strategy == "append":
         return ctx.engine.write(df, path, "append", metadata=metadata, merge_schema=evolve,
-                                txn=txn, properties=cfg.table_properties)
+                                txn=txn, properties=cfg.delta_properties(df.columns))
     return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn,
-                            properties=cfg.table_properties)
+                            properties=cfg.delta_properties(df.columns))
 
 
 def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,

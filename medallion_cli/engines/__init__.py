@@ -41,14 +41,19 @@ class MergeSpec:
     delete_column: str | None = None  # boolean source column: matched rows where true are deleted
     expire: str | None = None  # condition on target rows the source lacks: those are deleted
     null_safe_keys: tuple[str, ...] = ()  # keys where null matches null
+    # The source replaces whole groups of target rows: per group (its keys), one marker row
+    # (delete column true) that matches every target row of the group, which are deleted, and
+    # the group's new rows (delete column false), which match nothing and are inserted.
+    replace_groups: bool = False
 
 
 def match_condition(spec: MergeSpec, source, target) -> str:
     """SQL: a target row is the source row's, by the spec's keys (`source` and `target` as in
     newer_condition)."""
-    return " AND ".join(f"({target(k)} IS NOT DISTINCT FROM {source(k)})"
-                        if k in spec.null_safe_keys else f"{target(k)} = {source(k)}"
-                        for k in spec.keys)
+    keys = [f"({target(k)} IS NOT DISTINCT FROM {source(k)})" if k in spec.null_safe_keys
+            else f"{target(k)} = {source(k)}" for k in spec.keys]
+    markers = [source(spec.delete_column)] if spec.replace_groups else []
+    return " AND ".join(keys + markers)
 
 
 def newer_condition(columns: tuple[str, ...], source, target) -> str | None:
@@ -82,15 +87,21 @@ class Engine(Protocol):
     # each micro-batch runs the model's SQL on what read_commits returns for its commits.
     follows_commit_log: bool
 
-    def read_stream(self, path: str) -> DataFrame:
-        """A streaming DataFrame of the rows each new version of the table adds."""
+    def read_stream(self, path: str, changes: bool = False) -> DataFrame:
+        """A streaming DataFrame of the rows each new version of the table adds; changes: of
+        its change data feed (its rows as inserts, then each commit's inserts, deletes and
+        update pre/post images with _change_type, _commit_version, _commit_timestamp)."""
 
     def commit_stream(self, path: str) -> DataFrame:
         """A streaming DataFrame with one row (column `version`) per commit of the table."""
 
-    def read_commits(self, path: str, versions: list[int], from_snapshot: bool
-                     ) -> tuple[DataFrame, int]:
-        """(rows, count) the commits added; from_snapshot: the table at the newest of them."""
+    def read_commits(self, path: str, versions: list[int], from_snapshot: bool,
+                     changes: bool = False) -> tuple[DataFrame, int]:
+        """(rows, count) the commits added; from_snapshot: the table at the newest of them;
+        changes: their change data feed, as read_stream gives it."""
+
+    def read_changes(self, path: str, first: int, last: int) -> DataFrame:
+        """The table's change data feed from version `first` to `last`, both included."""
 
     def table_version(self, path: str) -> int: ...
 

@@ -200,17 +200,57 @@ class EmbeddedEngine:
         """A streaming DataFrame with one row (column `version`) per commit of the table."""
         return delta_log.commit_stream(self.spark, path)
 
-    def read_commits(self, path: str, versions: list[int], from_snapshot: bool):
+    def read_commits(self, path: str, versions: list[int], from_snapshot: bool,
+                     changes: bool = False):
         """(rows, count): what the given commits added, or with from_snapshot, every row of the
-        table at the newest of them (the first batch of a stream)."""
+        table at the newest of them (the first batch of a stream). changes: their row-level
+        changes instead, as Delta's change data feed gives them (a snapshot's rows as inserts)."""
+        if changes and versions and not from_snapshot:
+            return self._read_changes(path, delta_log.commit_changes(path, versions))
         if not versions:
             files = []
         elif from_snapshot:
             files = delta_log.snapshot_files(path, max(versions))
         else:
             files = delta_log.added_files(path, versions)
-        return (self._read_files(self._open(path), path, [f for f, _ in files]),
-                sum(rows or 0 for _, rows in files))
+        rows = self._read_files(self._open(path), path, [f for f, _ in files])
+        if changes:  # a stream of changes starts with the table as it is, as inserts
+            newest = delta_log.commit_changes(path, [max(versions)])[0] if versions else None
+            rows = _as_changes(rows, "insert", *((newest.version, newest.timestamp_ms)
+                                                 if newest else (-1, 0)))
+        return rows, sum(n or 0 for _, n in files)
+
+    def read_changes(self, path: str, first: int, last: int):
+        """The table's change feed from version `first` to `last`, both included."""
+        return self._read_changes(path, delta_log.commit_changes(path, list(range(first, last + 1)))
+                                  )[0]
+
+    def _read_changes(self, path: str, commits: list[delta_log.CommitChanges]):
+        """(rows, count) of the commits' changes, with _change_type, _commit_version and
+        _commit_timestamp as delta-spark's change feed has them."""
+        dt = self._open(path)
+        parts, count = [], 0
+        for commit in commits:
+            stamp = (commit.version, commit.timestamp_ms)
+            if commit.change_files:
+                schema = self._spark_schema(dt).add(delta_log.CHANGE_TYPE, "string")
+                parts.append(_as_changes(
+                    self.spark.read.schema(schema).option(
+                        "basePath", str(Path(path) / "_change_data")).parquet(
+                        *commit.change_files), None, *stamp))
+                count += sum(pq.ParquetFile(f).metadata.num_rows for f in commit.change_files)
+            for kind, files in (("insert", commit.inserted), ("delete", commit.deleted)):
+                if files:
+                    parts.append(_as_changes(self._read_files(dt, path, [f for f, _ in files]),
+                                             kind, *stamp))
+                    count += sum(n if n is not None else pq.ParquetFile(f).metadata.num_rows
+                                 for f, n in files)
+        if not parts:
+            return _as_changes(self._read_files(dt, path, []), "insert", -1, 0), 0
+        rows = parts[0]
+        for part in parts[1:]:
+            rows = rows.unionByName(part)
+        return rows, count
 
     @staticmethod
     def _spark_schema(dt: DeltaTable):
@@ -389,6 +429,17 @@ class EmbeddedEngine:
         if Path(location).is_file():
             Path(location).unlink()
         shutil.rmtree(location, ignore_errors=True)
+
+
+def _as_changes(rows, change_type: str | None, version: int, timestamp_ms: int):
+    """Rows as change-feed rows: their _change_type (None: they have it already), the commit's
+    version and time."""
+    from pyspark.sql import functions as F
+
+    if change_type is not None:
+        rows = rows.withColumn(delta_log.CHANGE_TYPE, F.lit(change_type))
+    return (rows.withColumn(delta_log.COMMIT_VERSION, F.lit(version).cast("bigint"))
+            .withColumn(delta_log.COMMIT_TIMESTAMP, F.timestamp_millis(F.lit(timestamp_ms))))
 
 
 def _type_name(delta_type) -> str:

@@ -133,8 +133,15 @@ class NativeEngine:
 
     follows_commit_log = False  # Delta's own streaming source reads the tables
 
-    def read_stream(self, path: str):
-        return self.spark.readStream.format("delta").load(str(path))
+    def read_stream(self, path: str, changes: bool = False):
+        reader = self.spark.readStream.format("delta")
+        if changes:  # Delta's change data feed: the table as inserts, then every change
+            reader = reader.option("readChangeFeed", "true")
+        return reader.load(str(path))
+
+    def read_changes(self, path: str, first: int, last: int):
+        return (self.spark.read.format("delta").option("readChangeFeed", "true")
+                .option("startingVersion", first).option("endingVersion", last).load(str(path)))
 
     def table_version(self, path: str) -> int:
         return self.history(path, 1)[0]["version"]
