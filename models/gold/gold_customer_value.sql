@@ -1,4 +1,6 @@
--- Lifetime value per customer, with their current details.
+{{ config(incremental_by='customer_id') }}
+-- Lifetime value per customer, with their current details; a build recomputes only the
+-- customers whose details or orders changed.
 select
     c.customer_id,
     c.name,

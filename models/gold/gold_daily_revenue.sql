@@ -1,4 +1,6 @@
--- Revenue per day and category, excluding cancelled orders.
+{{ config(incremental_by='order_date') }}
+-- Revenue per day and category, excluding cancelled orders; a build recomputes only the days
+-- whose orders changed.
 select
     order_date,
     category,

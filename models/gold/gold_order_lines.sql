@@ -1,5 +1,6 @@
-{{ config(materialized='view') }}
--- Orders priced with the product catalogue; a view, so it is always current.
+{{ config(incremental_by='order_id') }}
+-- Orders priced with the product catalogue. Kept per order: a build reprices only the orders
+-- that changed (a new catalogue reprices them all).
 select
     o.order_id,
     o.customer_id,
