@@ -153,3 +153,17 @@ def test_what_cannot_be_maintained_per_group_is_recomputed_in_full_saying_why(
     feed.next_round(root, new_orders=1, changes=1)
     assert build(root)["day_status"].message == (
         "recomputed in full: its table was written by another SQL or config")
+
+
+@pytest.mark.parametrize("engine_name", ["embedded"])  # refused before anything is written
+def test_incremental_by_a_column_the_model_does_not_return_names_the_file(
+        project, build, engine_name):
+    root = project({"seeds/things.csv": "id,kind\n1,a\n",
+                    "models/by_kind.sql": "{{ config(incremental_by='category') }}\n"
+                                          "select kind, count(*) as n from {{ ref('things') }} "
+                                          "group by kind"})
+    result = build(root)["by_kind"]
+    assert result.status == "error"
+    assert "incremental_by names category, which the model does not return" in result.message
+    assert "models/by_kind.sql" in result.message
+    assert not list((root / "warehouse").rglob("by_kind"))  # nothing written

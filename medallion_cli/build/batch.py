@@ -7,6 +7,7 @@ Its steps in order: is anything new (the fingerprint)? its rows (rows.py), its c
 from __future__ import annotations
 
 from ..engines import MergeSpec
+from ..errors import MedallionError
 from ..rendering import CompiledNode
 from .checks import check_table_properties, checked_rows
 from .context import DELETE_COLUMN, BuildContext, Outcome
@@ -54,6 +55,11 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
     groups, why_full = (None, None) if ctx.full_refresh or not ctx.engine.table_exists(path) \
         else changed_groups(ctx, node, path, versions)
     rows = model_rows(ctx, node)
+    missing = [k for k in cfg.incremental_by if k not in rows.columns]
+    if missing:
+        raise MedallionError(f"incremental_by names {', '.join(missing)}, which the model does "
+                             "not return", path=node.file.rel_path,
+                             hint="name columns of its SELECT: the groups its rows are computed per")
     if groups is None:
         with checked_rows(ctx, node, rows, replace=True) as (df, counts):
             write = ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata=metadata,
