@@ -23,9 +23,11 @@ from sqlglot import exp
 
 from ..rendering import CompiledNode
 from .context import DELETE_COLUMN, BuildContext
-from .state import DEFINITION_KEY, definition
+from .state import definition
 
-INPUTS_KEY = "medallion.input_versions"
+# The table's SQL and config (hashed) and the input versions it was computed from, in one
+# commit metadata value: one read of the table's history finds both.
+RECORD_KEY = "medallion.groups"
 
 
 def input_versions(ctx: BuildContext, node: CompiledNode) -> dict[str, int] | None:
@@ -39,7 +41,7 @@ def input_versions(ctx: BuildContext, node: CompiledNode) -> dict[str, int] | No
 
 def metadata(node: CompiledNode, versions: dict[str, int] | None) -> dict:
     """What a write of the table records so the next build can find what changed since."""
-    return {DEFINITION_KEY: definition(node), INPUTS_KEY: json.dumps(versions)}
+    return {RECORD_KEY: json.dumps({"definition": definition(node), "inputs": versions})}
 
 
 def across_groups(node: CompiledNode) -> str | None:
@@ -68,9 +70,10 @@ def changed_groups(ctx: BuildContext, node: CompiledNode, path: str,
     reason = across_groups(node)
     if reason:
         return None, reason
-    if ctx.engine.last_commit_value(path, DEFINITION_KEY) != definition(node):
+    record = json.loads(ctx.engine.last_commit_value(path, RECORD_KEY) or "{}")
+    if record.get("definition") != definition(node):
         return None, "its table was written by another SQL or config"
-    recorded = json.loads(ctx.engine.last_commit_value(path, INPUTS_KEY) or "null") or {}
+    recorded = record.get("inputs") or {}
     keys = list(node.config.incremental_by)
     groups = []
     for relation, version in versions.items():

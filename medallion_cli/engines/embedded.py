@@ -229,13 +229,13 @@ class EmbeddedEngine:
         """(rows, count) of the commits' changes, with _change_type, _commit_version and
         _commit_timestamp as delta-spark's change feed has them."""
         dt = self._open(path)
+        change_schema = self._spark_schema(dt).add(delta_log.CHANGE_TYPE, "string")
         parts, count = [], 0
         for commit in commits:
             stamp = (commit.version, commit.timestamp_ms)
             if commit.change_files:
-                schema = self._spark_schema(dt).add(delta_log.CHANGE_TYPE, "string")
                 parts.append(_as_changes(
-                    self.spark.read.schema(schema).option(
+                    self.spark.read.schema(change_schema).option(
                         "basePath", str(Path(path) / "_change_data")).parquet(
                         *commit.change_files), None, *stamp))
                 count += sum(pq.ParquetFile(f).metadata.num_rows for f in commit.change_files)
