@@ -148,6 +148,27 @@ def docs(inv, debug, out):
     click.echo(f"Wrote {tasks.docs(inv, out)}")
 
 
+@main.command(help="Each table's last build, rows, version and data freshness (now minus the "
+                   "newest value of its event_time column) against its freshness limits, and its "
+                   "last failure, from the event log (no Spark started). Exits 1 when a table is "
+                   "past an error_after limit, so a scheduler can gate on it.")
+@common_options
+@click.option("--output", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def status(inv, debug, output):
+    import json
+
+    from .status import status_lines, worst
+
+    statuses = tasks.status(inv)
+    if output == "json":
+        click.echo(json.dumps([s.as_json for s in statuses], indent=2))
+    else:
+        for line in status_lines(statuses):
+            click.echo(line)
+    sys.exit(1 if worst(statuses) == "error" else 0)
+
+
 @main.command(help="Compact the small files of the selected tables (streaming writes many).")
 @common_options
 def optimize(inv, debug):

@@ -35,7 +35,10 @@ CONFIG_KEYS = {
     "tombstone_retention": None,
     "cdc": ("debezium",),
     "incremental_by": None,
+    "event_time": None,
+    "freshness": None,
 }
+OBSERVING_KEYS = ("event_time", "freshness")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (build/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
@@ -64,9 +67,15 @@ class NodeConfig:
     # A table kept up to date per group of these columns: only the groups its inputs' changes
     # touch are recomputed (build/incremental.py).
     incremental_by: tuple[str, ...] = ()
+    event_time: str | None = None  # the column saying when a row's event happened
+    # How stale the newest event_time may get: {"warn_after": seconds, "error_after": seconds}
+    freshness: dict = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
-        return {key: getattr(self, key) for key in CONFIG_KEYS}
+    def as_dict(self, defining: bool = False) -> dict:
+        """The config; defining: only the keys that decide what the table holds (a change to
+        how it is watched, its freshness, rebuilds nothing)."""
+        return {key: getattr(self, key) for key in CONFIG_KEYS
+                if not (defining and key in OBSERVING_KEYS)}
 
     def delta_properties(self, columns: list[str]) -> dict[str, str]:
         """The properties its table is written with: the change data feed on (what readers of
@@ -101,6 +110,29 @@ def interval_seconds(text: str) -> float | None:
 
 def _is_interval(text: str) -> bool:
     return interval_seconds(text) is not None
+
+
+FRESHNESS_LIMITS = ("warn_after", "error_after")
+
+
+def _interval(value, what: str, origin: str) -> float:
+    """An interval as seconds: '6 hours', or dbt's {count: 6, period: hour}."""
+    if isinstance(value, dict) and set(value) == {"count", "period"}:
+        value = f"{value['count']} {value['period']}"
+    seconds = interval_seconds(value) if isinstance(value, str) else None
+    if not seconds:
+        raise MedallionError(f"{what} is {value!r}", path=origin,
+                             hint="an interval such as '6 hours' or {count: 6, period: hour}")
+    return seconds
+
+
+def _freshness(raw, origin: str) -> dict:
+    """{warn_after: seconds, error_after: seconds}, either or both."""
+    if not isinstance(raw, dict) or not raw or set(raw) - set(FRESHNESS_LIMITS):
+        raise MedallionError("freshness must set warn_after and/or error_after", path=origin,
+                             hint="e.g. freshness: {warn_after: '6 hours', error_after: "
+                                  "{count: 1, period: day}}")
+    return {key: _interval(value, f"freshness {key}", origin) for key, value in raw.items()}
 
 
 def _expectations(raw, origin: str) -> dict:
@@ -201,6 +233,8 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         tombstone_retention=str(raw.get("tombstone_retention", "30 days")),
         cdc=raw.get("cdc"),
         incremental_by=as_tuple(raw.get("incremental_by")),
+        event_time=raw.get("event_time"),
+        freshness=_freshness(raw["freshness"], origin) if "freshness" in raw else {},
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
@@ -214,6 +248,10 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
     if config.incremental_by and config.materialized != "table":
         raise MedallionError("incremental_by is for models materialized as 'table'", path=origin,
                              hint="incremental and streaming models take only new rows already")
+    if config.freshness and not config.event_time:
+        raise MedallionError("freshness needs event_time: the column saying when each row's "
+                             "event happened", path=origin,
+                             hint="add event_time='order_ts' beside freshness")
     if config.scd_type == 2 and (config.strategy != "merge" or not config.sequence_by):
         raise MedallionError("scd_type 2 needs strategy 'merge', a unique_key and sequence_by",
                              path=origin,

@@ -46,7 +46,15 @@ class Console:
         self.stop = threading.Event()
 
     def reporter(self) -> Reporter:
-        return Reporter(self.start, self.begin, self.result, self.batch, self.phase)
+        return Reporter(self.start, self.begin, self.result, self.batch, self.phase, self.warn)
+
+    def warn(self, message: str) -> None:
+        if self.json:
+            return self._emit("warning", message=message)
+        with self.lock:
+            if self.live:
+                click.echo(ERASE_LINE, nl=False, color=True)
+            click.secho(f"Warning: {message}", fg="yellow", err=True)
 
     def _emit(self, event: str, **fields) -> None:
         click.echo(json.dumps({"event": event, **fields}, default=str))

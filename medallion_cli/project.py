@@ -44,6 +44,9 @@ class Target:
     threads: int
     delta_jars: str | None = None  # delta-spark engine: a folder of Delta JARs for spark.jars
     profiles_file: str | None = None  # where the target is defined, for errors about it
+    # OpenLineage: {"namespace": str, "transport": {...openlineage-python's transport config},
+    # "batch_every": N}; empty: no lineage events (lineage.py)
+    lineage: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,33 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         threads=int(out.get("threads", 1)),
         delta_jars=str(root / out["delta_jars"]) if out.get("delta_jars") else None,
         profiles_file=str(profiles_path),
+        lineage=_lineage_config(out.get("lineage"), profiles_path, name),
     )
+
+
+LINEAGE_KEYS = ("namespace", "transport", "batch_every")
+
+
+def _lineage_config(raw, profiles_path: Path, target: str) -> dict:
+    """A target's `lineage:` mapping, checked: a transport as openlineage-python takes it."""
+    if raw is None:
+        return {}
+    where = f"target '{target}': lineage"
+    if not isinstance(raw, dict):
+        raise MedallionError(f"{where} must be a mapping", path=profiles_path,
+                             hint="e.g. lineage: {transport: {type: http, url: "
+                                  "'http://localhost:5000'}}")
+    check_keys(raw, str(profiles_path), LINEAGE_KEYS, "lineage key", where, "lineage keys")
+    transport = raw.get("transport")
+    if not isinstance(transport, dict) or not transport.get("type"):
+        raise MedallionError(f"{where} needs a transport with a type (http, file, console, "
+                             "kafka...)", path=profiles_path,
+                             hint="e.g. transport: {type: http, url: 'http://localhost:5000'}")
+    every = raw.get("batch_every", 1)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise MedallionError(f"{where}: batch_every is {every!r}; it must be a whole number "
+                             "above 0", path=profiles_path)
+    return {**raw, "batch_every": every}
 
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

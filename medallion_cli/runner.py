@@ -36,6 +36,8 @@ class NodeResult:
     message: str = ""
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
     stream: dict = field(default_factory=dict)  # streaming: rows/s, batch seconds, Kafka lag
+    malformed: int | None = None
+    rescued: int | None = None
     detail: str = ""  # the traceback, for --debug
 
     @property
@@ -70,7 +72,8 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
                           rows=write.rows if write else None, rows_read=outcome.rows_read,
                           files_added=write.files_added if write else None,
                           version=write.version if write else None, message=outcome.message,
-                          expectations=outcome.expectations, stream=outcome.stream)
+                          expectations=outcome.expectations, stream=outcome.stream,
+                          malformed=outcome.malformed, rescued=outcome.rescued)
 
     return timed(name, node.file.kind, node.config.materialized, work)
 

@@ -23,6 +23,7 @@ from .errors import MedallionError
 from .graph import Graph, build_graph, select, select_tests
 from .locations import is_remote
 from .locking import warehouse_lock
+from .observers import observed_run
 from .project import Project, load_project
 from .rendering import CompiledNode, Renderer
 from .results import write_compiled, write_manifest, write_run_results
@@ -158,6 +159,7 @@ class Reporter:
     result: Callable[[NodeResult], None] = lambda result: None
     batch: Callable = lambda report: None  # a streaming micro-batch under --watch
     phase: Callable[[str | None], None] = lambda what: None  # "starting Spark"; None: done
+    warn: Callable[[str], None] = lambda message: None  # a problem that fails nothing
 
 
 @dataclass(frozen=True)
@@ -239,28 +241,36 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     ctx = _context(loaded, inv, chosen, report)
     if inv.full_refresh:
         mark_refreshes(ctx, [graph.nodes[n] for n in chosen])
-    results = execute(steps.order, steps.parents, runner(ctx, tests), steps.labels,
-                      inv.threads or loaded.project.target.threads, report.result, report.begin)
-    write_run_results(loaded.project, command, results, started)
-    if watch:
-        from .watch import stop_on_signals, watch
-
-        stop = threading.Event()
-        quiet = replace(inv, full_refresh=False)
-
-        def refresh(watch_ctx: BuildContext) -> list[NodeResult]:
-            """Batch models, re-rendered so is_incremental() and edited SQL are current."""
-            again = load(quiet, engine=watch_ctx.engine)
-            names = [n for n in selected_nodes(quiet, again.graph, kinds, again.tests)
-                     if again.graph.nodes[n].config.materialized not in ("streaming", "view")]
-            steps = plan(again.graph, again.tests, names, [])
-            watch_ctx = replace(watch_ctx, graph=again.graph)
-            return execute(steps.order, steps.parents, runner(watch_ctx, again.tests),
-                           steps.labels)
-
-        with stop_on_signals(stop):
-            watch(ctx, chosen, results, refresh, report.result, report.batch, stop)
+    with observed_run(ctx, command + " --watch" * watch, len(steps.order), report.begin,
+                      report.result, report.batch, report.warn) as run:
+        results = execute(steps.order, steps.parents, runner(run.ctx, tests), steps.labels,
+                          inv.threads or loaded.project.target.threads, run.result, run.begin)
+        write_run_results(loaded.project, command, results, started)
+        if watch:
+            _watch(inv, run.ctx, chosen, results, kinds, run.result, run.batch)
     return results
+
+
+def _watch(inv: Invocation, ctx: BuildContext, chosen: list[str], results: list[NodeResult],
+           kinds, on_result: Callable[[NodeResult], None], on_batch: Callable) -> None:
+    """After the first pass: keep the selected nodes fresh until SIGINT/SIGTERM."""
+    from .watch import stop_on_signals, watch
+
+    stop = threading.Event()
+    quiet = replace(inv, full_refresh=False)
+
+    def refresh(watch_ctx: BuildContext) -> list[NodeResult]:
+        """Batch models, re-rendered so is_incremental() and edited SQL are current."""
+        again = load(quiet, engine=watch_ctx.engine)
+        names = [n for n in selected_nodes(quiet, again.graph, kinds, again.tests)
+                 if again.graph.nodes[n].config.materialized not in ("streaming", "view")]
+        steps = plan(again.graph, again.tests, names, [])
+        watch_ctx = replace(watch_ctx, graph=again.graph)
+        return execute(steps.order, steps.parents, runner(watch_ctx, again.tests),
+                       steps.labels)
+
+    with stop_on_signals(stop):
+        watch(ctx, chosen, results, refresh, on_result, on_batch, stop)
 
 
 def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
@@ -272,14 +282,18 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     if not names:
         return []
     ctx = _context(loaded, inv, report=report)
-    results = execute(names, {}, runner(ctx, loaded.tests), {n: ("test", "test") for n in names},
-                      inv.threads or loaded.project.target.threads, report.result, report.begin)
-    write_run_results(loaded.project, "test", results, started)
+    with observed_run(ctx, "test", len(names), report.begin, report.result, report.batch,
+                      report.warn) as run:
+        results = execute(names, {}, runner(run.ctx, loaded.tests),
+                          {n: ("test", "test") for n in names},
+                          inv.threads or loaded.project.target.threads, run.result, run.begin)
+        write_run_results(loaded.project, "test", results, started)
     return results
 
 
 def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
-    """Run model unit tests (tests/unit/*.yml) on their given rows; no table is touched."""
+    """Run model unit tests (tests/unit/*.yml) on their given rows; no table is touched (nor
+    the event log: they say nothing about the warehouse)."""
     loaded = load(inv)
     models = set(selected_nodes(inv, loaded.graph, ("model",), {}))
     found = {t.name: t for t in load_unit_tests(loaded.project, loaded.graph)}
@@ -301,6 +315,15 @@ def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult
     # Unit tests register temp views by model name: one at a time.
     return execute(names, {}, run, {n: ("unit", "unit test") for n in names}, 1, report.result,
                    report.begin)
+
+
+def status(inv: Invocation) -> list:
+    """The selected tables' status (status.py), read from the warehouse without Spark."""
+    from .status import table_status
+
+    loaded = load(inv)
+    return table_status(loaded.project, loaded.graph,
+                        selected_nodes(inv, loaded.graph, tests=loaded.tests))
 
 
 def fetch_jars(bundles: tuple[str, ...]) -> list[Path]:

@@ -58,6 +58,14 @@ def test_watch_keeps_gold_fresh_and_stops_cleanly_on_ctrl_c(project, engine_name
                                               {"status": "placed", "n": 1}], 120, "gold to update")
     code, output = stopped()
     assert code == 0, output
+    # Under --watch, every micro-batch and every refresh of gold is in the event log.
+    log = sorted((r for r in read_delta(root / "warehouse/_medallion/events")
+                  if r["command"] == "build --watch"), key=lambda r: r["event_time"])
+    bronze = [r for r in log if r["event_type"] == "batch" and r["node"] == "bronze_orders"]
+    assert sorted(r["rows_written"] for r in bronze) == [1, 2]
+    refreshed = [r for r in log if r["event_type"] == "node" and r["node"] == "order_count"]
+    assert len(refreshed) >= 2 and {r["status"] for r in refreshed} == {"success"}
+    assert [r["event_type"] for r in log][-1] == "run_finished"
     assert "STREAM     silver_orders batch 1" in output
     batch_line = next(line for line in output.splitlines() if "silver_orders batch 1" in line)
     assert re.search(r"\d+ rows, v\d+, [\d.]+s \(\d+ rows/s\)", batch_line), batch_line

@@ -4,6 +4,7 @@ the names of the columns medallion adds to rows."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..engines import Engine, WriteResult
 from ..graph import Graph
@@ -27,6 +28,10 @@ class BuildContext:
     engine: Engine
     full_refresh: bool = False
     selected: frozenset = frozenset()  # the nodes this invocation builds
+    # The event log's record of streaming micro-batches: each, right after its data commit;
+    # and at a query's first batch, (model, app id, last batch id its table has committed).
+    record_batch: Callable = lambda report: None
+    record_committed: Callable = lambda model, app_id, committed: None
 
 
 @dataclass(frozen=True)
@@ -37,3 +42,5 @@ class Outcome:
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
     rows_read: int | None = None
     stream: dict = field(default_factory=dict)  # a streaming query's rates and lag
+    malformed: int | None = None  # rows kept in _corrupt_record (streaming reads of files)
+    rescued: int | None = None  # rows with fields outside the schema kept in _rescued_data

@@ -50,7 +50,7 @@ def fingerprint(ctx: BuildContext, node: CompiledNode) -> str:
                                    if source.format == "delta" else _file_listing(ctx, source.path))
     content = node.sql if node.sql is not None else hashlib.sha256(
         node.file.path.read_bytes()).hexdigest()
-    text = json.dumps({"content": content, "config": node.config.as_dict(), "inputs": inputs},
+    text = json.dumps({"content": content, "config": node.config.as_dict(defining=True), "inputs": inputs},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -89,7 +89,7 @@ def _file_listing(ctx: BuildContext, location: str) -> list:
 
 def definition(node: CompiledNode) -> str:
     """A streaming model's SQL and config, hashed: written with every batch it commits."""
-    text = json.dumps({"sql": node.sql, "config": node.config.as_dict()}, sort_keys=True,
+    text = json.dumps({"sql": node.sql, "config": node.config.as_dict(defining=True)}, sort_keys=True,
                       default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

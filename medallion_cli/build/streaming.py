@@ -49,6 +49,7 @@ class BatchReport:
     rows_read: int  # rows the batch's input commits added, or the model's rows for the batch
     seconds: float | None = None  # the micro-batch's duration, from Spark's query progress
     kafka_lag: dict = field(default_factory=dict)  # records behind, per Kafka source, after it
+    app_id: str = ""  # the query's, as in its Delta app transactions
 
 
 @dataclass
@@ -120,10 +121,13 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
                  rows_of: Callable, batch, batch_id: int) -> None:
     crash_point(node.name, "batch_start", batch_id)
     path = ctx.project.table_path(node.file)
-    if tally.app_id is None:  # one read of the checkpoint per query, not per micro-batch
+    first = tally.app_id is None
+    if first:  # one read of the checkpoint per query, not per micro-batch
         tally.app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
     app_id = tally.app_id
     done = ctx.engine.committed_version(path, app_id)
+    if first:  # the batches a killed run committed but did not live to record
+        ctx.record_committed(node.name, app_id, done)
     if done is not None and done >= batch_id:
         with tally.lock:
             tally.replayed += 1
@@ -152,8 +156,10 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
         # Streaming writes small files; a compaction commit changes no data, so readers
         # downstream (streams included) do not see it as new rows.
         ctx.engine.optimize(path)
-    tally.add(BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
-                          rescued, counts, result.files_added or 0, rows_read))
+    report = BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
+                         rescued, counts, result.files_added or 0, rows_read, app_id=app_id)
+    ctx.record_batch(report)
+    tally.add(report)
 
 
 def _kept(rows, result: WriteResult, column: str) -> int:
@@ -243,4 +249,4 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
         return Outcome(status, message=message, stream=stats)
     return Outcome(status, WriteResult(tally.version, tally.rows, tally.files_added),
                    message=message, expectations=tally.expectations, rows_read=tally.rows_read,
-                   stream=stats)
+                   stream=stats, malformed=tally.malformed, rescued=tally.rescued)

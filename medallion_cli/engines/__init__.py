@@ -17,6 +17,7 @@ from ..errors import MedallionError
 from ..locations import is_remote
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from ..project import Target
@@ -119,6 +120,10 @@ class Engine(Protocol):
         txn (app_id, version) is recorded in the same commit, for exactly-once streaming.
         properties: Delta table properties the table must have (set in the commit that
         creates it, else by a commit of their own first when they differ)."""
+
+    def append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
+        """Append a few rows made in Python (the event log's) in one commit with the app
+        transaction `txn`; nothing when `txn` is already in the table."""
 
     def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,

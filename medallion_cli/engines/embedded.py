@@ -286,6 +286,16 @@ class EmbeddedEngine:
                     commit_properties=_commit(metadata, txn))
         return self._result(path, staged)
 
+    def append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
+        """Rows made in Python, appended by delta-rs alone: no Spark job."""
+        dt = self._snapshot(path, None)
+        if self._replayed(dt, txn):
+            return
+        with _one_writer(path):
+            write_deltalake(dt if dt is not None else str(path), rows, mode="append",
+                            schema_mode="merge" if dt is not None else None,
+                            commit_properties=_commit(None, txn))
+
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:

@@ -180,6 +180,13 @@ class NativeEngine:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
         return writer
 
+    def append_rows(self, rows, path: str, txn: tuple[str, int]) -> None:
+        """One append job and nothing around it (no history read for a WriteResult): Delta
+        itself skips a write whose app transaction is in the table (idempotent writes)."""
+        (self.spark.createDataFrame(rows).write.format("delta").mode("append")
+         .option("mergeSchema", "true").option("txnAppId", txn[0])
+         .option("txnVersion", txn[1]).save(str(path)))
+
     def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,

@@ -1,0 +1,202 @@
+"""The event log: a Delta table in the warehouse (`<warehouse>/_medallion/events`) that every
+build, test and streaming micro-batch appends to, written by the target's own engine.
+
+One row per event (the columns: EVENT_COLUMNS; documented in the README):
+- `run_started` / `run_finished`: a command began and ended (`run_finished` is missing for a
+  process that was killed);
+- `node`: a seed, model or test finished, with its status, rows, version, expectations, error;
+- `batch`: a streaming micro-batch committed, with its query's id (the app id of its Delta
+  app transactions). A process killed after a batch's data commit but before its event was
+  written loses the event; the next run of the query records it at its first batch (every
+  batch its table has committed beyond the last the log has for the query, marked as such).
+Events go through a background writer, one commit per second at most, so they never hold up a
+build or a micro-batch (an append costs a Spark job on delta-spark); a failure to write them is
+reported once and the data stays as built.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import pyarrow as pa
+
+from .locations import join
+from .runner import NodeResult
+from .tablefacts import newest_value
+
+if TYPE_CHECKING:
+    from .build.streaming import BatchReport
+    from .engines import Engine
+    from .graph import Graph
+    from .project import Project
+
+EVENTS_FOLDER = ("_medallion", "events")
+COUNTS = pa.map_(pa.string(), pa.int64())
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+EVENT_COLUMNS = pa.schema([
+    ("run_id", pa.string()), ("event_time", TIMESTAMP), ("event_type", pa.string()),
+    ("command", pa.string()), ("target", pa.string()), ("engine", pa.string()),
+    ("node", pa.string()), ("kind", pa.string()), ("materialized", pa.string()),
+    ("status", pa.string()), ("started_at", TIMESTAMP), ("seconds", pa.float64()),
+    ("batch_id", pa.int64()), ("query_id", pa.string()), ("rows_read", pa.int64()), ("rows_written", pa.int64()),
+    ("failing_rows", pa.int64()), ("files_added", pa.int64()), ("version", pa.int64()), ("expectations", COUNTS),
+    ("malformed", pa.int64()), ("rescued", pa.int64()), ("source_lag", COUNTS),
+    ("newest_event_time", TIMESTAMP), ("message", pa.string()),
+])
+FLUSH_SECONDS = 1.0  # how long the background writer gathers events into one commit
+RECOVERED = "committed by an earlier run that stopped before recording it; counts not known"
+
+
+def events_path(warehouse: str) -> str:
+    return join(warehouse, *EVENTS_FOLDER)
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One command's run: what every event of it carries."""
+
+    run_id: str
+    command: str
+    target: str
+    engine: str
+
+
+class EventLog:
+    """Records one run's events into the warehouse's event log."""
+
+    def __init__(self, engine: Engine, project: Project, graph: Graph, command: str,
+                 on_problem: Callable[[str], None] = lambda message: None):
+        self.engine = engine
+        self.project = project
+        self.graph = graph
+        self.path = events_path(project.target.warehouse)
+        self.run = Run(uuid.uuid4().hex, command, project.target.name, project.target.engine)
+        self.on_problem = on_problem
+        self.problem: str | None = None  # the first failure to write, reported once
+        self.queued: queue.Queue = queue.Queue()
+        self.flushes = 0
+        self.closed = threading.Event()
+        self.writer = threading.Thread(target=self._write_queued, daemon=True,
+                                       name="medallion-event-log")
+        self.writer.start()
+
+    # What a run records.
+
+    def run_started(self, nodes: int) -> None:
+        self.queued.put(self._event("run_started", status="running",
+                                    message=f"{nodes} node(s) selected"))
+
+    def node_finished(self, result: NodeResult) -> None:
+        node = self.graph.nodes.get(result.name)
+        ended = now()
+        test = result.kind in ("test", "unit")
+        self.queued.put(self._event(
+            "node", node=result.name, kind=result.kind, materialized=result.materialized,
+            status=result.status, event_time=ended,
+            started_at=ended - dt.timedelta(seconds=result.seconds), seconds=result.seconds,
+            rows_read=result.rows_read, rows_written=None if test else result.rows,
+            failing_rows=result.rows if test else None, files_added=result.files_added,
+            version=result.version, expectations=result.expectations or None,
+            malformed=result.malformed, rescued=result.rescued,
+            source_lag=result.stream.get("kafka_lag") or None,
+            message=result.message or None,
+            # read by the writer thread: the table's log, not the build's time
+            newest_of=node if result.status in ("success", "warn") else None))
+
+    def run_finished(self, results: list[NodeResult], started: float) -> None:
+        failed = [r.name for r in results if r.failed]
+        self.queued.put(self._event(
+            "run_finished", status="error" if failed else "success",
+            seconds=round(time.time() - started, 3),
+            message=f"failed: {', '.join(failed)}" if failed else None))
+
+    def batch_committed(self, report: BatchReport) -> None:
+        node = self.graph.nodes[report.model]
+        self.queued.put(self._event(
+            "batch", node=report.model, kind=node.file.kind, materialized="streaming",
+            status="success", batch_id=report.batch_id, query_id=report.app_id,
+            rows_read=report.rows_read, rows_written=report.rows,
+            files_added=report.files_added, version=report.version,
+            expectations=report.expectations or None, malformed=report.malformed,
+            rescued=report.rescued, source_lag=report.kafka_lag or None,
+            seconds=report.seconds, newest_of=node))
+
+    def batches_committed(self, model: str, query_id: str, committed: int | None) -> None:
+        """At a query's first batch: record the batches up to `committed` (the last its table
+        has) that are not in the log, which a killed run committed but never recorded."""
+        if committed is None:
+            return
+        self.queued.join()  # this run's earlier events for the query are in the log first
+        try:
+            log = self.engine.read_table(self.path)
+        except Exception:  # no log yet: nothing was recorded, and nothing is known to recover
+            return
+        from pyspark.sql import functions as F
+
+        recorded = log.where(F.col("query_id") == query_id).agg(F.max("batch_id")).first()[0]
+        if recorded is None:
+            return  # the query's batches predate the log
+        node = self.graph.nodes[model]
+        for batch_id in range(recorded + 1, committed + 1):
+            self.queued.put(self._event(
+                "batch", node=model, kind=node.file.kind, materialized="streaming",
+                status="success", batch_id=batch_id, query_id=query_id, message=RECOVERED))
+
+    def close(self, timeout: float = 60) -> None:
+        """Write what is queued, then stop the writer."""
+        self.closed.set()
+        self.writer.join(timeout)
+
+    # How it is written.
+
+    def _event(self, event_type: str, **fields) -> dict:
+        return {"run_id": self.run.run_id, "event_time": fields.pop("event_time", None) or now(),
+                "event_type": event_type, "command": self.run.command,
+                "target": self.run.target, "engine": self.run.engine, **fields}
+
+    def _newest(self, node) -> dt.datetime | None:
+        """The newest event_time in the node's table, from its files' statistics."""
+        column = node.config.event_time if node is not None else None
+        if not column or node.config.materialized == "view":
+            return None
+        try:
+            return newest_value(self.project.table_path(node.file), column)
+        except Exception:  # a table without statistics: not known
+            return None
+
+    def _write_queued(self) -> None:
+        while True:
+            closing = self.closed.wait(FLUSH_SECONDS)
+            events = []
+            while not self.queued.empty():
+                event = self.queued.get()
+                node = event.pop("newest_of", None)
+                events.append({**event, "newest_event_time": self._newest(node)}
+                              if node is not None else event)
+            if events:
+                self.flushes += 1
+                self._append(events, (f"medallion-run:{self.run.run_id}", self.flushes))
+                for _ in events:
+                    self.queued.task_done()
+            if closing and self.queued.empty():
+                return
+
+    def _append(self, events: list[dict], txn: tuple[str, int]) -> None:
+        try:
+            rows = pa.Table.from_pylist(events, schema=EVENT_COLUMNS)
+            self.engine.append_rows(rows, self.path, txn)
+        except Exception as exc:  # the data is built; the log only misses these events
+            if self.problem is None:
+                self.problem = f"the event log {self.path} was not written: {exc}"
+                self.on_problem(self.problem)
+

@@ -1,0 +1,154 @@
+"""The event log (<warehouse>/_medallion/events): what builds, tests and failures record, that
+models can read it as a source, and `medallion status` gating on freshness from it."""
+
+import datetime as dt
+import json
+
+from click.testing import CliRunner
+from deltalake import DeltaTable
+
+from medallion_cli import cli, tasks
+from medallion_cli.eventlog import EVENT_COLUMNS
+from test_docs import page_data
+
+NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+FRESH, STALE = NOW - dt.timedelta(minutes=5), NOW - dt.timedelta(days=3)
+
+FILES = {
+    "seeds/orders.csv": "order_id,amount,ordered_at\n"
+                        f"1,10,{STALE:%Y-%m-%d %H:%M:%S}\n2,-5,{FRESH:%Y-%m-%d %H:%M:%S}\n",
+    "models/silver/fresh_orders.sql": """\
+        {{ config(event_time='ordered_at', freshness={'warn_after': '1 hour',
+                                                      'error_after': {'count': 1, 'period': 'day'}},
+                  expectations={'positive': 'amount > 0'}) }}
+        select order_id, amount, cast(ordered_at as timestamp) as ordered_at
+        from {{ ref('orders') }}
+    """,
+    "models/silver/stale_orders.sql": """\
+        {{ config(event_time='ordered_at', freshness={'error_after': '1 day'}) }}
+        select * from {{ ref('fresh_orders') }} where ordered_at < current_date()
+    """,
+    "models/gold/broken.sql":
+        "select cast(raise_error('the upstream system sent nonsense') as string) as x",
+    "models/gold/after_broken.sql": "select * from {{ ref('broken') }}",
+    "models/schema.yml": """\
+        models:
+          - name: fresh_orders
+            columns:
+              - name: amount
+                tests: [not_null, {accepted_values: {values: [10], severity: warn}}]
+    """,
+}
+
+
+def events(root, **where):
+    rows = DeltaTable(str(root / "warehouse/_medallion/events")).to_pyarrow_table().to_pylist()
+    return [r for r in sorted(rows, key=lambda r: r["event_time"]) if all(r[k] == v for k, v in where.items())]
+
+
+def test_a_build_records_runs_nodes_tests_and_failures(project, build):
+    root = project(FILES)
+    results = build(root)
+    assert results["broken"].failed and results["after_broken"].status == "skipped"
+    run_id = {r["run_id"] for r in events(root)}
+    assert len(run_id) == 1
+    assert [r["event_type"] for r in events(root) if r["event_type"].startswith("run")] == [
+        "run_started", "run_finished"]
+    finished = events(root, event_type="run_finished")[0]
+    assert finished["status"] == "error" and "broken" in finished["message"]
+    assert finished["command"] == "build" and finished["seconds"] > 0
+
+    by_node = {r["node"]: r for r in events(root, event_type="node")}
+    assert set(by_node) == {"orders", "fresh_orders", "stale_orders", "broken", "after_broken",
+                            "not_null_fresh_orders_amount",
+                            "accepted_values_fresh_orders_amount"}
+    fresh = by_node["fresh_orders"]
+    assert (fresh["status"], fresh["rows_written"], fresh["kind"]) == ("success", 2, "model")
+    assert fresh["version"] == DeltaTable(str(root / "warehouse/silver/fresh_orders")).version()
+    assert fresh["expectations"] == [("positive", 1)]  # pyarrow gives a map as pairs
+    assert fresh["newest_event_time"] == FRESH
+    assert fresh["started_at"] <= fresh["event_time"] and fresh["seconds"] > 0
+    assert by_node["orders"]["kind"] == "seed" and by_node["orders"]["newest_event_time"] is None
+    assert by_node["broken"]["status"] == "error"
+    assert "the upstream system sent nonsense" in by_node["broken"]["message"]
+    assert by_node["after_broken"]["status"] == "skipped"
+    test = by_node["accepted_values_fresh_orders_amount"]
+    assert (test["kind"], test["status"], test["failing_rows"]) == ("test", "warn", 1)
+
+    # A second command is a second run; what did not change says so.
+    tasks.test(tasks.Invocation(project_dir=str(root)))
+    tests = events(root, command="test", event_type="node")
+    assert {r["node"] for r in tests} == {"not_null_fresh_orders_amount",
+                                         "accepted_values_fresh_orders_amount"}
+    assert len({r["run_id"] for r in events(root)}) == 2
+    # Its schema is the documented one, readable by any Delta reader.
+    log = DeltaTable(str(root / "warehouse/_medallion/events"))
+    assert [f.name for f in log.schema().fields] == EVENT_COLUMNS.names
+
+
+def test_models_read_the_event_log_as_a_source(project, build):
+    root = project({
+        "seeds/numbers.csv": "n\n1\n2\n",
+        "models/sources.yml": """\
+            sources:
+              - name: medallion
+                path: warehouse/_medallion
+                tables:
+                  - name: events
+                    format: delta
+        """,
+        "models/gold/builds_per_node.sql": """\
+            select node, count(*) as builds from {{ source('medallion', 'events') }}
+            where event_type = 'node' and status = 'success' group by node
+        """,
+    })
+    build(root, select=("numbers",))
+    build(root, select=("builds_per_node",))
+    rows = DeltaTable(str(root / "warehouse/gold/builds_per_node")).to_pyarrow_table().to_pylist()
+    assert rows == [{"node": "numbers", "builds": 1}]
+
+
+def status(root, *args):
+    return CliRunner().invoke(cli.main, ["status", "--project-dir", str(root), *args])
+
+
+def test_status_gates_on_freshness_without_starting_spark(project, build, monkeypatch):
+    root = project(FILES)
+    before = status(root)
+    assert before.exit_code == 1  # nothing built: past every error limit
+    assert "not built yet" in before.output
+    build(root)
+
+    monkeypatch.setattr(tasks, "engine_of", lambda *a: 1 / 0)  # status makes no engine
+    shown = status(root)
+    lines = {line.split()[0]: line for line in shown.output.splitlines() if line[:1].strip()}
+    assert "PASS" in lines["fresh_orders"] and "v0, 2 rows" in lines["fresh_orders"]
+    assert "ERROR: 3d old, over error limit 1d" in lines["stale_orders"]
+    assert "no freshness limits declared" in lines["orders"]
+    assert "broken" in lines and "last failure" in shown.output
+    assert "the upstream system sent nonsense" in shown.output
+    assert shown.exit_code == 1  # stale_orders is past its error limit
+
+    # The docs page shows the same, per table.
+    monkeypatch.undo()
+    page = page_data(tasks.docs(tasks.Invocation(project_dir=str(root))))
+    shown_status = {n["name"]: n["status"] for n in page["nodes"]}
+    assert shown_status["stale_orders"]["freshness"] == "error"
+    assert [r["status"] for r in shown_status["broken"]["runs"]] == ["error"]
+    assert shown_status["fresh_orders"]["runs"][0]["rows"] == 2
+
+    fine = status(root, "-s", "fresh_orders", "--output", "json")
+    assert fine.exit_code == 0, fine.output
+    [table] = json.loads(fine.output)
+    assert table["freshness"] == "pass" and table["rows"] == 2
+    assert table["last_success"]["status"] == "success" and table["age_seconds"] < 3600
+
+
+def test_freshness_config_mistakes_name_the_file(project):
+    root = project({"models/a.sql": "{{ config(freshness={'warn_after': 'soon'}, "
+                                    "event_time='t') }}select 1 as t"})
+    result = status(root)
+    assert result.exit_code == 2
+    assert "models/a.sql" in result.output and "freshness warn_after is 'soon'" in result.output
+    root = project({"models/a.sql": "{{ config(freshness={'warn_after': '1 hour'}) }}select 1"})
+    assert "freshness needs event_time" in status(root).output
