@@ -1,4 +1,5 @@
-"""Shared fixtures: one SparkSession for the whole run, and small projects written to tmp folders.
+"""Shared fixtures: one SparkSession per test worker (pytest-xdist runs the files on every core,
+each file on one worker), and small projects written to tmp folders.
 
 Every test that builds runs on both engines: it asks for `engine_name` (directly, or through the
 `build` fixture), which is parametrized over ENGINES, and `project` then writes a profile whose

@@ -74,9 +74,11 @@ def test_exactly_once_when_the_driver_is_killed_after_a_commit(cluster, project)
     land(root, "003.json", BATCH_3)
     killed = medallion(root, "build", crash_at="silver_orders:committed:1")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-    rebuilt = medallion(root, "build")
-    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
-    assert "replayed batch(es) already committed" in rebuilt.stdout
+    # The next build finds the batch the killed driver committed; it runs in this process too
+    # (the replay is the driver's decision, from the shared checkpoint and table).
+    rebuilt = {r.name: r for r in tasks.build(tasks.Invocation(project_dir=str(root)), "build")}
+    assert not [r.message for r in rebuilt.values() if r.failed]
+    assert "1 replayed batch(es) already committed" in rebuilt["silver_orders"].message
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
     assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(
         BATCH_1 + BATCH_2 + BATCH_3)
