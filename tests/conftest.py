@@ -116,6 +116,12 @@ def build(spark, engine_name):
     return _build
 
 
+def model_tables(warehouse: Path) -> list[Path]:
+    """The model and seed tables of a warehouse (not medallion's own, such as its event log)."""
+    return [p for p in sorted(warehouse.glob("*/*"))
+            if (p / "_delta_log").is_dir() and not p.parent.name.startswith("_")]
+
+
 def read_delta(path: Path):
     """Rows of a Delta table read by delta-rs, outside the tool, sorted for comparison."""
     from deltalake import DeltaTable

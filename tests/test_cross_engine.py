@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from conftest import profile_for, read_delta
+from conftest import model_tables, profile_for, read_delta
 from medallion_cli import tasks
 from medallion_cli.engines import MergeSpec, make_engine
 from medallion_cli.project import Target
@@ -95,7 +95,7 @@ def sample_copy(dest):
 
 def tables_of(warehouse):
     return {str(p.relative_to(warehouse)): sorted(comparable(row) for row in read_delta(p))
-        for p in sorted(warehouse.glob("*/*")) if (p / "_delta_log").is_dir()}
+            for p in model_tables(warehouse)}
 
 
 def test_the_sample_warehouse_built_on_embedded_and_continued_on_delta_spark(
