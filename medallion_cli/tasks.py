@@ -23,7 +23,6 @@ from .errors import MedallionError
 from .graph import Graph, build_graph, select, select_tests
 from .locations import is_remote
 from .locking import warehouse_lock
-from .observers import observed_run
 from .project import Project, load_project
 from .rendering import CompiledNode, Renderer
 from .results import write_compiled, write_manifest, write_run_results
@@ -238,6 +237,9 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     report.start(len(steps.order), loaded.project.target.name)
     if not steps.order:
         return []
+    # Imported here: the event log brings delta-rs, which ls and compile never load.
+    from .observers import observed_run
+
     ctx = _context(loaded, inv, chosen, report)
     if inv.full_refresh:
         mark_refreshes(ctx, [graph.nodes[n] for n in chosen])
@@ -281,6 +283,8 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     report.start(len(names), loaded.project.target.name)
     if not names:
         return []
+    from .observers import observed_run
+
     ctx = _context(loaded, inv, report=report)
     with observed_run(ctx, "test", len(names), report.begin, report.result, report.batch,
                       report.warn) as run:
