@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from dataclasses import replace
 
 import click
 
@@ -79,8 +80,12 @@ THREADS = click.option("--threads", type=int, default=None,
 @click.option("--watch", is_flag=True,
               help="Keep running: streaming models on their processing-time trigger "
                    "(default 10 seconds), batch models refreshed when inputs change.")
+@click.option("--rerun-tests", is_flag=True,
+              help="Run data tests that passed on their inputs as they are now too (by "
+                   "default those are reported up to date).")
 @LOG_FORMAT
-def build(inv, debug, watch, log_format):
+def build(inv, debug, watch, rerun_tests, log_format):
+    inv = replace(inv, rerun_tests=rerun_tests)
     _report(lambda report: tasks.build(inv, "build", ("seed", "model"), report, watch), debug,
             log_format, watch)
 

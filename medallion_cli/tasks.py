@@ -42,6 +42,7 @@ class Invocation:
     vars: dict = field(default_factory=dict)
     threads: int | None = None
     debug: bool = False  # Spark's own output on the terminal, not in target/spark.log
+    rerun_tests: bool = False  # build: run data tests that passed on unchanged inputs too
 
 
 def parse_vars(text: str | None) -> dict:
@@ -196,8 +197,9 @@ def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names:
     return Plan(order, parents, labels)
 
 
-def runner(ctx: BuildContext, tests: dict[str, DataTest]) -> Callable[[str], NodeResult]:
-    return lambda name: (run_data_test(ctx, tests[name]) if name in tests
+def runner(ctx: BuildContext, tests: dict[str, DataTest],
+           skip_passed: bool = False) -> Callable[[str], NodeResult]:
+    return lambda name: (run_data_test(ctx, tests[name], skip_passed) if name in tests
                          else run_node(ctx, name))
 
 
@@ -245,7 +247,9 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
         mark_refreshes(ctx, [graph.nodes[n] for n in chosen])
     with observed_run(ctx, command + " --watch" * watch, len(steps.order), report.begin,
                       report.result, report.batch, report.warn) as run:
-        results = execute(steps.order, steps.parents, runner(run.ctx, tests), steps.labels,
+        skip_passed = not (inv.rerun_tests or inv.full_refresh)
+        results = execute(steps.order, steps.parents, runner(run.ctx, tests, skip_passed),
+                          steps.labels,
                           inv.threads or loaded.project.target.threads, run.result, run.begin)
         write_run_results(loaded.project, command, results, started)
         if watch:

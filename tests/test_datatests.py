@@ -132,6 +132,53 @@ models:
     assert not (root / "warehouse/models/adults").exists()
 
 
+def test_build_skips_tests_that_passed_on_unchanged_inputs(project, build):
+    """A data test is a query over tables: on the same SQL and table versions it gives the same
+    verdict, so a build reports a pass as up to date instead of running it again. Warnings and
+    failures run every time; `medallion test` and --rerun-tests always run."""
+    root = project({
+        "seeds/countries.csv": "code\nNL\nGB\n",
+        "models/people.sql": "select * from values (1, 'ann', 'NL'), (2, null, 'GB') "
+                             "as t(id, name, country)",
+        "models/props.yml": """\
+models:
+  - name: people
+    columns:
+      - name: id
+        tests: [not_null]
+      - name: name
+        tests:
+          - not_null: {config: {severity: warn}}
+      - name: country
+        tests:
+          - relationships: {to: "ref('countries')", field: code, name: country_known}
+"""})
+    statuses = lambda results: {n: r.status for n, r in results.items()  # noqa: E731
+                                if r.kind == "test"}
+    first = statuses(build(root))
+    assert first == {"not_null_people_id": "success", "not_null_people_name": "warn",
+                     "country_known": "success"}
+
+    again = build(root)
+    assert statuses(again) == {"not_null_people_id": "up_to_date",
+                               "not_null_people_name": "warn", "country_known": "up_to_date"}
+    assert "passed at" in again["country_known"].message
+    assert "--rerun-tests" in again["country_known"].message
+
+    # A new version of one input runs the tests that read it, and only those.
+    (root / "seeds/countries.csv").write_text("code\nNL\nGB\nDE\n")
+    assert statuses(build(root)) == {"not_null_people_id": "up_to_date",
+                                     "not_null_people_name": "warn", "country_known": "success"}
+    # An edited test (its query or thresholds) runs again.
+    (root / "models/props.yml").write_text(
+        (root / "models/props.yml").read_text().replace("field: code,",
+                                                        "field: code, config: {warn_if: '>5'},"))
+    assert statuses(build(root))["country_known"] == "success"
+
+    assert set(statuses(build(root, rerun_tests=True)).values()) == {"success", "warn"}
+    assert set(r.status for r in data_test_results(root).values()) == {"success", "warn"}
+
+
 @pytest.mark.parametrize("yaml_text,message", [
     ("models:\n  - name: people\n    columns:\n      - name: idd\n        tests: [not_null]\n",
      "models[people].columns[idd].tests[0]"),

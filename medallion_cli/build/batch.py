@@ -25,10 +25,10 @@ def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
         return Outcome("success")
     path = ctx.project.table_path(node.file)
     state = fingerprint(ctx, node)
-    if (not ctx.full_refresh and ctx.engine.table_exists(path)
+    if (state is not None and not ctx.full_refresh and ctx.engine.table_exists(path)
             and ctx.engine.last_commit_value(path, FINGERPRINT_KEY) == state):
         return Outcome("up_to_date", message="inputs, SQL and config unchanged since the last build")
-    metadata = {FINGERPRINT_KEY: state}
+    metadata = {FINGERPRINT_KEY: state} if state else {}
     cfg = node.config
     if node.file.kind == "seed":
         rows = seed_rows(ctx, node)

@@ -2,6 +2,8 @@
 
 Batch nodes: a fingerprint of their SQL, config and every input's state, in each commit's
 metadata (a build with the same fingerprint would write the same table: it is skipped).
+Data tests: the same fingerprint of their SQL and inputs when they last passed, in
+`<warehouse>/_medallion/tests/` (a build skips a test that would pass again).
 Streaming models: a hash of their SQL and config in each batch's commit (an edited model is
 said to apply to new rows only), and beside their checkpoint, which reader of Delta tables made
 it and whether a refresh is under way (so a killed refresh is finished, not appended to).
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..engines import Engine
@@ -33,26 +36,64 @@ READER_FILE = "medallion_reader.json"
 REFRESH_SUFFIX = ".refreshing"
 
 
-def fingerprint(ctx: BuildContext, node: CompiledNode) -> str:
+def fingerprint(ctx: BuildContext, node: CompiledNode) -> str | None:
     """What a batch node's table depends on: its SQL (or seed file), its config, and the state of
     every input (Delta versions of tables, file listings of landing sources). A build whose
     fingerprint equals the one its table was written with would write the same table again."""
+    content = node.sql if node.sql is not None else hashlib.sha256(
+        node.file.path.read_bytes()).hexdigest()
+    return inputs_fingerprint(ctx, content, node.refs, node.sources,
+                              node.config.as_dict(defining=True))
+
+
+def inputs_fingerprint(ctx: BuildContext, content: str, refs, sources,
+                       config=None) -> str | None:
+    """A hash of a query (its SQL, config) and the state of everything it reads: a model's
+    table or a data test's verdict is the same while this is. None when it reads a Kafka topic,
+    whose new messages nothing here can see without reading them."""
+    if any(ctx.project.sources[key].format == "kafka" for key in sources):
+        return None
     inputs: dict = {}
-    for name in node.refs:
+    for name in refs:
         parent = ctx.graph.nodes[name]
         path = ctx.project.table_path(parent.file)
-        inputs[name] = (fingerprint(ctx, parent) if parent.config.materialized == "view"
-                        else ctx.engine.table_version(path) if ctx.engine.table_exists(path)
-                        else None)
-    for key in node.sources:
+        if parent.config.materialized == "view":
+            inputs[name] = fingerprint(ctx, parent)
+            if inputs[name] is None:
+                return None
+        else:
+            inputs[name] = ctx.engine.table_version(path) if ctx.engine.table_exists(path) \
+                else None
+    for key in sources:
         source = ctx.project.sources[key]
         inputs[source.relation] = (ctx.engine.table_version(source.path)
                                    if source.format == "delta" else _file_listing(ctx, source.path))
-    content = node.sql if node.sql is not None else hashlib.sha256(
-        node.file.path.read_bytes()).hexdigest()
-    text = json.dumps({"content": content, "config": node.config.as_dict(defining=True), "inputs": inputs},
+    text = json.dumps({"content": content, "config": config, "inputs": inputs},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_record(ctx: BuildContext, name: str) -> str:
+    """Where a data test's last pass is recorded: beside the tables it checked."""
+    return join(ctx.project.target.warehouse, "_medallion", "tests", f"{name}.json")
+
+
+def passed_on(ctx: BuildContext, name: str, state: str | None) -> str | None:
+    """When the data test last passed on inputs in this state (UTC, ISO), or None: then it
+    would pass again, and a build need not run it."""
+    recorded = _read_json(ctx, test_record(ctx, name)) if state else None
+    return recorded["passed_at"] if recorded and recorded.get("state") == state else None
+
+
+def record_test(ctx: BuildContext, name: str, state: str | None, passed: bool) -> None:
+    """Keep a pass with the state of its inputs; forget it otherwise, so a test that warned
+    or failed runs again next time."""
+    location = test_record(ctx, name)
+    if passed and state:
+        ctx.engine.write_text(location, json.dumps({
+            "state": state, "passed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
+    else:
+        ctx.engine.remove_folder(location)
 
 
 def rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
