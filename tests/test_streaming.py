@@ -108,11 +108,14 @@ def test_no_new_data_makes_no_new_versions_and_compaction_is_not_reread(project,
     before = versions(root)
     again = build(root)
     assert {r.status for r in again.values()} == {"up_to_date"}
+    # inputs as they were when each query last caught up: no query is started at all
+    assert {r.message for r in again.values()} == {"no new input since it last caught up"}
     assert versions(root) == before
     # compacting bronze rewrites its files with no data change: silver must not see them again
     DeltaTable(str(root / "warehouse/bronze/bronze_orders")).optimize.compact()
     assert versions(root)["bronze/bronze_orders"] == before["bronze/bronze_orders"] + 1
-    build(root)
+    compacted = build(root)
+    assert compacted["silver_orders"].message == "no new data"  # its query ran, found nothing
     assert versions(root)["silver/silver_orders"] == before["silver/silver_orders"]
     land(root, "003.json", BATCH_3)
     build(root)

@@ -34,6 +34,8 @@ READER_FILE = "medallion_reader.json"
 # anywhere in between leaves the record, and the next build finishes the refresh instead of
 # appending every input again.
 REFRESH_SUFFIX = ".refreshing"
+# The state of a streaming model's inputs when its query last processed all of them.
+CAUGHT_UP_FILE = "medallion_caught_up.json"
 
 
 def fingerprint(ctx: BuildContext, node: CompiledNode) -> str | None:
@@ -200,6 +202,27 @@ def prepare_checkpoint(ctx: BuildContext, node: CompiledNode,
                      "applies only to rows that arrive from now on; to apply it to every row, "
                      f"run medallion build --full-refresh -s {node.name}+")
     return QueryStart(reason is not None, current, changed, tuple(notes))
+
+
+def caught_up(ctx: BuildContext, node: CompiledNode) -> tuple[bool, str | None]:
+    """Whether a streaming model processed everything its inputs hold now, and the state of
+    those inputs (with its definition) to record once it has. A query that ran to the end
+    (available_now) on inputs in a recorded state has nothing new in them: starting it again
+    would find no data, at the cost of a query start. Never when a refresh is due."""
+    state = inputs_fingerprint(ctx, definition(node), node.refs, node.sources)
+    checkpoint = ctx.project.checkpoint_path(node.file)
+    if (state is None or ctx.full_refresh
+            or _read_json(ctx, checkpoint + REFRESH_SUFFIX) is not None):
+        return False, state
+    recorded = _read_json(ctx, join(checkpoint, CAUGHT_UP_FILE))
+    return (recorded is not None and recorded.get("state") == state
+            and recorded.get("reader") == _delta_reader(ctx.engine)), state
+
+
+def record_caught_up(ctx: BuildContext, node: CompiledNode, state: str | None) -> None:
+    if state is not None:
+        ctx.engine.write_text(join(ctx.project.checkpoint_path(node.file), CAUGHT_UP_FILE),
+                              json.dumps({"state": state, "reader": _delta_reader(ctx.engine)}))
 
 
 def mark_refreshes(ctx: BuildContext, nodes: list[CompiledNode]) -> None:

@@ -29,7 +29,14 @@ from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
 from .inputs import commit_streams, committed_inputs, streamed_tables
 from .landing import changed_note
 from .rows import model_rows
-from .state import DEFINITION_KEY, QueryStart, prepare_checkpoint, refresh_done
+from .state import (
+    DEFINITION_KEY,
+    QueryStart,
+    caught_up,
+    prepare_checkpoint,
+    record_caught_up,
+    refresh_done,
+)
 from .throughput import kafka_lag, progress_listener, progress_reports, stream_stats
 from .writes import write_incremental
 
@@ -225,7 +232,11 @@ def raise_query_error(query, tally: StreamTally) -> None:
 
 
 def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
-    """Process everything new once (trigger available_now), then stop."""
+    """Process everything new once (trigger available_now), then stop; start no query when
+    its inputs are as they were when it last caught up."""
+    done, state = caught_up(ctx, node)
+    if done:
+        return Outcome("up_to_date", message="no new input since it last caught up")
     query, tally, start = start_query(ctx, node)
     try:
         query.awaitTermination()
@@ -245,6 +256,8 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     message = "; ".join(facts + list(start.notes) + [changed_files] * bool(changed_files))
     status = "warn" if start.changed or changed_files else "success" if tally.batches else "up_to_date"
     stats = stream_stats(progress_reports(query), tally.rows_read)
+    if status != "warn":  # a warning is said again until it no longer holds
+        record_caught_up(ctx, node, state)
     if not tally.batches:
         return Outcome(status, message=message, stream=stats)
     return Outcome(status, WriteResult(tally.version, tally.rows, tally.files_added),
