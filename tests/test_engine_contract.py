@@ -1,5 +1,7 @@
 """The engine interface's contract, run against both engines."""
 
+from pathlib import Path
+
 import pytest
 import sqlglot
 from sqlglot import exp
@@ -67,6 +69,41 @@ def test_history_snapshot_restore_and_optimize(engine, spark, tmp_path):
     assert engine.optimize(path)["files_removed"] == 3 and engine.file_count(path) == 1
     assert engine.restore(path, 1) == 4
     assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
+
+
+def _file_stats(path) -> dict:
+    """Per column: (rows, nulls, min, max) over a table's files, from their Delta statistics."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pydict()
+    columns = {k.split(".", 1)[1] for k in actions if k.startswith("null_count.")}
+    return {c: (sum(actions["num_records"]), sum(actions[f"null_count.{c}"]),
+                min(v for v in actions.get(f"min.{c}", [None]) if v is not None),
+                max(v for v in actions.get(f"max.{c}", [None]) if v is not None))
+            for c in columns}
+
+
+def test_embedded_commits_sparks_files_with_the_statistics_delta_rs_would_write(spark, tmp_path):
+    """Embedded only: the other engine's files are Delta Lake for Spark's own. Appends and
+    overwrites commit the Parquet files Spark wrote instead of rewriting them through delta-rs;
+    their statistics must be what delta-rs writes, or readers would skip files wrongly."""
+    from deltalake import DeltaTable, write_deltalake
+
+    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
+    df = spark.sql("""select id, cast(id * 7 % 5 as int) as small, concat('k', id) as key,
+        case when id % 3 = 0 then null else timestamp'2024-03-01 10:00:00.123456'
+             + make_interval(0, 0, 0, id, 0, 0, 0.000789) end as ts,
+        date_add(date'2024-01-01', cast(id as int)) as d, cast(id / 4 as decimal(10, 2)) as amount,
+        id % 2 = 0 as even, double(id) / 3 as ratio from range(40)""").repartition(3)
+    written = engine.write(df, tmp_path / "wh/t", "overwrite")
+    assert (written.rows, written.files_added) == (40, 3)
+    write_deltalake(str(tmp_path / "by_delta_rs"), df.toArrow())
+    assert _file_stats(tmp_path / "wh/t") == _file_stats(tmp_path / "by_delta_rs")
+    engine.write(df.where("id < 5"), tmp_path / "wh/t", "append")
+    files = DeltaTable(str(tmp_path / "wh/t")).file_uris()
+    assert len(files) == 6 and {Path(f).parent for f in files} == {tmp_path / "wh/t"}
+    assert not list((tmp_path / "wh/_staging").glob("*/*"))  # moved, not copied
 
 
 def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(spark, tmp_path):

@@ -1,13 +1,17 @@
 """The embedded engine: Spark computes, delta-rs keeps the Delta transaction log.
 
 Reads take the snapshot's file list from delta-rs and hand it to Spark's Parquet reader.
-Writes: Spark writes its result to a staging Parquet folder, and delta-rs reads that back as a
-stream of Arrow batches into one Delta commit. Nothing is collected on the driver, so memory stays
-bounded whatever the size of the result, and a failure before the commit leaves the table as it was.
+Writes: Spark writes its result to a staging Parquet folder. Appends and overwrites of
+unpartitioned tables commit those files as they are (moved into the table, added with their
+statistics: staged.py); MERGE, partitioned writes and schema evolution have delta-rs read them
+back as a stream of Arrow batches into its own commit. Either way it is one Delta commit, nothing
+is collected on the driver, so memory stays bounded whatever the size of the result, and a
+failure before the commit leaves the table as it was.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
@@ -18,8 +22,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import create_table_with_add_actions
 
 from ..errors import MedallionError
 from ..failures import CONCURRENT_COMMIT
@@ -35,6 +40,7 @@ from . import (
     newer_condition,
 )
 from .spark import start_spark
+from .staged import StagedFiles, table_schema
 
 SOURCE, TARGET = "s", "t"
 # Table properties delta-rs keeps and this engine's reads (Spark's Parquet reader over the
@@ -98,36 +104,27 @@ def _one_writer(path: str):
         raise MedallionError(CONCURRENT_COMMIT, path=path) from exc
 
 
-class StagedFiles:
-    """The Parquet files Spark staged; their footers give row and null counts without a scan.
-    Counted while the files exist: a write reports them after the staging folder is gone."""
+def _adoptable(dt: DeltaTable | None, staged: StagedFiles, mode: str,
+               partition_by: tuple[str, ...]) -> bool:
+    """Whether Spark's staged files can become the table's data files as they are: no
+    partition folders to translate, no timestamp_ntz (a table feature delta-rs sets when it
+    writes), and for an append exactly the table's columns and types. Otherwise delta-rs writes
+    the rows (partitions, schema evolution, casts)."""
+    if partition_by or not staged.files:
+        return False
+    schema = staged.arrow_schema()
+    if any(pa.types.is_timestamp(f.type) and not f.type.tz for f in schema):
+        return False
+    if dt is None:
+        return True
+    if dt.metadata().partition_columns:
+        return False
+    return mode == "overwrite" or _columns(Schema.from_arrow(schema)) == _columns(dt.schema())
 
-    def __init__(self, files: list[str]):
-        metadata = [pq.ParquetFile(f).metadata for f in files]
-        self.rows = sum(m.num_rows for m in metadata)
-        self.non_null = _non_null(files, metadata)
 
-
-def _non_null(files: list[str], metadata: list) -> dict[str, int]:
-    """Non-null values per top-level column, from the row groups' statistics, reading the column
-    itself where a footer has none (Parquet writers drop statistics for long values)."""
-    counts: dict[str, int] = {}
-    for path, meta in zip(files, metadata, strict=True):
-        for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            for c in range(group.num_columns):
-                column = group.column(c)
-                name = column.path_in_schema
-                if "." in name:
-                    continue  # nested fields are not counted
-                stats = column.statistics
-                if stats is not None and stats.has_null_count:
-                    nulls = stats.null_count
-                else:
-                    nulls = pq.ParquetFile(path).read_row_group(g, columns=[name]).column(
-                        0).null_count
-                counts[name] = counts.get(name, 0) + group.num_rows - nulls
-    return counts
+def _columns(schema: Schema) -> list[tuple[str, str]]:
+    return [(f["name"], json.dumps(f["type"], sort_keys=True))
+            for f in json.loads(schema.to_json())["fields"]]
 
 
 class EmbeddedEngine:
@@ -151,9 +148,7 @@ class EmbeddedEngine:
         try:
             df.write.parquet(str(folder))
             dataset = pads.dataset(str(folder), format="parquet")
-            # Spark marks computed columns NOT NULL where it can prove it; Delta columns stay
-            # nullable so a later batch with a null does not fail on a constraint nobody asked for.
-            schema = pa.schema([f.with_nullable(True) for f in dataset.schema]).remove_metadata()
+            schema = table_schema(dataset.schema)
             yield pa.RecordBatchReader.from_batches(
                 schema, (batch.cast(schema) for batch in dataset.to_batches())), \
                 StagedFiles(dataset.files)
@@ -277,6 +272,8 @@ class EmbeddedEngine:
             if not staged.rows and mode == "append" and dt is not None:
                 return self._unchanged(dt, staged)  # nothing to add: no empty commit
             with _one_writer(path):
+                if _adoptable(dt, staged, mode, partition_by):
+                    return self._adopt(dt, path, staged, mode, metadata, txn, properties)
                 write_deltalake(
                     dt if dt is not None else str(path), data, mode=mode,
                     partition_by=list(partition_by) or None,
@@ -285,6 +282,28 @@ class EmbeddedEngine:
                     configuration=properties or None if dt is None else None,
                     commit_properties=_commit(metadata, txn))
         return self._result(path, staged)
+
+    def _adopt(self, dt: DeltaTable | None, path: str, staged: StagedFiles, mode: str,
+               metadata: dict | None, txn: tuple[str, int] | None,
+               properties: dict[str, str] | None) -> WriteResult:
+        """Commit Spark's staged files as the table's own data files: moved into the table's
+        folder (a rename, same file system) and added with their statistics in one commit.
+        A failure before the commit leaves at most unreferenced files, which no reader sees and
+        vacuum removes."""
+        configuration = (properties or {}) if dt is None else dt.metadata().configuration
+        actions = staged.add_actions(configuration)
+        for action in actions:
+            os.replace(Path(staged.files[0]).parent / action.path, Path(path) / action.path)
+        schema = Schema.from_arrow(staged.arrow_schema())
+        if dt is None:
+            create_table_with_add_actions(str(path), schema, actions, mode="error",
+                                          configuration=properties or None,
+                                          commit_properties=_commit(metadata, txn))
+        else:
+            dt.create_write_transaction(actions, mode, schema,
+                                        commit_properties=_commit(metadata, txn))
+        return WriteResult(version=self._open(path).version(), rows=staged.rows,
+                           files_added=len(actions), non_null=staged.non_null)
 
     def append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
         """Rows made in Python, appended by delta-rs alone: no Spark job."""
