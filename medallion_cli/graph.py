@@ -82,8 +82,12 @@ def build_graph(compiled: dict[str, CompiledNode]) -> Graph:
     return Graph(nodes, tuple(order), {n: tuple(c) for n, c in children.items()})
 
 
+RESOURCE_TYPES = ("model", "seed", "test")
+
+
 def _match(graph: Graph, selector: str) -> set[str]:
-    """Nodes matched by one selector: name, tag:x, path:dir, layer:x, with +/+ graph operators."""
+    """Nodes matched by one selector: name, tag:x, path:dir, layer:x, resource_type:x, with +/+
+    graph operators."""
     up = selector.startswith("+")
     down = selector.endswith("+")
     core = selector.strip("+")
@@ -97,13 +101,19 @@ def _match(graph: Graph, selector: str) -> set[str]:
         matched = {n for n, c in graph.nodes.items() if value in c.config.tags}
     elif method == "layer":
         matched = {n for n, c in graph.nodes.items() if c.file.layer == value}
+    elif method == "resource_type":
+        if value not in RESOURCE_TYPES:
+            raise MedallionError(f"--select '{selector}': unknown resource type '{value}'",
+                                 hint="use resource_type:model, seed or test")
+        matched = {n for n, c in graph.nodes.items() if c.file.kind == value}
     elif method == "path":
         want = PurePath(value.rstrip("/"))
         matched = {n for n, c in graph.nodes.items()
                    if PurePath(c.file.rel_path) == want or want in PurePath(c.file.rel_path).parents}
     else:
         raise MedallionError(f"--select '{selector}': unknown selector method '{method}'",
-                             hint="use name, +name, name+, tag:x, path:models/silver or layer:gold")
+                             hint="use name, +name, name+, tag:x, path:models/silver, layer:gold "
+                                  "or resource_type:model")
     result = set(matched)
     for name in matched:
         if up:
@@ -141,6 +151,8 @@ def select_tests(graph: Graph, tests, selectors=(), excludes=()) -> list[str]:
     def matched(name: str, chosen_parts: list[str]) -> bool:
         test = tests[name]
         if name in chosen_parts or any(p == f"tag:{t}" for p in chosen_parts for t in test.tags):
+            return True
+        if "resource_type:test" in chosen_parts:
             return True
         return bool(set(test.refs) & models[id(chosen_parts)])
 

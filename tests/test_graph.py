@@ -3,7 +3,8 @@
 import pytest
 
 from medallion_cli.errors import MedallionError
-from medallion_cli.graph import build_graph, select
+from medallion_cli.datatests import DataTest
+from medallion_cli.graph import build_graph, select, select_tests
 from medallion_cli.project import load_project
 from medallion_cli.rendering import render_project
 from medallion_cli.sqlcheck import check_model_sql
@@ -44,6 +45,9 @@ def test_order_respects_dependencies(project):
     (("path:models/silver/s2.sql",), (), {"s2"}),
     (("layer:silver g1",), (), {"s1", "s2", "g1"}),
     (("+g1",), ("layer:bronze",), {"countries", "s1", "s2", "g1"}),
+    (("resource_type:seed",), (), {"countries"}),
+    ((), ("resource_type:model",), {"countries"}),
+    (("resource_type:test",), (), set()),
 ])
 def test_selection(project, selectors, excludes, expected):
     graph = graph_of(project(MODELS))
@@ -58,6 +62,19 @@ def test_unknown_selector_offers_closest(project):
         select(graph, ("s11",))
     with pytest.raises(MedallionError, match="unknown selector method 'colour'"):
         select(graph, ("colour:red",))
+    with pytest.raises(MedallionError, match="unknown resource type 'snapshot'"):
+        select(graph, ("resource_type:snapshot",))
+
+
+def test_resource_type_selects_and_excludes_data_tests(project):
+    """As in dbt: `build --exclude resource_type:test` builds seeds and models only."""
+    graph = graph_of(project(MODELS))
+    tests = {"unique_s1_id": DataTest("unique_s1_id", "select 1", ("s1",), (), "m.yml", "k"),
+             "g1_rows": DataTest("g1_rows", "select 1", ("g1",), (), "tests/g1_rows.sql", "k")}
+    assert select_tests(graph, tests, (), ("resource_type:test",)) == []
+    assert select_tests(graph, tests, ("resource_type:test",)) == ["unique_s1_id", "g1_rows"]
+    assert select_tests(graph, tests, ("layer:silver",)) == ["unique_s1_id"]
+    assert select(graph, ("resource_type:test",), (), tests) == []
 
 
 def test_cycle_is_printed_in_flow_order(project):
