@@ -54,7 +54,7 @@ def write_manifest(project: Project, graph, tests) -> Path:
 
 
 def write_run_results(project: Project, command: str, results: list[NodeResult],
-                      started: float) -> Path:
+                      started: float, spark_start_seconds: float | None = None) -> Path:
     out = project.target_dir / "run_results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
@@ -62,6 +62,9 @@ def write_run_results(project: Project, command: str, results: list[NodeResult],
         "target": project.target.name,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "elapsed_seconds": round(time.time() - started, 3),
+        # of which starting Spark (the JVM, JARs): the rest is medallion's and the queries'
+        "spark_start_seconds": None if spark_start_seconds is None else round(
+            spark_start_seconds, 3),
         "results": [{k: v for k, v in asdict(r).items() if k != "detail"} for r in results],
     }, indent=2))
     return out

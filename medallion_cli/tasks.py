@@ -210,12 +210,13 @@ def _context(loaded: Loaded, inv: Invocation, selected=(),
     # The session lives as long as the process: one JVM start per invocation (and per test run).
     engine = loaded.engine or engine_of(loaded.project, inv)
     report.phase("starting Spark")
+    began = time.perf_counter()
     try:
         _ = engine.spark
     finally:
         report.phase(None)
     return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh,
-                        frozenset(selected))
+                        frozenset(selected), spark_start_seconds=time.perf_counter() - began)
 
 
 def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Reporter = Reporter(),
@@ -251,7 +252,7 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
         results = execute(steps.order, steps.parents, runner(run.ctx, tests, skip_passed),
                           steps.labels,
                           inv.threads or loaded.project.target.threads, run.result, run.begin)
-        write_run_results(loaded.project, command, results, started)
+        write_run_results(loaded.project, command, results, started, ctx.spark_start_seconds)
         if watch:
             _watch(inv, run.ctx, chosen, results, kinds, run.result, run.batch)
     return results
@@ -295,7 +296,7 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
         results = execute(names, {}, runner(run.ctx, loaded.tests),
                           {n: ("test", "test") for n in names},
                           inv.threads or loaded.project.target.threads, run.result, run.begin)
-        write_run_results(loaded.project, "test", results, started)
+        write_run_results(loaded.project, "test", results, started, ctx.spark_start_seconds)
     return results
 
 
