@@ -31,7 +31,7 @@ from .runner import NodeResult
 from .tablefacts import newest_value
 
 if TYPE_CHECKING:
-    from .build.streaming import BatchReport
+    from .build.tally import BatchReport
     from .engines import Engine
     from .graph import Graph
     from .project import Project
@@ -152,6 +152,10 @@ class EventLog:
                 "batch", node=model, kind=node.file.kind, materialized="streaming",
                 status="success", batch_id=batch_id, query_id=query_id, message=RECOVERED))
 
+    def after_written(self, action: Callable[[], None]) -> None:
+        """Run `action` once every event queued before it is in the log (or failed to be)."""
+        self.queued.put(action)
+
     def close(self, timeout: float = 60) -> None:
         """Write what is queued, then stop the writer."""
         self.closed.set()
@@ -177,19 +181,30 @@ class EventLog:
     def _write_queued(self) -> None:
         while True:
             closing = self.closed.wait(FLUSH_SECONDS)
-            events = []
+            events, actions = [], []
             while not self.queued.empty():
                 event = self.queued.get()
+                if callable(event):
+                    actions.append(event)
+                    continue
                 node = event.pop("newest_of", None)
                 events.append({**event, "newest_event_time": self._newest(node)}
                               if node is not None else event)
             if events:
                 self.flushes += 1
                 self._append(events, (f"medallion-run:{self.run.run_id}", self.flushes))
-                for _ in events:
-                    self.queued.task_done()
+            for action in actions:
+                self._run(action)
+            for _ in events + actions:
+                self.queued.task_done()
             if closing and self.queued.empty():
                 return
+
+    def _run(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as exc:  # a skipped record only costs the next build a query start
+            self.on_problem(f"after writing the event log: {exc}")
 
     def _append(self, events: list[dict], txn: tuple[str, int]) -> None:
         try:

@@ -2,8 +2,9 @@
 
 MEDALLION_CRASH_AT="<model>:<point>:<batch id>" makes the process SIGKILL itself when that
 model's batch reaches that point, as a machine failure would stop it. Points: batch_start
-(nothing written yet) and committed (the Delta commit is made; Spark's checkpoint does not know
-yet, so the batch will be replayed).
+(nothing written yet), committed (the Delta commit is made; Spark's checkpoint does not know
+yet, so the batch will be replayed) and, with the number of batches the query ran in place of the
+batch id, stopped (the query has finished; its last batches may not be in the event log yet).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from .project import KAFKA_BROKERS, Project, SourceTable
 from .runner import NodeResult
 
 if TYPE_CHECKING:
-    from .build.streaming import BatchReport
+    from .build.tally import BatchReport
     from .engines import Engine
     from .graph import Graph
 

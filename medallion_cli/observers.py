@@ -59,7 +59,8 @@ def observed_run(ctx: BuildContext, command: str, total: int, begin: Callable[[s
 
     try:
         yield Observed(replace(ctx, record_batch=events.batch_committed,
-                               record_committed=events.batches_committed), began, finished,
+                               record_committed=events.batches_committed,
+                               after_recorded=events.after_written), began, finished,
                        batched)
     finally:
         events.run_finished(results, started)

@@ -18,7 +18,8 @@ from dataclasses import replace
 from typing import Callable
 
 from .build.context import BuildContext
-from .build.streaming import BatchReport, StreamTally, start_query
+from .build.streaming import start_query
+from .build.tally import BatchReport, StreamTally
 from .failures import error_message
 from .runner import NodeResult, own_session
 

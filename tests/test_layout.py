@@ -6,7 +6,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 BUILD_STEPS = {"inputs", "landing", "json_values", "debezium", "kafka", "rows", "checks", "writes",
-               "state", "throughput", "incremental"}
+               "state", "throughput", "incremental", "tally"}
 BUILD_DRIVERS = {"batch", "streaming"}
 
 

@@ -255,6 +255,8 @@ def run_build(root, crash_at=None):
     "silver_orders:batch_start:1",   # killed before the batch wrote anything
     "silver_orders:committed:1",     # killed after the Delta commit, before the checkpoint knew
     "bronze_orders:committed:2",     # killed mid-ingest, after some files were committed
+    "bronze_orders:stopped:2",       # killed once its query ran 2 batches, as the event log
+                                     # may still be writing them
 ])
 def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at):
     root = project(MODELS)

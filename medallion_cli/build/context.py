@@ -32,6 +32,8 @@ class BuildContext:
     # and at a query's first batch, (model, app id, last batch id its table has committed).
     record_batch: Callable = lambda report: None
     record_committed: Callable = lambda model, app_id, committed: None
+    # Runs an action once the batches recorded so far are in the event log.
+    after_recorded: Callable = lambda action: action()
     spark_start_seconds: float | None = None  # this invocation's (0 when it was running already)
 
 

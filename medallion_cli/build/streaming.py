@@ -14,8 +14,6 @@ writes nothing, so every row lands exactly once.
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..engines import Engine, WriteResult
@@ -37,72 +35,11 @@ from .state import (
     record_caught_up,
     refresh_done,
 )
-from .throughput import kafka_lag, progress_listener, progress_reports, stream_stats
+from .tally import BatchReport, StreamTally
+from .throughput import progress_listener, progress_reports, stream_stats
 from .writes import write_incremental
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
-
-
-@dataclass(frozen=True)
-class BatchReport:
-    model: str
-    batch_id: int
-    rows: int
-    version: int
-    malformed: int
-    rescued: int  # rows with JSON fields outside the source's schema
-    expectations: dict
-    files_added: int
-    rows_read: int  # rows the batch's input commits added, or the model's rows for the batch
-    seconds: float | None = None  # the micro-batch's duration, from Spark's query progress
-    kafka_lag: dict = field(default_factory=dict)  # records behind, per Kafka source, after it
-    app_id: str = ""  # the query's, as in its Delta app transactions
-
-
-@dataclass
-class StreamTally:
-    """What a streaming query did, batch by batch (foreachBatch runs on a Spark thread)."""
-
-    on_batch: Callable[[BatchReport], None] = lambda report: None
-    batches: int = 0
-    replayed: int = 0
-    rows: int = 0
-    files_added: int = 0
-    malformed: int = 0
-    rescued: int = 0
-    expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
-    version: int | None = None
-    rows_read: int | None = None
-    app_id: str | None = None  # read from the checkpoint at the query's first batch
-    error: BaseException | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    # Under --watch, a batch is reported once Spark's progress for it (duration, lag) is in.
-    detach_listener: Callable[[], None] | None = None
-    pending: dict = field(default_factory=dict)  # batch id -> report awaiting its progress
-
-    def add(self, report: BatchReport) -> None:
-        with self.lock:
-            self.batches += 1
-            self.rows += report.rows
-            self.files_added += report.files_added
-            self.malformed += report.malformed
-            self.rescued += report.rescued
-            self.version = report.version
-            self.rows_read = (self.rows_read or 0) + report.rows_read
-            for rule, count in report.expectations.items():
-                self.expectations[rule] = self.expectations.get(rule, 0) + count
-            if self.detach_listener is not None:
-                self.pending[report.batch_id] = report
-                return
-        self.on_batch(report)
-
-    def progressed(self, progress: dict) -> None:
-        """Spark's progress report of a batch: report the batch with its duration and lag."""
-        with self.lock:
-            report = self.pending.pop(progress.get("batchId"), None)
-        if report is not None:
-            seconds = progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
-            self.on_batch(replace(report, seconds=seconds, kafka_lag=kafka_lag(progress)))
 
 
 def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
@@ -128,13 +65,8 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
                  rows_of: Callable, batch, batch_id: int) -> None:
     crash_point(node.name, "batch_start", batch_id)
     path = ctx.project.table_path(node.file)
-    first = tally.app_id is None
-    if first:  # one read of the checkpoint per query, not per micro-batch
-        tally.app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
+    done = _committed(ctx, node, tally)
     app_id = tally.app_id
-    done = ctx.engine.committed_version(path, app_id)
-    if first:  # the batches a killed run committed but did not live to record
-        ctx.record_committed(node.name, app_id, done)
     if done is not None and done >= batch_id:
         with tally.lock:
             tally.replayed += 1
@@ -167,6 +99,19 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
                          rescued, counts, result.files_added or 0, rows_read, app_id=app_id)
     ctx.record_batch(report)
     tally.add(report)
+
+
+def _committed(ctx: BuildContext, node: CompiledNode, tally: StreamTally) -> int | None:
+    """The last batch id of this query the model's table has. At the query's first look (its
+    app id is read from the checkpoint once per query), the event log learns it too: a killed
+    run may have committed batches it did not live to record."""
+    first = tally.app_id is None
+    if first:
+        tally.app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
+    done = ctx.engine.committed_version(ctx.project.table_path(node.file), tally.app_id)
+    if first:
+        ctx.record_committed(node.name, tally.app_id, done)
+    return done
 
 
 def _kept(rows, result: WriteResult, column: str) -> int:
@@ -244,6 +189,9 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
         raise_query_error(query, tally)
         raise
     raise_query_error(query, tally)
+    crash_point(node.name, "stopped", tally.batches)
+    if tally.app_id is None:  # no batch ran, so none told the event log what a killed run did
+        _committed(ctx, node, tally)
     facts = [f"{tally.batches} batch(es)" if tally.batches else "no new data"]
     if tally.replayed:
         facts.append(f"{tally.replayed} replayed batch(es) already committed")
@@ -257,7 +205,9 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     status = "warn" if start.changed or changed_files else "success" if tally.batches else "up_to_date"
     stats = stream_stats(progress_reports(query), tally.rows_read)
     if status != "warn":  # a warning is said again until it no longer holds
-        record_caught_up(ctx, node, state)
+        # Only once its batches are in the event log: until then, a build killed meanwhile
+        # must start the query again, whose first batch records what the log lacks.
+        ctx.after_recorded(lambda: record_caught_up(ctx, node, state))
     if not tally.batches:
         return Outcome(status, message=message, stream=stats)
     return Outcome(status, WriteResult(tally.version, tally.rows, tally.files_added),

@@ -1,0 +1,72 @@
+"""What a streaming query did, batch by batch: each micro-batch's report and the query's tally
+(foreachBatch runs on a Spark thread; under --watch, Spark's progress reports arrive on another)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from .throughput import kafka_lag
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    model: str
+    batch_id: int
+    rows: int
+    version: int
+    malformed: int
+    rescued: int  # rows with JSON fields outside the source's schema
+    expectations: dict
+    files_added: int
+    rows_read: int  # rows the batch's input commits added, or the model's rows for the batch
+    seconds: float | None = None  # the micro-batch's duration, from Spark's query progress
+    kafka_lag: dict = field(default_factory=dict)  # records behind, per Kafka source, after it
+    app_id: str = ""  # the query's, as in its Delta app transactions
+
+
+@dataclass
+class StreamTally:
+    """What a streaming query did, batch by batch (foreachBatch runs on a Spark thread)."""
+
+    on_batch: Callable[[BatchReport], None] = lambda report: None
+    batches: int = 0
+    replayed: int = 0
+    rows: int = 0
+    files_added: int = 0
+    malformed: int = 0
+    rescued: int = 0
+    expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
+    version: int | None = None
+    rows_read: int | None = None
+    app_id: str | None = None  # read from the checkpoint at the query's first batch
+    error: BaseException | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # Under --watch, a batch is reported once Spark's progress for it (duration, lag) is in.
+    detach_listener: Callable[[], None] | None = None
+    pending: dict = field(default_factory=dict)  # batch id -> report awaiting its progress
+
+    def add(self, report: BatchReport) -> None:
+        with self.lock:
+            self.batches += 1
+            self.rows += report.rows
+            self.files_added += report.files_added
+            self.malformed += report.malformed
+            self.rescued += report.rescued
+            self.version = report.version
+            self.rows_read = (self.rows_read or 0) + report.rows_read
+            for rule, count in report.expectations.items():
+                self.expectations[rule] = self.expectations.get(rule, 0) + count
+            if self.detach_listener is not None:
+                self.pending[report.batch_id] = report
+                return
+        self.on_batch(report)
+
+    def progressed(self, progress: dict) -> None:
+        """Spark's progress report of a batch: report the batch with its duration and lag."""
+        with self.lock:
+            report = self.pending.pop(progress.get("batchId"), None)
+        if report is not None:
+            seconds = progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
+            self.on_batch(replace(report, seconds=seconds, kafka_lag=kafka_lag(progress)))
