@@ -23,8 +23,11 @@ def common_options(func):
                        "$MEDALLION_PROFILES_DIR).")
     @click.option("--target", "-t", default=None, help="Profile target (default: the profile's).")
     @click.option("--select", "-s", multiple=True,
-                  help="Nodes to run: name, +name (with ancestors), name+ (with descendants), "
-                       "tag:x, path:models/silver, layer:gold. Repeat or space-separate.")
+                  help="Nodes to run: name (wildcards: silver_*), +name (with ancestors), "
+                       "name+ (with descendants), 2+name / name+1 (that many generations), "
+                       "@name, tag:x, path:models/silver, layer:gold, resource_type:model, "
+                       "config.KEY:VALUE; `,` intersects (tag:x,layer:gold). Several values "
+                       "after one -s, or -s again, for their union.")
     @click.option("--exclude", multiple=True, help="Nodes to leave out, same syntax as --select.")
     @click.option("--full-refresh", is_flag=True,
                   help="Rebuild incremental models and seeds from scratch.")
@@ -62,7 +65,37 @@ LOG_FORMAT = click.option("--log-format", type=click.Choice(["text", "json"]), d
                           show_default=True, help="json: one JSON object per event.")
 
 
-@click.group(help="Medallion: build bronze/silver/gold Delta tables from SQL models.")
+SELECTING = ("-s", "--select", "--exclude")
+
+
+def spread_selectors(args: list[str]) -> list[str]:
+    """`-s a b c` as dbt reads it: every value after --select (or --exclude) up to the next
+    option belongs to it."""
+    spread, flag = [], None
+    for arg in args:
+        if arg.startswith("-"):
+            flag = arg.split("=")[0] if arg.split("=")[0] in SELECTING else None
+            spread.append(arg)
+        elif flag and spread[-1] != flag:
+            spread += [flag, arg]
+        else:
+            spread.append(arg)
+    return spread
+
+
+class _Command(click.Command):
+    def parse_args(self, ctx, args):
+        # Commands that take a positional argument (show MODEL) keep click's reading.
+        if not any(isinstance(p, click.Argument) for p in self.params):
+            args = spread_selectors(args)
+        return super().parse_args(ctx, args)
+
+
+class _Group(click.Group):
+    command_class = _Command
+
+
+@click.group(cls=_Group, help="Medallion: build bronze/silver/gold Delta tables from SQL models.")
 @click.version_option(__version__, prog_name="medallion")
 def main() -> None:
     pass

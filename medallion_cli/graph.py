@@ -1,11 +1,10 @@
-"""The DAG of models and seeds: ordering, cycle detection and node selection."""
+"""The DAG of models and seeds: ordering and cycle detection (selection.py selects from it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePath
 
-from .errors import MedallionError, closest
+from .errors import MedallionError
 from .rendering import CompiledNode
 
 
@@ -18,21 +17,21 @@ class Graph:
     def parents(self, name: str) -> tuple[str, ...]:
         return self.nodes[name].parents
 
-    def ancestors(self, name: str) -> set[str]:
-        return _walk(name, self.parents)
+    def ancestors(self, name: str, depth: int = -1) -> set[str]:
+        """Nodes it reads from, up to `depth` generations (-1: all)."""
+        return _walk(name, self.parents, depth)
 
-    def descendants(self, name: str) -> set[str]:
-        return _walk(name, lambda n: self.children.get(n, ()))
+    def descendants(self, name: str, depth: int = -1) -> set[str]:
+        return _walk(name, lambda n: self.children.get(n, ()), depth)
 
 
-def _walk(start: str, step) -> set[str]:
+def _walk(start: str, step, depth: int) -> set[str]:
     seen: set[str] = set()
-    stack = list(step(start))
-    while stack:
-        name = stack.pop()
-        if name not in seen:
-            seen.add(name)
-            stack.extend(step(name))
+    level, generation = set(step(start)), 1
+    while level and (depth < 0 or generation <= depth):
+        seen |= level
+        level = {n for name in level for n in step(name)} - seen
+        generation += 1
     return seen
 
 
@@ -80,81 +79,3 @@ def build_graph(compiled: dict[str, CompiledNode]) -> Graph:
                              path=nodes[flow[0]].file.rel_path,
                              hint="a model cannot depend on itself, directly or through others")
     return Graph(nodes, tuple(order), {n: tuple(c) for n, c in children.items()})
-
-
-RESOURCE_TYPES = ("model", "seed", "test")
-
-
-def _match(graph: Graph, selector: str) -> set[str]:
-    """Nodes matched by one selector: name, tag:x, path:dir, layer:x, resource_type:x, with +/+
-    graph operators."""
-    up = selector.startswith("+")
-    down = selector.endswith("+")
-    core = selector.strip("+")
-    method, _, value = core.partition(":") if ":" in core else ("name", "", core)
-    if method == "name":
-        if value not in graph.nodes:
-            raise MedallionError(f"--select '{selector}': no model or seed named '{value}'. "
-                                 f"{closest(value, graph.nodes)}".strip())
-        matched = {value}
-    elif method == "tag":
-        matched = {n for n, c in graph.nodes.items() if value in c.config.tags}
-    elif method == "layer":
-        matched = {n for n, c in graph.nodes.items() if c.file.layer == value}
-    elif method == "resource_type":
-        if value not in RESOURCE_TYPES:
-            raise MedallionError(f"--select '{selector}': unknown resource type '{value}'",
-                                 hint="use resource_type:model, seed or test")
-        matched = {n for n, c in graph.nodes.items() if c.file.kind == value}
-    elif method == "path":
-        want = PurePath(value.rstrip("/"))
-        matched = {n for n, c in graph.nodes.items()
-                   if PurePath(c.file.rel_path) == want or want in PurePath(c.file.rel_path).parents}
-    else:
-        raise MedallionError(f"--select '{selector}': unknown selector method '{method}'",
-                             hint="use name, +name, name+, tag:x, path:models/silver, layer:gold "
-                                  "or resource_type:model")
-    result = set(matched)
-    for name in matched:
-        if up:
-            result |= graph.ancestors(name)
-        if down:
-            result |= graph.descendants(name)
-    return result
-
-
-def _split(selectors) -> list[str]:
-    return [part for s in selectors or () for part in s.replace(",", " ").split()]
-
-
-def _models(graph: Graph, parts: list[str], tests) -> set[str]:
-    """Models and seeds matched by the selectors that do not name a test."""
-    return set().union(*(_match(graph, s) for s in parts if s not in tests))
-
-
-def select(graph: Graph, selectors=(), excludes=(), tests=None) -> list[str]:
-    """Selected node names in DAG order; no selectors selects everything. A selector that names
-    a data test selects no model."""
-    tests = tests or {}
-    chosen = set(graph.nodes)
-    if _split(selectors):
-        chosen = _models(graph, _split(selectors), tests)
-    chosen -= _models(graph, _split(excludes), tests)
-    return [n for n in graph.order if n in chosen]
-
-
-def select_tests(graph: Graph, tests, selectors=(), excludes=()) -> list[str]:
-    """Data tests to run: those named, those tagged (tag:x), and those on selected models."""
-    parts, out = _split(selectors), _split(excludes)
-    models = {id(parts): _models(graph, parts, tests), id(out): _models(graph, out, tests)}
-
-    def matched(name: str, chosen_parts: list[str]) -> bool:
-        test = tests[name]
-        if name in chosen_parts or any(p == f"tag:{t}" for p in chosen_parts for t in test.tags):
-            return True
-        if "resource_type:test" in chosen_parts:
-            return True
-        return bool(set(test.refs) & models[id(chosen_parts)])
-
-    names = [n for n in tests if not parts or matched(n, parts)]
-    return [n for n in names if not (out and matched(n, out))]

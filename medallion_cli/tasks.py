@@ -20,13 +20,14 @@ from .build.state import mark_refreshes
 from .datatests import DataTest, load_tests
 from .engines import Engine, make_engine
 from .errors import MedallionError
-from .graph import Graph, build_graph, select, select_tests
+from .graph import Graph, build_graph
 from .locations import is_remote
 from .locking import warehouse_lock
 from .project import Project, load_project
 from .rendering import CompiledNode, Renderer
 from .results import write_compiled, write_manifest, write_run_results
 from .runner import NodeResult, execute, run_data_test, run_node, timed
+from .selection import select, select_tests
 from .sqlcheck import check_model_sql
 from .unittests import load_unit_tests, run_unit_test
 

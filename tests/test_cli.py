@@ -43,6 +43,21 @@ def test_ls_and_compile(project):
     assert (root / "target/compiled/models/gold/b.sql").read_text() == "select id from `a`"
 
 
+def test_several_values_after_one_select_flag(project):
+    """dbt's `-s a b c`: every value up to the next option is a selector."""
+    root = project({f"models/{name}.sql": "select 1 as id" for name in ("a", "b", "c", "d")})
+
+    def listed(*args):
+        result = invoke("ls", *args, "--project-dir", root)
+        assert result.exit_code == 0, result.output
+        return [line.split()[0] for line in result.output.splitlines()]
+
+    assert listed("-s", "a", "b", "c", "--exclude", "b", "d") == ["a", "c"]
+    assert listed("--select=a", "d") == ["a", "d"]
+    assert listed("-s", "a", "-s", "b") == ["a", "b"]
+    assert listed("-s", "a,b") == []  # `,` intersects: no node is both a and b
+
+
 def test_compile_ls_and_docs_start_no_jvm(project):
     root = project({"models/a.sql": "select 1 as id"})
     code = ("import sys; from medallion_cli.cli import main\n"

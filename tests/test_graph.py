@@ -4,7 +4,8 @@ import pytest
 
 from medallion_cli.errors import MedallionError
 from medallion_cli.datatests import DataTest
-from medallion_cli.graph import build_graph, select, select_tests
+from medallion_cli.graph import build_graph
+from medallion_cli.selection import select, select_tests
 from medallion_cli.project import load_project
 from medallion_cli.rendering import render_project
 from medallion_cli.sqlcheck import check_model_sql
@@ -15,8 +16,10 @@ MODELS = {
     "models/bronze/b2.sql": "{{ config(tags=['nightly']) }}select 2 as id",
     "models/silver/s1.sql": "select * from {{ ref('b1') }} join {{ ref('countries') }} on true",
     "models/silver/s2.sql": "select * from {{ ref('b2') }}",
-    "models/gold/g1.sql": "select * from {{ ref('s1') }} union all select * from {{ ref('s2') }}",
+    "models/gold/g1.sql": "{{ config(materialized='view') }}"
+                          "select * from {{ ref('s1') }} union all select * from {{ ref('s2') }}",
 }
+EVERY = {"countries", "b1", "b2", "s1", "s2", "g1"}
 
 
 def graph_of(root):
@@ -48,6 +51,18 @@ def test_order_respects_dependencies(project):
     (("resource_type:seed",), (), {"countries"}),
     ((), ("resource_type:model",), {"countries"}),
     (("resource_type:test",), (), set()),
+    # dbt's syntax: `,` intersects, N+ and +N limit depth, @, wildcards, config.KEY:VALUE
+    (("tag:nightly+,layer:silver",), (), {"s2"}),
+    (("s1 s2",), (), {"s1", "s2"}),
+    (("1+g1",), (), {"g1", "s1", "s2"}),
+    (("b1+1",), (), {"b1", "s1"}),
+    (("2+g1",), ("1+s1",), {"g1", "s2", "b2"}),
+    (("@s1",), (), EVERY),  # s1, g1, and all g1 needs (b2, s2 too)
+    (("s*",), (), {"s1", "s2"}),
+    (("?1",), ("g*",), {"b1", "s1"}),
+    (("config.materialized:view",), (), {"g1"}),
+    (("config.tags:nightly+",), (), {"b2", "s2", "g1"}),
+    (("nothing_*",), (), set()),
 ])
 def test_selection(project, selectors, excludes, expected):
     graph = graph_of(project(MODELS))
@@ -64,6 +79,11 @@ def test_unknown_selector_offers_closest(project):
         select(graph, ("colour:red",))
     with pytest.raises(MedallionError, match="unknown resource type 'snapshot'"):
         select(graph, ("resource_type:snapshot",))
+    with pytest.raises(MedallionError, match="no config key 'materialised'. did you mean "
+                                             "'materialized'"):
+        select(graph, ("config.materialised:view",))
+    with pytest.raises(MedallionError, match="cannot read it as a selector"):
+        select(graph, ("@+s1",))
 
 
 def test_resource_type_selects_and_excludes_data_tests(project):
@@ -75,6 +95,11 @@ def test_resource_type_selects_and_excludes_data_tests(project):
     assert select_tests(graph, tests, ("resource_type:test",)) == ["unique_s1_id", "g1_rows"]
     assert select_tests(graph, tests, ("layer:silver",)) == ["unique_s1_id"]
     assert select(graph, ("resource_type:test",), (), tests) == []
+    assert select_tests(graph, tests, ("unique_*",)) == ["unique_s1_id"]
+    assert select_tests(graph, tests, ("s*",)) == ["unique_s1_id"]  # tests on s1 and s2
+    assert select_tests(graph, tests, ("layer:gold,resource_type:test",)) == ["g1_rows"]
+    assert select_tests(graph, tests, ("g1_rows",)) == ["g1_rows"]
+    assert select(graph, ("g1_rows",), (), tests) == []
 
 
 def test_cycle_is_printed_in_flow_order(project):

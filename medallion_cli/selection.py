@@ -1,0 +1,147 @@
+"""Node selection, in dbt's syntax.
+
+--select takes selectors, separated by spaces (or given several times): their union. Within one,
+`,` intersects criteria: `tag:nightly,layer:gold`. A criterion is a method and a value
+(`tag:x`, `layer:gold`, `path:models/silver`, `resource_type:model`, `config.materialized:streaming`,
+or a bare name, with `*` and `?` wildcards), with graph operators: `+x` (x and its ancestors),
+`2+x` (two generations up), `x+` / `x+1` (descendants), `@x` (x, its descendants and their
+ancestors: all a descendant needs).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from .config import CONFIG_KEYS
+from .errors import MedallionError, closest
+from .graph import Graph
+
+RESOURCE_TYPES = ("model", "seed", "test")
+METHODS = "name, tag:x, path:models/silver, layer:gold, resource_type:model, config.KEY:VALUE"
+_CRITERION = re.compile(r"^(?P<at>@)?(?:(?P<up>\d*)\+)?(?P<core>[^+@]+?)(?:\+(?P<down>\d*))?$")
+ALL = -1  # no depth limit
+
+
+@dataclass(frozen=True)
+class Criterion:
+    text: str  # as the user wrote it
+    method: str
+    value: str
+    up: int | None = None  # generations of ancestors added (ALL: every one)
+    down: int | None = None
+    at: bool = False
+
+    def names_test(self, name: str, tags) -> bool:
+        """Whether it picks this data test by itself (not through the models it is on)."""
+        return ((self.method == "name" and fnmatch.fnmatchcase(name, self.value))
+                or (self.method == "tag" and self.value in tags)
+                or (self.method == "resource_type" and self.value == "test"))
+
+
+def parse(text: str) -> Criterion:
+    found = _CRITERION.match(text)
+    if not found or (found["at"] and found["up"] is not None):
+        raise MedallionError(f"--select '{text}': cannot read it as a selector",
+                             hint=f"use {METHODS}, with +x, 2+x, x+, x+1 or @x")
+    method, _, value = found["core"].partition(":") if ":" in found["core"] else (
+        "name", "", found["core"])
+
+    def depth(digits):
+        return None if digits is None else int(digits) if digits else ALL
+
+    return Criterion(text, method, value, depth(found["up"]), depth(found["down"]),
+                     bool(found["at"]))
+
+
+def _config_matches(node, key: str, value: str) -> bool:
+    actual = getattr(node.config, key)
+    if isinstance(actual, (tuple, list)):
+        return value in actual
+    return str(actual).lower() == value.lower()
+
+
+def _matched(graph: Graph, c: Criterion, tests) -> set[str]:
+    """Models and seeds the criterion's method and value pick, before graph operators."""
+    nodes = graph.nodes.items()
+    if c.method == "name":
+        if any(ch in c.value for ch in "*?["):
+            return {n for n in graph.nodes if fnmatch.fnmatchcase(n, c.value)}
+        if c.value in tests:  # a data test's name selects the test, and no model
+            return set()
+        if c.value not in graph.nodes:
+            raise MedallionError(f"--select '{c.text}': no model or seed named '{c.value}'. "
+                                 f"{closest(c.value, graph.nodes)}".strip())
+        return {c.value}
+    if c.method == "tag":
+        return {n for n, node in nodes if c.value in node.config.tags}
+    if c.method == "layer":
+        return {n for n, node in nodes if node.file.layer == c.value}
+    if c.method == "resource_type":
+        if c.value not in RESOURCE_TYPES:
+            raise MedallionError(f"--select '{c.text}': unknown resource type '{c.value}'",
+                                 hint="use resource_type:model, seed or test")
+        return {n for n, node in nodes if node.file.kind == c.value}
+    if c.method == "path":
+        want = PurePath(c.value.rstrip("/"))
+        return {n for n, node in nodes if PurePath(node.file.rel_path) == want
+                or want in PurePath(node.file.rel_path).parents}
+    if c.method.startswith("config."):
+        key = c.method.removeprefix("config.")
+        if key not in CONFIG_KEYS:
+            raise MedallionError(f"--select '{c.text}': no config key '{key}'. "
+                                 f"{closest(key, CONFIG_KEYS)}".strip())
+        return {n for n, node in nodes if _config_matches(node, key, c.value)}
+    raise MedallionError(f"--select '{c.text}': unknown selector method '{c.method}'",
+                         hint=f"use {METHODS}")
+
+
+def _nodes(graph: Graph, c: Criterion, tests) -> set[str]:
+    """Models and seeds the criterion picks, with its graph operators."""
+    matched = _matched(graph, c, tests)
+    result = set(matched)
+    for name in matched:
+        if c.up is not None:
+            result |= graph.ancestors(name, c.up)
+        if c.down is not None or c.at:
+            below = graph.descendants(name, ALL if c.at else c.down)
+            result |= below
+            if c.at:
+                result |= set().union(*(graph.ancestors(d, ALL) for d in below))
+    return result
+
+
+def _selectors(texts) -> list[list[Criterion]]:
+    """Each selector as the criteria it intersects."""
+    return [[parse(part) for part in selector.split(",") if part]
+            for text in texts or () for selector in text.split()]
+
+
+def _union(graph: Graph, selectors: list[list[Criterion]], tests) -> set[str]:
+    return set().union(*(set.intersection(*(_nodes(graph, c, tests) for c in criteria))
+                         for criteria in selectors))
+
+
+def select(graph: Graph, selectors=(), excludes=(), tests=None) -> list[str]:
+    """Selected model and seed names in DAG order; no selectors selects everything."""
+    tests = tests or {}
+    chosen, dropped = _selectors(selectors), _selectors(excludes)
+    names = _union(graph, chosen, tests) if chosen else set(graph.nodes)
+    names -= _union(graph, dropped, tests)
+    return [n for n in graph.order if n in names]
+
+
+def select_tests(graph: Graph, tests, selectors=(), excludes=()) -> list[str]:
+    """Data tests to run: a selector picks a test when each of its criteria names the test
+    (by name, tag or resource_type:test) or selects a model or seed the test is on."""
+    chosen, dropped = _selectors(selectors), _selectors(excludes)
+    nodes = {c: _nodes(graph, c, tests) for s in chosen + dropped for c in s}
+
+    def picked(name: str, selectors: list[list[Criterion]]) -> bool:
+        test = tests[name]
+        return any(all(c.names_test(name, test.tags) or nodes[c] & set(test.refs) for c in s)
+                   for s in selectors)
+
+    return [n for n in tests if (not chosen or picked(n, chosen)) and not picked(n, dropped)]
