@@ -29,18 +29,22 @@ def common_options(func):
                        "config.KEY:VALUE; `,` intersects (tag:x,layer:gold). Several values "
                        "after one -s, or -s again, for their union.")
     @click.option("--exclude", multiple=True, help="Nodes to leave out, same syntax as --select.")
+    @click.option("--state", default=None, type=click.Path(),
+                  help="Folder with an earlier run's manifest.json, for -s state:modified "
+                       "(or state:new).")
     @click.option("--full-refresh", is_flag=True,
                   help="Rebuild incremental models and seeds from scratch.")
     @click.option("--vars", "vars_text", default=None, help="Variables as YAML or JSON.")
     @click.option("--debug", is_flag=True,
                   help="Show Python tracebacks and Spark's own log (else in target/spark.log).")
     @functools.wraps(func)
-    def wrapper(project_dir, profiles_dir, target, select, exclude, full_refresh, vars_text,
-                debug, **kwargs):
+    def wrapper(project_dir, profiles_dir, target, select, exclude, state, full_refresh,
+                vars_text, debug, **kwargs):
         try:
             inv = tasks.Invocation(project_dir, profiles_dir, target, tuple(select),
                                    tuple(exclude), full_refresh, tasks.parse_vars(vars_text),
-                                   kwargs.pop("threads", None), debug)
+                                   kwargs.pop("threads", None), debug,
+                                   fail_fast=kwargs.pop("fail_fast", False), state=state)
             return func(inv, debug=debug, **kwargs)
         except MedallionError as exc:
             if debug:
@@ -101,15 +105,21 @@ def main() -> None:
     pass
 
 
-THREADS = click.option("--threads", type=int, default=None,
-                       help="How many independent nodes to build at once (default: profile's).")
+def running_options(func):
+    """Options of the commands that run nodes."""
+    func = click.option("--fail-fast", "-x", is_flag=True,
+                        help="After the first failure, start nothing more (what is running "
+                             "finishes) and report the rest skipped.")(func)
+    return click.option("--threads", type=int, default=None,
+                        help="How many independent nodes to build at once (default: "
+                             "profile's).")(func)
 
 
 @main.command(help="Load seeds, then build models, in DAG order. With --watch, keep streaming "
                    "models running on their trigger and rebuild batch models when their inputs "
                    "change, until Ctrl-C.")
 @common_options
-@THREADS
+@running_options
 @click.option("--watch", is_flag=True,
               help="Keep running: streaming models on their processing-time trigger "
                    "(default 10 seconds), batch models refreshed when inputs change.")
@@ -125,7 +135,7 @@ def build(inv, debug, watch, rerun_tests, log_format):
 
 @main.command(help="Build models only (no seeds), in DAG order.")
 @common_options
-@THREADS
+@running_options
 @LOG_FORMAT
 def run(inv, debug, log_format):
     _report(lambda report: tasks.build(inv, "run", ("model",), report), debug, log_format)
@@ -133,7 +143,7 @@ def run(inv, debug, log_format):
 
 @main.command(help="Load seeds/*.csv into Delta tables; a seed reloads when its file changed.")
 @common_options
-@THREADS
+@running_options
 @LOG_FORMAT
 def seed(inv, debug, log_format):
     _report(lambda report: tasks.build(inv, "seed", ("seed",), report), debug, log_format)
@@ -168,12 +178,21 @@ def ls(inv, debug):
                    "with severity error fails. --unit runs model unit tests (tests/unit/*.yml) "
                    "instead, on the rows they give, touching no table.")
 @common_options
-@THREADS
+@running_options
 @click.option("--unit", is_flag=True, help="Run model unit tests from tests/unit/*.yml.")
 @LOG_FORMAT
 def test(inv, debug, unit, log_format):
     task = tasks.unit_test if unit else tasks.test
     _report(lambda report: task(inv, report), debug, log_format)
+
+
+@main.command(help="Run again what failed or was skipped in the last build, run, seed or test "
+                   "(from target/run_results.json), with the same command.")
+@common_options
+@running_options
+@LOG_FORMAT
+def retry(inv, debug, log_format):
+    _report(lambda report: tasks.retry(inv, report), debug, log_format)
 
 
 @main.command(help="Write a static HTML page documenting the project: the DAG by layer, each "

@@ -56,7 +56,7 @@ def _selected_tables(inv: Invocation) -> tuple[Loaded, Engine, list[TableRef]]:
     loaded = load(inv)
     engine = engine_of(loaded.project, inv)
     tables = []
-    for name in selected_nodes(inv, loaded.graph, tests=loaded.tests):
+    for name in selected_nodes(inv, loaded):
         node = loaded.graph.nodes[name]
         if node.config.materialized == "view":
             continue

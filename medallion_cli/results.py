@@ -7,9 +7,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from .errors import MedallionError
 from .project import Project
 from .rendering import CompiledNode
 from .runner import NodeResult
+from .selection import checksum
 
 
 def write_compiled(project: Project, nodes: list[CompiledNode]) -> None:
@@ -34,6 +36,7 @@ def write_manifest(project: Project, graph, tests) -> Path:
                            "sources": [f"{s}.{t}" for s, t in node.sources]},
             "children": list(graph.children.get(name, ())),
             "compiled_sql": node.shown_sql,
+            "checksum": checksum(node),  # what state:modified compares
             "table": None if materialized == "view" else project.table_path(node.file),
             "checkpoint": (project.checkpoint_path(node.file)
                            if materialized == "streaming" else None),
@@ -51,6 +54,24 @@ def write_manifest(project: Project, graph, tests) -> Path:
                          "key": t.key, "compiled_sql": t.shown_sql} for name, t in tests.items()},
     }, indent=2, default=str))
     return out
+
+
+def read_state(folder: str | None) -> dict | None:
+    """--state: the nodes of an earlier run's manifest.json in `folder` (as dbt's --state)."""
+    if folder is None:
+        return None
+    path = Path(folder) / "manifest.json"
+    if not path.is_file():
+        raise MedallionError(f"--state {folder}: no manifest.json there", path=str(path),
+                             hint="pass the target/ folder of an earlier run (copy it aside "
+                                  "first: every command writes a new target/manifest.json)")
+    return json.loads(path.read_text())["nodes"]
+
+
+def read_run_results(project: Project) -> dict | None:
+    """The last build's, run's, seed's or test's target/run_results.json, if there is one."""
+    path = project.target_dir / "run_results.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def write_run_results(project: Project, command: str, results: list[NodeResult],

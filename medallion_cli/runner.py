@@ -108,9 +108,12 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) 
 def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str], NodeResult],
             labels: dict[str, tuple[str, str]], threads: int = 1,
             on_result: Callable[[NodeResult], None] = lambda r: None,
-            on_begin: Callable[[str], None] = lambda name: None) -> list[NodeResult]:
+            on_begin: Callable[[str], None] = lambda name: None,
+            fail_fast: bool = False) -> list[NodeResult]:
     """Run nodes (models, seeds, tests) in `order`, each once its `parents` finished; a node with a
-    parent that failed or was skipped is skipped. labels: name -> (kind, materialized)."""
+    parent that failed or was skipped is skipped. labels: name -> (kind, materialized).
+    fail_fast: after the first failure start nothing more (what runs finishes: a commit is not
+    cut short) and report the rest skipped."""
     waiting = {n: set(parents.get(n, ())) & set(order) for n in order}
     children: dict[str, list[str]] = {}
     for name, ps in waiting.items():
@@ -133,7 +136,19 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         running = {}
         while len(results) < len(order):
+            failed = next((r.name for r in results.values() if r.failed), None)
+            if fail_fast and failed:
+                for future in list(running):
+                    running.pop(future)
+                    finish(future.result())
+                for name in order:
+                    if name not in results:
+                        finish(NodeResult(name, *labels[name], "skipped",
+                                          message=f"--fail-fast: stopped after '{failed}' failed"))
+                break
             for name in order:  # DAG order, so earlier layers start first
+                if len(running) >= max(1, threads):  # a node starts when a thread takes it
+                    break
                 if name not in results and name not in running.values() and not waiting[name]:
                     on_begin(name)
                     running[pool.submit(run, name)] = name

@@ -3,7 +3,8 @@
 --select takes selectors, separated by spaces (or given several times): their union. Within one,
 `,` intersects criteria: `tag:nightly,layer:gold`. A criterion is a method and a value
 (`tag:x`, `layer:gold`, `path:models/silver`, `resource_type:model`, `config.materialized:streaming`,
-or a bare name, with `*` and `?` wildcards), with graph operators: `+x` (x and its ancestors),
+`state:modified` / `state:new` against an earlier manifest.json (--state), or a bare name, with
+`*` and `?` wildcards), with graph operators: `+x` (x and its ancestors),
 `2+x` (two generations up), `x+` / `x+1` (descendants), `@x` (x, its descendants and their
 ancestors: all a descendant needs).
 """
@@ -11,6 +12,8 @@ ancestors: all a descendant needs).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -20,7 +23,8 @@ from .errors import MedallionError, closest
 from .graph import Graph
 
 RESOURCE_TYPES = ("model", "seed", "test")
-METHODS = "name, tag:x, path:models/silver, layer:gold, resource_type:model, config.KEY:VALUE"
+METHODS = ("name, tag:x, path:models/silver, layer:gold, resource_type:model, config.KEY:VALUE, "
+           "state:modified")
 _CRITERION = re.compile(r"^(?P<at>@)?(?:(?P<up>\d*)\+)?(?P<core>[^+@]+?)(?:\+(?P<down>\d*))?$")
 ALL = -1  # no depth limit
 
@@ -63,9 +67,31 @@ def _config_matches(node, key: str, value: str) -> bool:
     return str(actual).lower() == value.lower()
 
 
-def _matched(graph: Graph, c: Criterion, tests) -> set[str]:
+def checksum(node) -> str:
+    """What decides a node's table: its file as written, its rendered SQL and its config (the
+    SQL shows what a changed macro or var did to it)."""
+    facts = [node.file.path.read_text(), node.shown_sql, node.config.as_dict()]
+    return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
+
+
+def _state(graph: Graph, c: Criterion, previous: dict | None) -> set[str]:
+    if previous is None:
+        raise MedallionError(f"--select '{c.text}' compares with an earlier run",
+                             hint="pass --state with the folder of that run's manifest.json")
+    if c.value == "new":
+        return {n for n in graph.nodes if n not in previous}
+    if c.value == "modified":
+        return {n for n, node in graph.nodes.items()
+                if previous.get(n, {}).get("checksum") != checksum(node)}
+    raise MedallionError(f"--select '{c.text}': unknown state '{c.value}'",
+                         hint="use state:modified or state:new")
+
+
+def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[str]:
     """Models and seeds the criterion's method and value pick, before graph operators."""
     nodes = graph.nodes.items()
+    if c.method == "state":
+        return _state(graph, c, previous)
     if c.method == "name":
         if any(ch in c.value for ch in "*?["):
             return {n for n in graph.nodes if fnmatch.fnmatchcase(n, c.value)}
@@ -98,9 +124,9 @@ def _matched(graph: Graph, c: Criterion, tests) -> set[str]:
                          hint=f"use {METHODS}")
 
 
-def _nodes(graph: Graph, c: Criterion, tests) -> set[str]:
+def _nodes(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[str]:
     """Models and seeds the criterion picks, with its graph operators."""
-    matched = _matched(graph, c, tests)
+    matched = _matched(graph, c, tests, previous)
     result = set(matched)
     for name in matched:
         if c.up is not None:
@@ -119,25 +145,28 @@ def _selectors(texts) -> list[list[Criterion]]:
             for text in texts or () for selector in text.split()]
 
 
-def _union(graph: Graph, selectors: list[list[Criterion]], tests) -> set[str]:
-    return set().union(*(set.intersection(*(_nodes(graph, c, tests) for c in criteria))
+def _union(graph: Graph, selectors: list[list[Criterion]], tests, previous) -> set[str]:
+    return set().union(*(set.intersection(*(_nodes(graph, c, tests, previous) for c in criteria))
                          for criteria in selectors))
 
 
-def select(graph: Graph, selectors=(), excludes=(), tests=None) -> list[str]:
-    """Selected model and seed names in DAG order; no selectors selects everything."""
+def select(graph: Graph, selectors=(), excludes=(), tests=None,
+           previous: dict | None = None) -> list[str]:
+    """Selected model and seed names in DAG order; no selectors selects everything.
+    previous: an earlier manifest's nodes, for state:"""
     tests = tests or {}
     chosen, dropped = _selectors(selectors), _selectors(excludes)
-    names = _union(graph, chosen, tests) if chosen else set(graph.nodes)
-    names -= _union(graph, dropped, tests)
+    names = _union(graph, chosen, tests, previous) if chosen else set(graph.nodes)
+    names -= _union(graph, dropped, tests, previous)
     return [n for n in graph.order if n in names]
 
 
-def select_tests(graph: Graph, tests, selectors=(), excludes=()) -> list[str]:
+def select_tests(graph: Graph, tests, selectors=(), excludes=(),
+                 previous: dict | None = None) -> list[str]:
     """Data tests to run: a selector picks a test when each of its criteria names the test
     (by name, tag or resource_type:test) or selects a model or seed the test is on."""
     chosen, dropped = _selectors(selectors), _selectors(excludes)
-    nodes = {c: _nodes(graph, c, tests) for s in chosen + dropped for c in s}
+    nodes = {c: _nodes(graph, c, tests, previous) for s in chosen + dropped for c in s}
 
     def picked(name: str, selectors: list[list[Criterion]]) -> bool:
         test = tests[name]

@@ -25,7 +25,13 @@ from .locations import is_remote
 from .locking import warehouse_lock
 from .project import Project, load_project
 from .rendering import CompiledNode, Renderer
-from .results import write_compiled, write_manifest, write_run_results
+from .results import (
+    read_run_results,
+    read_state,
+    write_compiled,
+    write_manifest,
+    write_run_results,
+)
 from .runner import NodeResult, execute, run_data_test, run_node, timed
 from .selection import select, select_tests
 from .sqlcheck import check_model_sql
@@ -44,6 +50,8 @@ class Invocation:
     threads: int | None = None
     debug: bool = False  # Spark's own output on the terminal, not in target/spark.log
     rerun_tests: bool = False  # build: run data tests that passed on unchanged inputs too
+    fail_fast: bool = False  # start nothing more after the first failure
+    state: str | None = None  # a folder with an earlier run's manifest.json (state:modified)
 
 
 def parse_vars(text: str | None) -> dict:
@@ -65,6 +73,7 @@ class Loaded:
     graph: Graph
     tests: dict[str, DataTest]
     engine: Engine | None = None  # a build's: is_incremental() asked it whether tables exist
+    previous: dict | None = None  # --state: the nodes of an earlier manifest.json
 
 
 def engine_of(project: Project, inv: Invocation) -> Engine:
@@ -80,6 +89,7 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     own), so that is_incremental() asks it whether each table exists, wherever the warehouse is;
     without one (compile, ls, docs) rendering looks at the local disk only and reads no remote
     warehouse."""
+    previous = read_state(inv.state)  # before this load writes target/manifest.json
     project = load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
     made = engine or (engine_of(project, inv) if with_engine else None)
     renderer = Renderer(project, inv.full_refresh, made.table_exists if made else None)
@@ -87,15 +97,23 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     for node in graph.nodes.values():
         if node.sql is not None:
             check_model_sql(node, graph.nodes)
-    loaded = Loaded(project, graph, load_tests(project, renderer, graph.nodes), made)
+    loaded = Loaded(project, graph, load_tests(project, renderer, graph.nodes), made, previous)
     write_manifest(project, graph, loaded.tests)
     return loaded
 
 
-def selected_nodes(inv: Invocation, graph: Graph, kinds=("seed", "model"),
+def selected_nodes(inv: Invocation, loaded: Loaded, kinds=("seed", "model"),
                    tests: dict | None = None) -> list[str]:
-    return [n for n in select(graph, inv.select, inv.exclude, tests or {})
+    """The selected models and seeds of `kinds`; tests: the data tests whose names select no
+    model (default: the project's)."""
+    graph = loaded.graph
+    return [n for n in select(graph, inv.select, inv.exclude,
+                              loaded.tests if tests is None else tests, loaded.previous)
             if graph.nodes[n].file.kind in kinds]
+
+
+def selected_tests(inv: Invocation, loaded: Loaded) -> list[str]:
+    return select_tests(loaded.graph, loaded.tests, inv.select, inv.exclude, loaded.previous)
 
 
 @dataclass(frozen=True)
@@ -106,8 +124,7 @@ class Compiled:
 
 def compile_models(inv: Invocation) -> Compiled:
     loaded = load(inv)
-    nodes = [loaded.graph.nodes[n] for n in selected_nodes(inv, loaded.graph, ("model",),
-                                                            loaded.tests)]
+    nodes = [loaded.graph.nodes[n] for n in selected_nodes(inv, loaded, ("model",))]
     write_compiled(loaded.project, nodes)
     return Compiled(nodes, offline_note(loaded.project, nodes))
 
@@ -139,7 +156,7 @@ def list_nodes(inv: Invocation) -> list[Listing]:
     loaded = load(inv)
     project, graph = loaded.project, loaded.graph
     rows = []
-    for name in selected_nodes(inv, graph, tests=loaded.tests):
+    for name in selected_nodes(inv, loaded):
         node = graph.nodes[name]
         deps = node.refs + tuple(f"source:{s}.{t}" for s, t in node.sources)
         materialized = node.config.materialized
@@ -234,8 +251,8 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
            watch: bool) -> list[NodeResult]:
     started = time.time()
     graph, tests = loaded.graph, loaded.tests
-    chosen = selected_nodes(inv, graph, kinds, tests)
-    test_names = select_tests(graph, tests, inv.select, inv.exclude) if command == "build" else []
+    chosen = selected_nodes(inv, loaded, kinds)
+    test_names = selected_tests(inv, loaded) if command == "build" else []
     steps = plan(graph, tests, chosen, test_names)
     write_compiled(loaded.project, [graph.nodes[n] for n in chosen])
     report.start(len(steps.order), loaded.project.target.name)
@@ -252,7 +269,8 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
         skip_passed = not (inv.rerun_tests or inv.full_refresh)
         results = execute(steps.order, steps.parents, runner(run.ctx, tests, skip_passed),
                           steps.labels,
-                          inv.threads or loaded.project.target.threads, run.result, run.begin)
+                          inv.threads or loaded.project.target.threads, run.result, run.begin,
+                          inv.fail_fast)
         write_run_results(loaded.project, command, results, started, ctx.spark_start_seconds)
         if watch:
             _watch(inv, run.ctx, chosen, results, kinds, run.result, run.batch)
@@ -270,7 +288,7 @@ def _watch(inv: Invocation, ctx: BuildContext, chosen: list[str], results: list[
     def refresh(watch_ctx: BuildContext) -> list[NodeResult]:
         """Batch models, re-rendered so is_incremental() and edited SQL are current."""
         again = load(quiet, engine=watch_ctx.engine)
-        names = [n for n in selected_nodes(quiet, again.graph, kinds, again.tests)
+        names = [n for n in selected_nodes(quiet, again, kinds)
                  if again.graph.nodes[n].config.materialized not in ("streaming", "view")]
         steps = plan(again.graph, again.tests, names, [])
         watch_ctx = replace(watch_ctx, graph=again.graph)
@@ -285,7 +303,7 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     """Run the selected data tests against the tables as they are."""
     started = time.time()
     loaded = load(inv)
-    names = select_tests(loaded.graph, loaded.tests, inv.select, inv.exclude)
+    names = selected_tests(inv, loaded)
     report.start(len(names), loaded.project.target.name)
     if not names:
         return []
@@ -296,16 +314,47 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
                       report.warn) as run:
         results = execute(names, {}, runner(run.ctx, loaded.tests),
                           {n: ("test", "test") for n in names},
-                          inv.threads or loaded.project.target.threads, run.result, run.begin)
+                          inv.threads or loaded.project.target.threads, run.result, run.begin,
+                          inv.fail_fast)
         write_run_results(loaded.project, "test", results, started, ctx.spark_start_seconds)
     return results
+
+
+COMMAND_KINDS = {"build": ("seed", "model"), "run": ("model",), "seed": ("seed",)}
+
+
+def retry(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
+    """Run again what failed or was skipped in the last build, run, seed or test (its
+    target/run_results.json), with the same command: dbt's retry."""
+    loaded = load(inv)
+    last = read_run_results(loaded.project)
+    where = str(loaded.project.target_dir / "run_results.json")
+    if last is None:
+        raise MedallionError("nothing to retry: no run results yet", path=where,
+                             hint="run medallion build first")
+    if last["command"] not in (*COMMAND_KINDS, "test"):
+        raise MedallionError(f"cannot retry '{last['command']}'", path=where)
+    if last["target"] != loaded.project.target.name:
+        raise MedallionError(f"the last run was on target '{last['target']}', not "
+                             f"'{loaded.project.target.name}'", path=where,
+                             hint=f"medallion retry -t {last['target']}")
+    known = {*loaded.graph.nodes, *loaded.tests}
+    names = tuple(r["name"] for r in last["results"]
+                  if r["status"] in ("error", "skipped") and r["name"] in known)
+    if not names:
+        report.start(0, loaded.project.target.name)
+        return []
+    again = replace(inv, select=names, exclude=())
+    if last["command"] == "test":
+        return test(again, report)
+    return build(again, last["command"], COMMAND_KINDS[last["command"]], report)
 
 
 def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     """Run model unit tests (tests/unit/*.yml) on their given rows; no table is touched (nor
     the event log: they say nothing about the warehouse)."""
     loaded = load(inv)
-    models = set(selected_nodes(inv, loaded.graph, ("model",), {}))
+    models = set(selected_nodes(inv, loaded, ("model",), tests={}))
     found = {t.name: t for t in load_unit_tests(loaded.project, loaded.graph)}
     names = [n for n, t in found.items() if t.model in models or n in inv.select]
     report.start(len(names), loaded.project.target.name)
@@ -333,7 +382,7 @@ def status(inv: Invocation) -> list:
 
     loaded = load(inv)
     return table_status(loaded.project, loaded.graph,
-                        selected_nodes(inv, loaded.graph, tests=loaded.tests))
+                        selected_nodes(inv, loaded))
 
 
 def fetch_jars(bundles: tuple[str, ...]) -> list[Path]:

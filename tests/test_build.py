@@ -8,6 +8,7 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 
 from conftest import read_delta
+from medallion_cli import tasks
 from medallion_cli.errors import MedallionError
 
 
@@ -170,6 +171,30 @@ def test_failed_model_keeps_its_table_and_skips_downstream(project, build):
     assert version(root / "warehouse/models/b") == 0
     assert read_delta(root / "warehouse/models/b") == [{"id": 1}]
     assert version(root / "warehouse/models/c") == 0
+
+
+def test_fail_fast_stops_after_the_first_failure_and_retry_runs_the_rest(project, build):
+    root = project({"models/a.sql": "select cast('x' as int) as id",  # fails when it runs
+                    "models/b.sql": "select 2 as id", "models/c.sql": "select id from {{ ref('b') }}"})
+    results = build(root, threads=1, fail_fast=True)
+    assert results["a"].status == "error"
+    assert {results[n].status for n in "bc"} == {"skipped"}
+    assert results["b"].message == "--fail-fast: stopped after 'a' failed"
+    assert not (root / "warehouse/models/b").exists()
+    unchecked = build(root, threads=1)  # without it, what does not depend on `a` is built
+    assert [unchecked[n].status for n in "abc"] == ["error", "success", "success"]
+    build(root, threads=1, fail_fast=True)
+    (root / "models/a.sql").write_text("select 1 as id")
+    retried = {r.name: r for r in tasks.retry(tasks.Invocation(project_dir=str(root)))}
+    assert {n: r.status for n, r in retried.items()} == {
+        "a": "success", "b": "up_to_date", "c": "up_to_date"}
+    assert tasks.retry(tasks.Invocation(project_dir=str(root))) == []  # nothing failed last
+
+
+def test_retry_errors(project):
+    root = project({"models/a.sql": "select 1 as id"})
+    with pytest.raises(MedallionError, match="nothing to retry: no run results yet"):
+        tasks.retry(tasks.Invocation(project_dir=str(root)))
 
 
 def test_schema_change_fail_and_append_new_columns(project, build):

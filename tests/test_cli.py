@@ -1,6 +1,7 @@
 """The command line: commands, exit codes, error output, and no JVM for compile and ls."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -56,6 +57,32 @@ def test_several_values_after_one_select_flag(project):
     assert listed("--select=a", "d") == ["a", "d"]
     assert listed("-s", "a", "-s", "b") == ["a", "b"]
     assert listed("-s", "a,b") == []  # `,` intersects: no node is both a and b
+
+
+def test_state_modified_selects_what_changed_since_an_earlier_manifest(project):
+    root = project({"models/a.sql": "select 1 as id",
+                    "models/b.sql": "select id from {{ ref('a') }}",
+                    "models/c.sql": "select id from {{ ref('b') }}",
+                    "models/d.sql": "select {{ four() }} as id",
+                    "macros/m.sql": "{% macro four() %}4{% endmacro %}"})
+    assert invoke("ls", "--project-dir", root).exit_code == 0
+    shutil.copytree(root / "target", root / "prod")  # the deployed run's artifacts
+    (root / "models/b.sql").write_text("select id + 1 as id from {{ ref('a') }}")
+    (root / "macros/m.sql").write_text("{% macro four() %}4.0{% endmacro %}")  # d's SQL changes
+    (root / "models/e.sql").write_text("select 5 as id")
+
+    def listed(*selectors):
+        result = invoke("ls", "--project-dir", root, "--state", root / "prod", "-s", *selectors)
+        assert result.exit_code == 0, result.output
+        return [line.split()[0] for line in result.output.splitlines()]
+
+    assert listed("state:modified") == ["d", "e", "b"]  # in DAG order: macro, new, edited
+    assert listed("state:new") == ["e"]
+    assert listed("state:modified+", "--exclude", "d") == ["e", "b", "c"]
+    unchanged = invoke("ls", "--project-dir", root, "-s", "state:modified")
+    assert unchanged.exit_code == 2 and "pass --state" in unchanged.output
+    missing = invoke("ls", "--project-dir", root, "--state", root / "nowhere", "-s", "a")
+    assert missing.exit_code == 2 and "no manifest.json there" in missing.output
 
 
 def test_compile_ls_and_docs_start_no_jvm(project):
