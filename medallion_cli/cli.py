@@ -195,6 +195,27 @@ def retry(inv, debug, log_format):
     _report(lambda report: tasks.retry(inv, report), debug, log_format)
 
 
+@main.command(help="Delete the project's clean-targets (medallion_project.yml; default: "
+                   "target/). Tables in the warehouse are kept.")
+@common_options
+def clean(inv, debug):
+    for folder in tasks.clean(inv):
+        click.echo(f"Removed {folder}")
+
+
+@main.command("debug", help="Check this machine, the profile and the project without "
+                            "building: Python and Java, the project, the target, the JARs its "
+                            "engine needs, the warehouse, and Spark (started, one query run).")
+@common_options
+def debug_command(inv, debug):
+    failed = False
+    for check in tasks.debug(inv):
+        mark = click.style("OK  " if check.ok else "FAIL", fg="green" if check.ok else "red")
+        click.echo(f"{mark} {check.name:<10} {check.detail}")
+        failed |= not check.ok
+    sys.exit(1 if failed else 0)
+
+
 @main.command(help="Write a static HTML page documenting the project: the DAG by layer, each "
                    "model's SQL, config, columns, tests and lineage (no Spark started on the "
                    "embedded engine; delta-spark reads built tables' columns through Spark).")

@@ -94,6 +94,7 @@ class Project:
     macro_files: list[Path]
     singular_tests: list[Path] = field(default_factory=list)
     unit_test_files: list[Path] = field(default_factory=list)
+    clean_targets: list[str] = field(default_factory=lambda: ["target"])  # medallion clean
 
     def table_path(self, node: NodeFile) -> str:
         return join(self.target.warehouse, node.layer, node.name)
@@ -535,4 +536,5 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
         singular_tests=[p for base, p in _discover(root, test_dirs, ".sql")
                         if p.relative_to(base).parts[0] != "generic"],
         unit_test_files=[p for _, p in _discover(root, [f"{d}/unit" for d in test_dirs], ".yml")],
+        clean_targets=[str(p) for p in spec.get("clean-targets") or ["target"]],
     )

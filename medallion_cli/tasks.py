@@ -376,6 +376,34 @@ def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult
                    report.begin)
 
 
+def clean(inv: Invocation) -> list[Path]:
+    """Delete the project's clean-targets (default: target/), as dbt clean; returns those
+    removed. Folders outside the project, or the project itself, are refused."""
+    import shutil
+
+    project = load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
+    root = project.root.resolve()
+    folders = [(root / name).resolve() for name in project.clean_targets]
+    for folder in folders:
+        if folder == root or root not in folder.parents:
+            raise MedallionError(f"clean-targets names {folder}, which is not inside the "
+                                 "project", path=str(root / "medallion_project.yml"),
+                                 hint="list folders of the project, such as target")
+    removed = [folder for folder in folders if folder.exists()]
+    for folder in removed:
+        shutil.rmtree(folder)
+    return removed
+
+
+def debug(inv: Invocation):
+    """medallion debug: the checks of checkup.py, one by one."""
+    from .checkup import run_checks
+
+    return run_checks(lambda: load_project(inv.project_dir, inv.profiles_dir, inv.target,
+                                           inv.vars),
+                      lambda project: engine_of(project, inv))
+
+
 def status(inv: Invocation) -> list:
     """The selected tables' status (status.py), read from the warehouse without Spark."""
     from .status import table_status

@@ -7,6 +7,7 @@ import sys
 
 from click.testing import CliRunner
 
+from conftest import PROJECT as PROJECT_YML
 from medallion_cli.cli import main
 
 
@@ -83,6 +84,46 @@ def test_state_modified_selects_what_changed_since_an_earlier_manifest(project):
     assert unchanged.exit_code == 2 and "pass --state" in unchanged.output
     missing = invoke("ls", "--project-dir", root, "--state", root / "nowhere", "-s", "a")
     assert missing.exit_code == 2 and "no manifest.json there" in missing.output
+
+
+def test_debug_checks_the_machine_profile_and_project_without_building(project, spark,
+                                                                         engine_name):
+    root = project({"models/a.sql": "select 1 as id"})
+    result = invoke("debug", "--project-dir", root)
+    assert result.exit_code == 0, result.output
+    checks = {line.split()[1]: line for line in result.output.splitlines()}
+    assert list(checks) == ["python", "java", "project", "profile", "jars", "warehouse", "spark"]
+    assert all(line.startswith("OK") for line in checks.values())
+    assert f"{engine_name} engine" in checks["spark"]
+    assert ("delta-spark" in checks["jars"]) == (engine_name == "delta-spark")
+    assert not (root / "warehouse").exists()  # nothing built
+
+
+def test_debug_names_what_is_wrong(project, tmp_path):
+    root = project({"models/a.sql": "select 1 as id"})
+    (root / "profiles/profiles.yml").write_text(
+        "test:\n  target: cluster\n  outputs:\n    cluster:\n      engine: delta-spark\n"
+        f"      warehouse: warehouse\n      delta_jars: {tmp_path}\n")
+    result = invoke("debug", "--project-dir", root)
+    assert result.exit_code == 1
+    failed = [line for line in result.output.splitlines() if line.startswith("FAIL")]
+    assert failed[0].split()[1] == "jars" and "has no .jar files" in failed[0]
+    (root / "medallion_project.yml").write_text("name: x\nprofile: nope\n")
+    broken = invoke("debug", "--project-dir", root)
+    assert broken.exit_code == 1 and "FAIL project" in broken.output
+    assert "profile 'nope'" in broken.output and "OK   spark" not in broken.output
+
+
+def test_clean_removes_clean_targets_and_keeps_the_warehouse(project):
+    root = project({"models/a.sql": "select 1 as id"})
+    invoke("compile", "--project-dir", root)
+    (root / "warehouse/models/a").mkdir(parents=True)
+    result = invoke("clean", "--project-dir", root)
+    assert result.exit_code == 0 and result.output == f"Removed {root.resolve() / 'target'}\n"
+    assert not (root / "target").exists() and (root / "warehouse/models/a").is_dir()
+    (root / "medallion_project.yml").write_text(PROJECT_YML + "clean-targets: [target, ..]\n")
+    refused = invoke("clean", "--project-dir", root)
+    assert refused.exit_code == 2 and "which is not inside the project" in refused.output
 
 
 def test_compile_ls_and_docs_start_no_jvm(project):
