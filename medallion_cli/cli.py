@@ -270,16 +270,23 @@ def vacuum(inv, debug, retain, allow_short_retention):
         click.echo(f"{name:<40} {deleted} files deleted")
 
 
-@main.command(help="Print a table's rows, now or --as-of a version or timestamp.")
+@main.command(help="Print a table's rows, now or --as-of a version or timestamp; a view's rows; "
+                   "or the rows of --inline SQL (with ref, source and macros).")
 @common_options
-@click.argument("model")
+@click.argument("model", required=False)
 @click.option("--limit", default=20, show_default=True)
 @click.option("--as-of", default=None, help="A version number or an ISO 8601 timestamp.")
-def show(inv, debug, model, limit, as_of):
+@click.option("--inline", default=None, help="Spark SQL to run instead, e.g. "
+                                             "\"select * from {{ ref('x') }} where ...\".")
+def show(inv, debug, model, limit, as_of, inline):
     from . import maintenance
     from .rowtext import rows_text
 
-    click.echo(rows_text(maintenance.show(inv, model, limit, as_of)))
+    if (model is None) == (inline is None):
+        raise click.UsageError("give a MODEL or --inline SQL (one of them)")
+    rows = (maintenance.show_inline(inv, inline, limit) if inline is not None
+            else maintenance.show(inv, model, limit, as_of))
+    click.echo(rows_text(rows))
 
 
 @main.command(help="List a table's versions: when, what operation, and the rows it inserted, "

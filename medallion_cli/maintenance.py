@@ -130,9 +130,44 @@ def history(inv: Invocation, name: str, limit: int | None = None) -> list[Commit
     return [describe_commit(c) for c in engine.history(table.path, limit)]
 
 
+def _query(loaded: Loaded, engine: Engine, sql: str, refs, sources, limit: int, what: str):
+    """The first `limit` rows of Spark SQL over the project's tables (views computed)."""
+    from .build.context import BuildContext
+    from .build.inputs import register_relations
+    from .build.rows import with_views
+
+    ctx = BuildContext(loaded.project, loaded.graph, engine)
+    try:
+        register_relations(ctx, refs, sources, given=with_views(ctx, refs))
+        return engine.spark.sql(sql).limit(limit).toArrow()
+    except Exception as exc:
+        raise MedallionError(f"cannot run {what}: {error_message(exc)}") from exc
+
+
+def show_inline(inv: Invocation, text: str, limit: int = 20):
+    """Rows of ad hoc SQL (Jinja: ref, source, macros, vars) over the project's tables."""
+    from .rendering import Renderer
+
+    loaded = load(inv, with_engine=True)
+    renderer = Renderer(loaded.project, table_exists=loaded.engine.table_exists)
+    sql, record = renderer.render_text(text, "--inline")
+    return _query(loaded, loaded.engine, sql, record.refs, record.sources, limit,
+                  "the --inline query")
+
+
 def show(inv: Invocation, name: str, limit: int = 20, as_of: str | None = None):
-    """The table's rows now, or as of a version (a number) or a timestamp (ISO 8601)."""
-    _, engine, table = _one_table(inv, name)
+    """The table's rows now, or as of a version (a number) or a timestamp (ISO 8601); a view's
+    rows are its SQL run now."""
+    loaded = load(inv)
+    node = loaded.graph.nodes.get(name)
+    if node is not None and node.config.materialized == "view":
+        if as_of is not None:
+            raise MedallionError(f"'{name}' is a view: it has no versions to read as of",
+                                 path=node.file.rel_path, hint="show it without --as-of")
+        return _query(loaded, engine_of(loaded.project, inv), node.sql, node.refs, node.sources,
+                      limit, f"the view '{name}'")
+    engine = engine_of(loaded.project, inv)
+    table = table_of(loaded, engine, name)
     target = int(as_of) if as_of is not None and as_of.isdigit() else as_of
     try:
         return engine.snapshot(table.path, target, limit)

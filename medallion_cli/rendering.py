@@ -225,6 +225,12 @@ class Renderer:
         with self._errors(rel_path, str(self.project.root / rel_path)):
             return self.env.get_template(rel_path).render(context)
 
+    def render_text(self, text: str, origin: str) -> tuple[str, Recorded]:
+        """Ad hoc SQL (show --inline) rendered as a model would be, with what it names."""
+        record = Recorded(origin)
+        with self._errors(origin, None):
+            return self.env.from_string(text).render(self.context(record)), record
+
     def call_macro(self, name: str, kwargs: dict, record: Recorded, model: str) -> str:
         """Render by calling a macro (a generic test) on `model` with arguments; `to: ref('x')`
         style string arguments are evaluated as Jinja expressions."""

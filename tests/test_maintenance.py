@@ -77,10 +77,35 @@ def test_time_travel_errors(streamed, project):
         maintenance.show(inv, "silver_orders", as_of="77")
     root = project({"models/v.sql": "{{ config(materialized='view') }}select 1 as a",
                     "models/t.sql": "select 1 as a"})
-    with pytest.raises(MedallionError, match="is a view"):
-        maintenance.show(Invocation(project_dir=str(root)), "v")
+    with pytest.raises(MedallionError, match="is a view: it has no versions"):
+        maintenance.show(Invocation(project_dir=str(root)), "v", as_of="0")
     with pytest.raises(MedallionError, match="has no table yet"):
         maintenance.show(Invocation(project_dir=str(root)), "t")
+    with pytest.raises(MedallionError, match="cannot run the --inline query: .*nope"):
+        maintenance.show_inline(Invocation(project_dir=str(root)), "select nope from range(1)")
+
+
+def test_show_a_view_and_inline_sql(streamed, project):
+    """dbt's `show`: a view's rows are its SQL run now; --inline runs SQL with ref() and
+    macros over the built tables."""
+    (streamed / "models/silver/big_orders.sql").write_text(
+        "{{ config(materialized='view') }}"
+        "select order_id from {{ ref('silver_orders') }} where order_id >= 4")
+    (streamed / "macros").mkdir(exist_ok=True)
+    (streamed / "macros/at_least.sql").write_text(
+        "{% macro at_least(column, n) %}{{ column }} >= {{ n }}{% endmacro %}")
+    inv = Invocation(project_dir=str(streamed))
+    view = maintenance.show(inv, "big_orders", limit=100).to_pylist()
+    assert sorted(r["order_id"] for r in view) == [4, 5, 6, 7]
+    inline = maintenance.show_inline(
+        inv, "select count(*) as n from {{ ref('big_orders') }} "
+             "where {{ at_least('order_id', 5) }}").to_pylist()
+    assert inline == [{"n": 3}]
+    out = CliRunner().invoke(main, ["show", "--project-dir", str(streamed), "--inline",
+                                    "select order_id from {{ ref('silver_orders') }} "
+                                    "order by order_id", "--limit", "2"])
+    assert out.exit_code == 0 and "order_id" in out.output, out.output
+    assert CliRunner().invoke(main, ["show", "--project-dir", str(streamed)]).exit_code == 2
 
 
 # The embedded engine only: it keeps the Delta log with delta-rs, so these need no JVM; the
