@@ -247,6 +247,25 @@ def status(inv, debug, output):
     sys.exit(1 if worst(statuses) == "error" else 0)
 
 
+@main.group(cls=_Group, help="Commands on sources.")
+def source() -> None:
+    pass
+
+
+@source.command("freshness", help="How old each source's newest data is (its loaded_at_field, "
+                                  "else its newest file or last commit), against its "
+                                  "freshness limits; exit 1 past an error_after limit. Select "
+                                  "with -s source:NAME or source:NAME.TABLE.")
+@common_options
+def source_freshness(inv, debug):
+    checked = tasks.source_freshness(inv)
+    for c in checked:
+        level = (c.level or "-").upper()
+        when = f"{c.newest:%Y-%m-%d %H:%M:%S}" if c.newest else "nothing found"
+        click.echo(f"{level:<6} {c.name:<32} {c.basis}: {when:<20} {c.reason}")
+    sys.exit(1 if any(c.level == "error" for c in checked) else 0)
+
+
 @main.command(help="Compact the small files of the selected tables (streaming writes many).")
 @common_options
 def optimize(inv, debug):

@@ -126,7 +126,7 @@ def _interval(value, what: str, origin: str) -> float:
     return seconds
 
 
-def _freshness(raw, origin: str) -> dict:
+def freshness_limits(raw, origin: str) -> dict:
     """{warn_after: seconds, error_after: seconds}, either or both."""
     if not isinstance(raw, dict) or not raw or set(raw) - set(FRESHNESS_LIMITS):
         raise MedallionError("freshness must set warn_after and/or error_after", path=origin,
@@ -234,7 +234,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         cdc=raw.get("cdc"),
         incremental_by=as_tuple(raw.get("incremental_by")),
         event_time=raw.get("event_time"),
-        freshness=_freshness(raw["freshness"], origin) if "freshness" in raw else {},
+        freshness=freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from .config import CONFIG_KEYS, as_tuple, check_keys, merge_layers
+from .config import CONFIG_KEYS, as_tuple, check_keys, freshness_limits, merge_layers
 from .errors import MedallionError, closest
 from .locations import join, resolve
 
@@ -61,6 +61,10 @@ class SourceTable:
     unknown_fields: str = "rescue"  # JSON fields outside the schema: rescue | fail | ignore
     cdc: str | None = None  # "debezium": values are change events, unpacked (build/debezium.py)
     unique_key: tuple[str, ...] = ()  # a change event's key: an update that changes it is split
+    # dbt's source freshness: the column saying when a row was loaded (else the files' or
+    # commits' times) and {warn_after, error_after} in seconds (freshness.py)
+    loaded_at_field: str | None = None
+    freshness: dict = field(default_factory=dict)
 
     @property
     def relation(self) -> str:
@@ -297,9 +301,9 @@ PROPERTY_KEYS = {
     "columns": ("name", "description", "tests", "data_tests", "data_type", "type", "meta",
                 "quote"),
     "sources": ("name", "description", "path", "format", "options", "tables", "meta",
-                "unknown_fields"),
+                "unknown_fields", "loaded_at_field", "freshness"),
     "tables": ("name", "description", "format", "path", "schema", "columns", "options", "meta",
-               "unknown_fields", "cdc", "unique_key"),
+               "unknown_fields", "cdc", "unique_key", "loaded_at_field", "freshness"),
 }
 PROPERTY_KEYS["seeds"] = PROPERTY_KEYS["models"]
 
@@ -385,8 +389,17 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                     source=sname, name=tname, format=fmt,
                     path=_table_location(table, base, f"{origin}, source {sname}.{tname}"),
                     schema=schema, options=options, origin=origin, unknown_fields=unknown,
-                    cdc=table.get("cdc"), unique_key=unique_key)
+                    cdc=table.get("cdc"), unique_key=unique_key,
+                    loaded_at_field=table.get("loaded_at_field", source.get("loaded_at_field")),
+                    freshness=_source_freshness(table, source, origin, f"{sname}.{tname}"))
     return sources
+
+
+def _source_freshness(table: dict, source: dict, origin: str, where: str) -> dict:
+    """The table's freshness limits, else its source's; `freshness: null` on a table turns
+    its source's off, as in dbt."""
+    raw = table["freshness"] if "freshness" in table else source.get("freshness")
+    return freshness_limits(raw, f"{origin}, source {where}") if raw else {}
 
 
 def _rendered_options(options: dict, origin: str, where: str) -> dict[str, str]:

@@ -89,3 +89,13 @@ def write_run_results(project: Project, command: str, results: list[NodeResult],
         "results": [{k: v for k, v in asdict(r).items() if k != "detail"} for r in results],
     }, indent=2))
     return out
+
+
+def write_sources(project: Project, checked: list) -> Path:
+    """target/sources.json: `medallion source freshness`'s findings, as dbt writes them."""
+    out = project.target_dir / "sources.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "target": project.target.name, "results": [c.as_json for c in checked]}, indent=2))
+    return out

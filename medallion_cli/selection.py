@@ -174,3 +174,26 @@ def select_tests(graph: Graph, tests, selectors=(), excludes=(),
                    for s in selectors)
 
     return [n for n in tests if (not chosen or picked(n, chosen)) and not picked(n, dropped)]
+
+
+def select_sources(sources: dict, selectors=()) -> list:
+    """The sources `source:NAME` or `source:NAME.TABLE` selectors name (wildcards allowed); no
+    selectors: every source with freshness limits."""
+    texts = [t for text in selectors or () for t in text.split()]
+    if not texts:
+        return [s for s in sources.values() if s.freshness]
+    chosen = []
+    for text in texts:
+        method, _, value = text.partition(":")
+        if method != "source" or not value:
+            raise MedallionError(f"--select '{text}': sources are selected as source:NAME or "
+                                 "source:NAME.TABLE")
+        found = [s for (name, table), s in sources.items()
+                 if fnmatch.fnmatchcase(f"{name}.{table}", value)
+                 or fnmatch.fnmatchcase(name, value)]
+        if not found:
+            names = [f"{n}.{t}" for n, t in sources]
+            raise MedallionError(f"--select '{text}': no such source. "
+                                 f"{closest(value, names)}".strip())
+        chosen += [s for s in found if s not in chosen]
+    return chosen

@@ -31,9 +31,10 @@ from .results import (
     write_compiled,
     write_manifest,
     write_run_results,
+    write_sources,
 )
 from .runner import NodeResult, execute, run_data_test, run_node, timed
-from .selection import select, select_tests
+from .selection import select, select_sources, select_tests
 from .sqlcheck import check_model_sql
 from .unittests import load_unit_tests, run_unit_test
 
@@ -402,6 +403,27 @@ def debug(inv: Invocation):
     return run_checks(lambda: load_project(inv.project_dir, inv.profiles_dir, inv.target,
                                            inv.vars),
                       lambda project: engine_of(project, inv))
+
+
+def source_freshness(inv: Invocation) -> list:
+    """The selected sources' freshness (freshness.py), also written to target/sources.json.
+    Spark starts only for a source whose loaded_at_field must be read."""
+    from .build.inputs import read_source
+    from .eventlog import now
+    from .freshness import source_freshness as check
+
+    loaded = load(inv)
+    engines: list[Engine] = []
+
+    def read(source):
+        if not engines:
+            engines.append(engine_of(loaded.project, inv))
+        return read_source(BuildContext(loaded.project, loaded.graph, engines[0]), source)
+
+    checked = check(loaded.project, select_sources(loaded.project.sources, inv.select), read,
+                    now())
+    write_sources(loaded.project, checked)
+    return checked
 
 
 def status(inv: Invocation) -> list:
