@@ -98,7 +98,21 @@ def run_medallion(project: Path, setup: str = "embedded") -> dict:
     done = run_results(project)
     return {"first": first, "increment": increment, "noop": noop,
             "noop_after_spark_start": done["elapsed_seconds"] - done["spark_start_seconds"],
-            "results": first_results["results"]}
+            "results": first_results["results"],
+            "first_spark_start": first_results["spark_start_seconds"],
+            "first_in_medallion": first_results["elapsed_seconds"]}
+
+
+def phase_seconds(run: dict) -> dict:
+    """Where a first build's time went: starting Spark, then each build step summed over the
+    nodes (their own threads may overlap), and the whole process."""
+    steps: dict[str, float] = {}
+    for result in run["results"]:
+        for step, seconds in (result.get("phases") or {}).items():
+            steps[step] = steps.get(step, 0.0) + seconds
+    return {"process": round(run["first"], 1), "in_medallion": round(run["first_in_medallion"], 1),
+            "spark_start": round(run["first_spark_start"], 1),
+            **{step: round(seconds, 1) for step, seconds in sorted(steps.items())}}
 
 
 def run_results(project: Path) -> dict:
@@ -150,6 +164,8 @@ def main() -> None:
         "noop_seconds (median; after Spark started)": {
             setup: [round(median(setup, "noop"), 1),
                     round(median(setup, "noop_after_spark_start"), 1)] for setup in chosen},
+        "first_build_phases (seconds, last run)": {
+            setup: phase_seconds(done[-1]) for setup, done in runs.items()},
         "medallion_rows_per_second (first build)": {setup: {
             r["name"]: round((r["rows"] or 0) / r["seconds"]) for r in done[-1]["results"]
             if r["kind"] == "model" and r["rows"]} for setup, done in runs.items()},

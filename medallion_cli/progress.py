@@ -20,7 +20,8 @@ from .tasks import Reporter
 
 STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",
                 "skipped": "SKIP"}
-TEST_LABEL = {"success": "PASS", "warn": "WARN", "error": "FAIL", "skipped": "SKIP"}
+TEST_LABEL = {"success": "PASS", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "FAIL",
+              "skipped": "SKIP"}
 COLORS = {"OK": "green", "PASS": "green", "ERROR": "red", "FAIL": "red", "SKIP": "yellow",
           "WARN": "yellow"}
 ORDER = ("success", "up_to_date", "warn", "error", "skipped")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .build.batch import build_batch
-from .build.context import BuildContext
+from .build.context import BuildContext, Phases
 from .build.inputs import register_relations
 from .build.rows import with_views
 from .build.state import inputs_fingerprint, passed_on, record_test
@@ -39,6 +39,7 @@ class NodeResult:
     stream: dict = field(default_factory=dict)  # streaming: rows/s, batch seconds, Kafka lag
     malformed: int | None = None
     rescued: int | None = None
+    phases: dict = field(default_factory=dict)  # step -> seconds (build/context.py Phases)
     detail: str = ""  # the traceback, for --debug
 
     @property
@@ -58,8 +59,10 @@ def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult
 
 
 def own_session(ctx: BuildContext) -> BuildContext:
-    """The context with a Spark session of its own (one SparkContext for all)."""
-    return replace(ctx, engine=in_session(ctx.engine, ctx.engine.spark.newSession()))
+    """The context with a Spark session of its own (one SparkContext for all), timing its
+    own phases."""
+    return replace(ctx, engine=in_session(ctx.engine, ctx.engine.spark.newSession()),
+                   phases=Phases())
 
 
 def run_node(ctx: BuildContext, name: str) -> NodeResult:
@@ -67,14 +70,16 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
     build = build_streaming if node.config.materialized == "streaming" else build_batch
 
     def work() -> NodeResult:
-        outcome = build(own_session(ctx), node)
+        node_ctx = own_session(ctx)
+        outcome = build(node_ctx, node)
         write = outcome.write
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
                           rows=write.rows if write else None, rows_read=outcome.rows_read,
                           files_added=write.files_added if write else None,
                           version=write.version if write else None, message=outcome.message,
                           expectations=outcome.expectations, stream=outcome.stream,
-                          malformed=outcome.malformed, rescued=outcome.rescued)
+                          malformed=outcome.malformed, rescued=outcome.rescued,
+                          phases=node_ctx.phases.rounded())
 
     return timed(name, node.file.kind, node.config.materialized, work)
 
@@ -85,22 +90,24 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) 
     unchanged, so it would pass again."""
     def work() -> NodeResult:
         test_ctx = own_session(ctx)
-        state = inputs_fingerprint(test_ctx, test.sql, test.refs, test.sources,
-                                   [test.severity, test.error_if, test.warn_if])
-        passed_at = passed_on(test_ctx, test.name, state) if skip_passed else None
+        with test_ctx.phases.timing("fingerprint"):
+            state = inputs_fingerprint(test_ctx, test.sql, test.refs, test.sources,
+                                       [test.severity, test.error_if, test.warn_if])
+            passed_at = passed_on(test_ctx, test.name, state) if skip_passed else None
         if passed_at:
             return NodeResult(test.name, "test", "test", "up_to_date",
                               message=f"passed at {passed_at} on its inputs as they are; "
                                       "--rerun-tests runs it again")
-        register_relations(test_ctx, test.refs, test.sources,
-                           given=with_views(test_ctx, test.refs))
-        run = run_test(test_ctx.engine.spark, test)
+        with test_ctx.phases.timing("query"):
+            register_relations(test_ctx, test.refs, test.sources,
+                               given=with_views(test_ctx, test.refs))
+            run = run_test(test_ctx.engine.spark, test)
         record_test(test_ctx, test.name, state, run.status == "success")
         word = {"success": "passed", "warn": "warned", "error": "failed"}[run.status]
         message = (f"{word}: {run.failures} failing row(s) ({test.origin}, {test.key})\n{run.sample}"
                    if run.failures else "")
         return NodeResult(test.name, "test", "test", run.status, rows=run.failures,
-                          message=message.rstrip())
+                          message=message.rstrip(), phases=test_ctx.phases.rounded())
 
     return timed(test.name, "test", "test", work)
 

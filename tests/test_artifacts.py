@@ -38,6 +38,12 @@ def test_manifest_and_run_results(project, engine_name):
     assert runs["unique_counts_status"]["status"] == "success"
     # a batch model reads silver's 5 rows, counted from the Delta log's file statistics
     assert (runs["silver_orders"]["rows_read"], runs["counts"]["rows_read"]) == (5, 5)
+    # where each node's time went, step by step, within its own seconds
+    assert set(runs["counts"]["phases"]) == {"fingerprint", "write"}
+    assert set(bronze["phases"]) == {"fingerprint", "query_start", "write"}
+    assert set(runs["unique_counts_status"]["phases"]) == {"fingerprint", "query"}
+    for run in runs.values():
+        assert 0 < sum(run["phases"].values()) <= run["seconds"] + 0.01, run
 
 
 def test_json_log_format(project, engine_name):
@@ -67,6 +73,24 @@ def test_live_status_line_on_a_terminal_and_plain_lines_otherwise():
     plain = run(False)
     assert "running:" not in plain and "\x1b[K" not in plain
     assert "1 of 1" in plain and "[3 rows, 1.2s]" in plain
+
+
+def test_every_kind_of_node_prints_in_every_status():
+    """A no-op build reports data tests up to date: the console has a word for each status."""
+    from medallion_cli.progress import ORDER
+
+    results = [NodeResult(f"{kind}_{status}", kind, kind, status, 0.5, message="why")
+               for kind in ("seed", "model", "test", "unit") for status in ORDER]
+    runner = CliRunner()
+    with runner.isolation() as (out, _, _):
+        console = Console(live=False)
+        console.start(len(results), "local")
+        for result in results:
+            console.result(result)
+        console.finish(results)
+        text = out.getvalue().decode()
+    assert "UP TO DATE test test_up_to_date" in text and "PASS       test test_success" in text
+    assert "Done. 4 success, 4 up to date, 4 warn, 4 error, 4 skipped" in text
 
 
 def test_the_status_line_says_starting_spark_while_the_engine_starts():

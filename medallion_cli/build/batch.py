@@ -24,20 +24,25 @@ def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
         model_rows(ctx, node)  # analysed, so a broken view fails here: it has no table
         return Outcome("success")
     path = ctx.project.table_path(node.file)
-    state = fingerprint(ctx, node)
-    if (state is not None and not ctx.full_refresh and ctx.engine.table_exists(path)
-            and ctx.engine.last_commit_value(path, FINGERPRINT_KEY) == state):
+    with ctx.phases.timing("fingerprint"):
+        state = fingerprint(ctx, node)
+        unchanged = (state is not None and not ctx.full_refresh and ctx.engine.table_exists(path)
+                     and ctx.engine.last_commit_value(path, FINGERPRINT_KEY) == state)
+    if unchanged:
         return Outcome("up_to_date", message="inputs, SQL and config unchanged since the last build")
     metadata = {FINGERPRINT_KEY: state} if state else {}
     cfg = node.config
     if node.file.kind == "seed":
         rows = seed_rows(ctx, node)
-        return Outcome("success", ctx.engine.write(rows, path, "overwrite", metadata=metadata,
-                                                   properties=cfg.delta_properties(rows.columns)))
+        with ctx.phases.timing("write"):
+            return Outcome("success", ctx.engine.write(
+                rows, path, "overwrite", metadata=metadata,
+                properties=cfg.delta_properties(rows.columns)))
     if cfg.incremental_by:
         return build_by_groups(ctx, node, path, metadata)
     replace = cfg.materialized == "table" or not node.is_incremental
-    with checked_rows(ctx, node, model_rows(ctx, node), replace) as (df, counts):
+    with checked_rows(ctx, node, model_rows(ctx, node), replace) as (df, counts), \
+            ctx.phases.timing("write"):
         if cfg.materialized == "table":
             write = ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata=metadata,
                                      properties=cfg.delta_properties(df.columns))
@@ -52,8 +57,9 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
     cfg = node.config
     versions = input_versions(ctx, node)  # before reading: the changes up to these are applied
     metadata = {**metadata, **group_metadata(node, versions)}
-    groups, why_full = (None, None) if ctx.full_refresh or not ctx.engine.table_exists(path) \
-        else changed_groups(ctx, node, path, versions)
+    with ctx.phases.timing("changed_groups"):
+        groups, why_full = (None, None) if ctx.full_refresh or not ctx.engine.table_exists(
+            path) else changed_groups(ctx, node, path, versions)
     rows = model_rows(ctx, node)
     missing = [k for k in cfg.incremental_by if k not in rows.columns]
     if missing:
@@ -61,14 +67,16 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
                              "not return", path=node.file.rel_path,
                              hint="name columns of its SELECT: the groups its rows are computed per")
     if groups is None:
-        with checked_rows(ctx, node, rows, replace=True) as (df, counts):
+        with checked_rows(ctx, node, rows, replace=True) as (df, counts), \
+                ctx.phases.timing("write"):
             write = ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata=metadata,
                                      properties=cfg.delta_properties(df.columns))
         message = f"recomputed in full: {why_full}" if why_full else ""
         return Outcome("success", write, message, counts, rows_read(ctx, node))
     groups = groups.persist()
     try:
-        with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as (df, counts):
+        with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as (df, counts), \
+                ctx.phases.timing("write"):
             spec = MergeSpec(cfg.incremental_by, null_safe_keys=cfg.incremental_by,
                              delete_column=DELETE_COLUMN, replace_groups=True)
             write = ctx.engine.merge(group_replacement(df, groups), path, spec, metadata,

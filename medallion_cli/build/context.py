@@ -3,6 +3,9 @@ the names of the columns medallion adds to rows."""
 
 from __future__ import annotations
 
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -16,6 +19,27 @@ SOURCE_FILE_COLUMN = "_source_file"
 RESCUED_COLUMN = "_rescued_data"  # JSON fields outside a source's schema
 FAILED_RULES = "_failed_rules"
 VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
+
+
+@dataclass
+class Phases:
+    """Seconds a node's build spent in each step (fingerprint, expectations, write, ...), summed
+    over its micro-batches: where the time goes, in run_results.json."""
+
+    seconds: dict = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def timing(self, phase: str):
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - began
+
+    def rounded(self) -> dict:
+        return {phase: round(seconds, 3) for phase, seconds in self.seconds.items()}
 
 
 @dataclass(frozen=True)
@@ -35,6 +59,7 @@ class BuildContext:
     # Runs an action once the batches recorded so far are in the event log.
     after_recorded: Callable = lambda action: action()
     spark_start_seconds: float | None = None  # this invocation's (0 when it was running already)
+    phases: Phases = field(default_factory=Phases)  # the node's own (see runner.own_session)
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,8 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
         rows_read = new_rows.count()
     if not replace and not rows_read:
         return  # commits that added no rows (compaction): nothing to write
-    with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts):
+    with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts), \
+            ctx.phases.timing("write"):
         result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn,
                                    metadata={DEFINITION_KEY: start.definition})
         malformed, rescued = (_kept(rows, result, c) for c in (CORRUPT_COLUMN, RESCUED_COLUMN))
@@ -179,10 +180,12 @@ def raise_query_error(query, tally: StreamTally) -> None:
 def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     """Process everything new once (trigger available_now), then stop; start no query when
     its inputs are as they were when it last caught up."""
-    done, state = caught_up(ctx, node)
+    with ctx.phases.timing("fingerprint"):
+        done, state = caught_up(ctx, node)
     if done:
         return Outcome("up_to_date", message="no new input since it last caught up")
-    query, tally, start = start_query(ctx, node)
+    with ctx.phases.timing("query_start"):
+        query, tally, start = start_query(ctx, node)
     try:
         query.awaitTermination()
     except Exception:
