@@ -1,4 +1,5 @@
-"""Data tests: generic tests declared in models/**/*.yml and singular tests in tests/*.sql.
+"""Data tests: generic tests declared in models/**/*.yml (on models, seeds and source tables)
+and singular tests in tests/*.sql.
 
 A test is a query returning the rows that fail it. Generic tests are `test_<name>` macros
 (built-in or the project's own), called with the model and column they are declared on;
@@ -13,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import MedallionError, closest
-from .project import NodeFile, Project
+from .project import NodeFile, Project, SourceTable
 from .rendering import Recorded, Renderer, masked
 from .rowtext import rows_text
 
@@ -93,14 +94,25 @@ def _parse_spec(spec, origin: str, key: str) -> tuple[str, dict, dict]:
                          hint="e.g. - not_null   or   - accepted_values: {values: [a, b]}")
 
 
-def _generic_specs(node: NodeFile):
-    """(spec, column or None, key) for every test declared on a model or seed."""
-    for i, spec in enumerate(node.data_tests):
-        yield spec, None, f"models[{node.name}].tests[{i}]"
-    for column in node.columns:
+def _generic_specs(where: str, data_tests, columns):
+    """(spec, column or None, key) for every test declared on a model, seed or source table;
+    `where` is its place in the properties file, e.g. models[orders]."""
+    for i, spec in enumerate(data_tests):
+        yield spec, None, f"{where}.tests[{i}]"
+    for column in columns:
         col = column.get("name")
         for i, spec in enumerate(column.get("data_tests") or column.get("tests") or ()):
-            yield spec, col, f"models[{node.name}].columns[{col}].tests[{i}]"
+            yield spec, col, f"{where}.columns[{col}].tests[{i}]"
+
+
+def _on(node: NodeFile | SourceTable):
+    """What a generic test on it is called with, its name's prefix and subject (as dbt names
+    them: not_null_orders_id, source_not_null_landing_orders_id), and where it is declared."""
+    if isinstance(node, SourceTable):
+        return (("source", node.source, node.name), "source_", f"{node.source}_{node.name}",
+                node.origin, f"sources[{node.source}].tables[{node.name}]")
+    return (("ref", node.name), "", node.name, node.properties or node.rel_path,
+            f"models[{node.name}]")
 
 
 def _unique(name: str, taken: dict) -> str:
@@ -114,18 +126,17 @@ def _unique(name: str, taken: dict) -> str:
 def load_tests(project: Project, renderer: Renderer, enabled_models) -> dict[str, DataTest]:
     """Every enabled data test of the project, by unique name."""
     tests: dict[str, DataTest] = {}
-    for node in project.nodes.values():
-        if node.name not in enabled_models:
-            continue
-        for spec, column, key in _generic_specs(node):
-            origin = node.properties or node.rel_path
+    declared = [n for n in project.nodes.values() if n.name in enabled_models]
+    for node in declared + list(project.sources.values()):
+        on, prefix, label, origin, where = _on(node)
+        for spec, column, key in _generic_specs(where, node.data_tests, node.columns):
             test_name, args, config = _parse_spec(spec, origin, key)
             if config.get("enabled", True) is False:
                 continue
             record = Recorded(f"{origin}, {key}")
             arguments = {**args, "column_name": column} if column is not None else args
-            sql = renderer.call_macro(f"test_{test_name}", arguments, record, node.name)
-            default = "_".join(p for p in (test_name, node.name, column) if p)
+            sql = renderer.call_macro(f"test_{test_name}", arguments, record, on)
+            default = prefix + "_".join(p for p in (test_name, label, column) if p)
             name = _unique(config.get("name", default), tests)
             tests[name] = _make(name, sql, record, origin, key, config)
     for path in project.singular_tests:

@@ -65,6 +65,8 @@ class SourceTable:
     # commits' times) and {warn_after, error_after} in seconds (freshness.py)
     loaded_at_field: str | None = None
     freshness: dict = field(default_factory=dict)
+    data_tests: tuple = ()  # generic tests on the table, and on its columns (in `columns`)
+    columns: tuple = ()
 
     @property
     def relation(self) -> str:
@@ -303,7 +305,8 @@ PROPERTY_KEYS = {
     "sources": ("name", "description", "path", "format", "options", "tables", "meta",
                 "unknown_fields", "loaded_at_field", "freshness"),
     "tables": ("name", "description", "format", "path", "schema", "columns", "options", "meta",
-               "unknown_fields", "cdc", "unique_key", "loaded_at_field", "freshness"),
+               "unknown_fields", "cdc", "unique_key", "loaded_at_field", "freshness", "tests",
+               "data_tests"),
 }
 PROPERTY_KEYS["seeds"] = PROPERTY_KEYS["models"]
 
@@ -391,7 +394,9 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                     schema=schema, options=options, origin=origin, unknown_fields=unknown,
                     cdc=table.get("cdc"), unique_key=unique_key,
                     loaded_at_field=table.get("loaded_at_field", source.get("loaded_at_field")),
-                    freshness=_source_freshness(table, source, origin, f"{sname}.{tname}"))
+                    freshness=_source_freshness(table, source, origin, f"{sname}.{tname}"),
+                    data_tests=tuple(table.get("data_tests") or table.get("tests") or ()),
+                    columns=tuple(table.get("columns") or ()))
     return sources
 
 

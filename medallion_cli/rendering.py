@@ -231,11 +231,12 @@ class Renderer:
         with self._errors(origin, None):
             return self.env.from_string(text).render(self.context(record)), record
 
-    def call_macro(self, name: str, kwargs: dict, record: Recorded, model: str) -> str:
-        """Render by calling a macro (a generic test) on `model` with arguments; `to: ref('x')`
-        style string arguments are evaluated as Jinja expressions."""
+    def call_macro(self, name: str, kwargs: dict, record: Recorded, on: tuple) -> str:
+        """Render by calling a macro (a generic test) on a relation, `on` = ("ref", model) or
+        ("source", source, table), with arguments; `to: ref('x')` style string arguments are
+        evaluated as Jinja expressions."""
         context = self.context(record)
-        kwargs = {"model": context["ref"](model), **kwargs}
+        kwargs = {"model": context[on[0]](*on[1:]), **kwargs}
         if name not in context:
             raise MedallionError(f"no generic test named '{name[len('test_'):]}'", path=record.origin,
                                  hint="built-in: not_null, unique, accepted_values, relationships, "

@@ -3,8 +3,9 @@
 --select takes selectors, separated by spaces (or given several times): their union. Within one,
 `,` intersects criteria: `tag:nightly,layer:gold`. A criterion is a method and a value
 (`tag:x`, `layer:gold`, `path:models/silver`, `resource_type:model`, `config.materialized:streaming`,
-`state:modified` / `state:new` against an earlier manifest.json (--state), or a bare name, with
-`*` and `?` wildcards), with graph operators: `+x` (x and its ancestors),
+`state:modified` / `state:new` against an earlier manifest.json (--state), `source:NAME.TABLE`
+(its data tests; with `+`, the models reading it), or a bare name, with `*` and `?` wildcards),
+with graph operators: `+x` (x and its ancestors),
 `2+x` (two generations up), `x+` / `x+1` (descendants), `@x` (x, its descendants and their
 ancestors: all a descendant needs).
 """
@@ -24,7 +25,7 @@ from .graph import Graph
 
 RESOURCE_TYPES = ("model", "seed", "test")
 METHODS = ("name, tag:x, path:models/silver, layer:gold, resource_type:model, config.KEY:VALUE, "
-           "state:modified")
+           "state:modified, source:NAME.TABLE")
 _CRITERION = re.compile(r"^(?P<at>@)?(?:(?P<up>\d*)\+)?(?P<core>[^+@]+?)(?:\+(?P<down>\d*))?$")
 ALL = -1  # no depth limit
 
@@ -38,11 +39,19 @@ class Criterion:
     down: int | None = None
     at: bool = False
 
-    def names_test(self, name: str, tags) -> bool:
+    def names_test(self, name: str, test) -> bool:
         """Whether it picks this data test by itself (not through the models it is on)."""
         return ((self.method == "name" and fnmatch.fnmatchcase(name, self.value))
-                or (self.method == "tag" and self.value in tags)
-                or (self.method == "resource_type" and self.value == "test"))
+                or (self.method == "tag" and self.value in test.tags)
+                or (self.method == "resource_type" and self.value == "test")
+                or (self.method == "source" and any(_is_source(self.value, s)
+                                                     for s in test.sources)))
+
+
+def _is_source(pattern: str, key: tuple[str, str]) -> bool:
+    """source:NAME or source:NAME.TABLE (wildcards allowed) names this source table."""
+    return (fnmatch.fnmatchcase(f"{key[0]}.{key[1]}", pattern)
+            or fnmatch.fnmatchcase(key[0], pattern))
 
 
 def parse(text: str) -> Criterion:
@@ -92,6 +101,8 @@ def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[st
     nodes = graph.nodes.items()
     if c.method == "state":
         return _state(graph, c, previous)
+    if c.method == "source":  # no model itself: with `+`, the models that read it, and theirs
+        return set()
     if c.method == "name":
         if any(ch in c.value for ch in "*?["):
             return {n for n in graph.nodes if fnmatch.fnmatchcase(n, c.value)}
@@ -127,6 +138,9 @@ def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[st
 def _nodes(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[str]:
     """Models and seeds the criterion picks, with its graph operators."""
     matched = _matched(graph, c, tests, previous)
+    if c.method == "source" and c.down is not None:
+        matched = {n for n, node in graph.nodes.items()
+                   if any(_is_source(c.value, key) for key in node.sources)}
     result = set(matched)
     for name in matched:
         if c.up is not None:
@@ -170,7 +184,7 @@ def select_tests(graph: Graph, tests, selectors=(), excludes=(),
 
     def picked(name: str, selectors: list[list[Criterion]]) -> bool:
         test = tests[name]
-        return any(all(c.names_test(name, test.tags) or nodes[c] & set(test.refs) for c in s)
+        return any(all(c.names_test(name, test) or nodes[c] & set(test.refs) for c in s)
                    for s in selectors)
 
     return [n for n in tests if (not chosen or picked(n, chosen)) and not picked(n, dropped)]
@@ -188,9 +202,7 @@ def select_sources(sources: dict, selectors=()) -> list:
         if method != "source" or not value:
             raise MedallionError(f"--select '{text}': sources are selected as source:NAME or "
                                  "source:NAME.TABLE")
-        found = [s for (name, table), s in sources.items()
-                 if fnmatch.fnmatchcase(f"{name}.{table}", value)
-                 or fnmatch.fnmatchcase(name, value)]
+        found = [s for key, s in sources.items() if _is_source(value, key)]
         if not found:
             names = [f"{n}.{t}" for n, t in sources]
             raise MedallionError(f"--select '{text}': no such source. "

@@ -203,7 +203,9 @@ def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names:
         parents[t] = refs
         placed.setdefault(max((position[r] for r in refs if r in position), default=-1),
                           []).append(t)
-        for child in {c for r in refs for c in graph.children.get(r, ()) if c in position}:
+        readers = {n for n in nodes if set(graph.nodes[n].sources) & set(tests[t].sources)}
+        for child in readers | {c for r in refs for c in graph.children.get(r, ())
+                                if c in position}:
             if child not in upstream:
                 upstream[child] = graph.ancestors(child)
             if refs <= upstream[child]:

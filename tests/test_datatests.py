@@ -132,6 +132,54 @@ models:
     assert not (root / "warehouse/models/adults").exists()
 
 
+SOURCE_TESTS = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - name: signups
+        format: json
+        schema: "id int, email string"
+        tests:
+          - expression: "id > 0"
+        columns:
+          - name: id
+            tests: [not_null, unique]
+          - name: email
+            tests: [{not_null: {severity: warn}}]
+"""
+
+
+def test_tests_on_sources_run_first_and_gate_the_models_that_read_them(project, build):
+    """As dbt's source tests: declared on a source table and its columns, run before the models
+    that read it, which an error-severity failure skips."""
+    root = project({"models/sources.yml": SOURCE_TESTS,
+                    "models/signups.sql": "select * from {{ source('landing', 'signups') }}",
+                    "models/other.sql": "select 1 as id"})
+    (root / "landing/signups").mkdir(parents=True)
+    (root / "landing/signups/1.json").write_text(
+        '{"id": 1, "email": "a@x"}\n{"id": 2}\n{"id": 2, "email": "b@x"}\n')
+    results = build(root)
+    assert results["source_not_null_landing_signups_email"].status == "warn"
+    assert results["source_not_null_landing_signups_id"].status == "success"
+    assert results["source_expression_landing_signups"].status == "success"
+    assert results["source_unique_landing_signups_id"].status == "error"
+    assert results["source_unique_landing_signups_id"].rows == 1
+    assert results["signups"].status == "skipped"
+    assert "upstream 'source_unique_landing_signups_id' error" in results["signups"].message
+    assert results["other"].status == "success"
+    picked = data_test_results(root, select=("source:landing.signups",))
+    assert sorted(picked) == ["source_expression_landing_signups",
+                              "source_not_null_landing_signups_email",
+                              "source_not_null_landing_signups_id",
+                              "source_unique_landing_signups_id"]
+    assert set(data_test_results(root, select=("other",))) == set()
+    (root / "landing/signups/1.json").write_text('{"id": 1, "email": "a@x"}\n')
+    again = build(root, select=("source:landing+",))
+    assert set(again) == {"signups", *picked}  # the source's tests and its readers
+    assert again["signups"].status == "success"
+
+
 def test_build_skips_tests_that_passed_on_unchanged_inputs(project, build):
     """A data test is a query over tables: on the same SQL and table versions it gives the same
     verdict, so a build reports a pass as up to date instead of running it again. Warnings and
