@@ -18,7 +18,7 @@ from .project import NodeFile, Project, SourceTable
 from .rendering import Recorded, Renderer, masked
 from .rowtext import rows_text
 
-TEST_CONFIG_KEYS = ("severity", "error_if", "warn_if", "tags", "enabled", "name")
+TEST_CONFIG_KEYS = ("severity", "error_if", "warn_if", "tags", "enabled", "name", "store_failures")
 SEVERITIES = ("error", "warn")
 COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
                "==": operator.eq, "=": operator.eq, "!=": operator.ne}
@@ -38,6 +38,7 @@ class DataTest:
     warn_if: str = "!=0"
     tags: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()  # values of secret env_var()s in the SQL
+    store_failures: bool = False  # keep its failing rows in a Delta table (dbt's store_failures)
 
     @property
     def shown_sql(self) -> str:
@@ -86,7 +87,7 @@ def _parse_spec(spec, origin: str, key: str) -> tuple[str, dict, dict]:
             body = {"expression": body}
         body = dict(body or {})
         config = dict(body.pop("config", None) or {})
-        for k in ("severity", "error_if", "warn_if", "tags", "name"):
+        for k in ("severity", "error_if", "warn_if", "tags", "name", "store_failures"):
             if k in body:  # dbt also accepts config keys next to the arguments
                 config[k] = body.pop(k)
         return name, body, _test_config(config, origin, key)
@@ -158,7 +159,8 @@ def _make(name, sql, record: Recorded, origin, key, config) -> DataTest:
                     error_if=str(config.get("error_if", "!=0")),
                     warn_if=str(config.get("warn_if", "!=0")),
                     tags=(tags,) if isinstance(tags, str) else tuple(tags),
-                    secrets=tuple(record.secrets))
+                    secrets=tuple(record.secrets),
+                    store_failures=bool(config.get("store_failures", False)))
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ class TestRun:
     status: str  # success | warn | error
     failures: int
     sample: str  # the first failing rows, as a table
+    rows: object = None  # the failing rows (a DataFrame)
 
 
 def run_test(spark, test: DataTest, limit: int = SHOW_ROWS) -> TestRun:
@@ -185,4 +188,4 @@ def run_test(spark, test: DataTest, limit: int = SHOW_ROWS) -> TestRun:
         raise MedallionError(f"test '{test.name}' ({test.key}) cannot run: {first}",
                              path=test.origin,
                              hint="check the column and model names the test uses") from exc
-    return TestRun(test.outcome(failures), failures, sample)
+    return TestRun(test.outcome(failures), failures, sample, failing)

@@ -113,6 +113,10 @@ class Project:
         """Where a MERGE model with deletes remembers the keys it deleted, beside its table."""
         return self.table_path(node) + TOMBSTONE_SUFFIX
 
+    def test_failures_path(self, test_name: str) -> str:
+        """Where a data test with store_failures keeps its failing rows of the last run."""
+        return join(self.target.warehouse, "_medallion", "test_failures", test_name)
+
     def checkpoint_path(self, node: NodeFile) -> str:
         """Where a streaming model's Structured Streaming checkpoint lives."""
         return join(self.target.warehouse, "_checkpoints", node.layer, node.name)

@@ -102,10 +102,16 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) 
             register_relations(test_ctx, test.refs, test.sources,
                                given=with_views(test_ctx, test.refs))
             run = run_test(test_ctx.engine.spark, test)
+        kept = ""
+        if test.store_failures:  # replaced each run, so it holds this run's failures only
+            with test_ctx.phases.timing("store_failures"):
+                where = test_ctx.project.test_failures_path(test.name)
+                test_ctx.engine.write(run.rows, where, "overwrite")
+                kept = f"; kept in {where}"
         record_test(test_ctx, test.name, state, run.status == "success")
         word = {"success": "passed", "warn": "warned", "error": "failed"}[run.status]
-        message = (f"{word}: {run.failures} failing row(s) ({test.origin}, {test.key})\n{run.sample}"
-                   if run.failures else "")
+        message = (f"{word}: {run.failures} failing row(s) ({test.origin}, {test.key}){kept}\n"
+                   f"{run.sample}" if run.failures else "")
         return NodeResult(test.name, "test", "test", run.status, rows=run.failures,
                           message=message.rstrip(), phases=test_ctx.phases.rounded())
 

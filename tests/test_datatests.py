@@ -180,6 +180,27 @@ def test_tests_on_sources_run_first_and_gate_the_models_that_read_them(project, 
     assert again["signups"].status == "success"
 
 
+def test_store_failures_keeps_the_failing_rows_of_the_last_run_in_a_delta_table(project, build):
+    root = project(props("""\
+models:
+  - name: people
+    columns:
+      - name: id
+        tests: [{unique: {config: {store_failures: true}}}]
+      - name: name
+        tests: [{not_null: {store_failures: true, severity: warn}}]
+"""))
+    results = build(root)
+    kept = root / "warehouse/_medallion/test_failures"
+    assert results["unique_people_id"].status == "error"
+    assert f"kept in {kept / 'unique_people_id'}" in results["unique_people_id"].message
+    assert read_delta(kept / "unique_people_id") == [{"id": 2, "n_records": 2}]
+    assert [r["id"] for r in read_delta(kept / "not_null_people_name")] == [3]
+    (root / "models/people.sql").write_text("select 1 as id, 'ann' as name")
+    assert build(root)["unique_people_id"].status == "success"
+    assert read_delta(kept / "unique_people_id") == []  # this run's failures: none
+
+
 def test_build_skips_tests_that_passed_on_unchanged_inputs(project, build):
     """A data test is a query over tables: on the same SQL and table versions it gives the same
     verdict, so a build reports a pass as up to date instead of running it again. Warnings and
