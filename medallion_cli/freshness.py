@@ -14,7 +14,7 @@ from typing import Callable
 
 from .errors import MedallionError
 from .locations import is_remote
-from .project import Project, SourceTable
+from .project import SourceTable
 from .status import freshness_level
 
 
@@ -72,7 +72,7 @@ def newest(source: SourceTable, read: Callable) -> tuple[dt.datetime | None, str
     return _newest_file(Path(source.path)), "newest file"
 
 
-def source_freshness(project: Project, sources: list[SourceTable], read: Callable,
+def source_freshness(sources: list[SourceTable], read: Callable,
                      at: dt.datetime) -> list[SourceFreshness]:
     """Each source's freshness; read(source) gives its rows as a DataFrame (Spark)."""
     found = []

@@ -149,8 +149,8 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         running = {}
         while len(results) < len(order):
-            failed = next((r.name for r in results.values() if r.failed), None)
-            if fail_fast and failed:
+            failed = fail_fast and next((r.name for r in results.values() if r.failed), None)
+            if failed:
                 for future in list(running):
                     running.pop(future)
                     finish(future.result())

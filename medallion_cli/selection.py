@@ -102,7 +102,8 @@ def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[st
     if c.method == "state":
         return _state(graph, c, previous)
     if c.method == "source":  # no model itself: with `+`, the models that read it, and theirs
-        return set()
+        return set() if c.down is None else {
+            n for n, node in nodes if any(_is_source(c.value, key) for key in node.sources)}
     if c.method == "name":
         if any(ch in c.value for ch in "*?["):
             return {n for n in graph.nodes if fnmatch.fnmatchcase(n, c.value)}
@@ -138,9 +139,6 @@ def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[st
 def _nodes(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[str]:
     """Models and seeds the criterion picks, with its graph operators."""
     matched = _matched(graph, c, tests, previous)
-    if c.method == "source" and c.down is not None:
-        matched = {n for n, node in graph.nodes.items()
-                   if any(_is_source(c.value, key) for key in node.sources)}
     result = set(matched)
     for name in matched:
         if c.up is not None:

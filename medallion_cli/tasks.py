@@ -77,6 +77,11 @@ class Loaded:
     previous: dict | None = None  # --state: the nodes of an earlier manifest.json
 
 
+def project_of(inv: Invocation) -> Project:
+    """The project and its target, as the invocation names them (no rendering)."""
+    return load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
+
+
 def engine_of(project: Project, inv: Invocation) -> Engine:
     """The target's engine, with the JARs the project's sources need (Spark's Kafka source);
     Spark's own output goes to target/spark.log unless --debug."""
@@ -91,7 +96,7 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     without one (compile, ls, docs) rendering looks at the local disk only and reads no remote
     warehouse."""
     previous = read_state(inv.state)  # before this load writes target/manifest.json
-    project = load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
+    project = project_of(inv)
     made = engine or (engine_of(project, inv) if with_engine else None)
     renderer = Renderer(project, inv.full_refresh, made.table_exists if made else None)
     graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
@@ -384,7 +389,7 @@ def clean(inv: Invocation) -> list[Path]:
     removed. Folders outside the project, or the project itself, are refused."""
     import shutil
 
-    project = load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
+    project = project_of(inv)
     root = project.root.resolve()
     folders = [(root / name).resolve() for name in project.clean_targets]
     for folder in folders:
@@ -402,9 +407,7 @@ def debug(inv: Invocation):
     """medallion debug: the checks of checkup.py, one by one."""
     from .checkup import run_checks
 
-    return run_checks(lambda: load_project(inv.project_dir, inv.profiles_dir, inv.target,
-                                           inv.vars),
-                      lambda project: engine_of(project, inv))
+    return run_checks(lambda: project_of(inv), lambda project: engine_of(project, inv))
 
 
 def source_freshness(inv: Invocation) -> list:
@@ -422,8 +425,7 @@ def source_freshness(inv: Invocation) -> list:
             engines.append(engine_of(loaded.project, inv))
         return read_source(BuildContext(loaded.project, loaded.graph, engines[0]), source)
 
-    checked = check(loaded.project, select_sources(loaded.project.sources, inv.select), read,
-                    now())
+    checked = check(select_sources(loaded.project.sources, inv.select), read, now())
     write_sources(loaded.project, checked)
     return checked
 
