@@ -6,8 +6,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 BUILD_STEPS = {"inputs", "landing", "json_values", "debezium", "kafka", "rows", "checks", "writes",
-               "state", "throughput", "incremental", "tally"}
-BUILD_DRIVERS = {"batch", "streaming"}
+               "state", "throughput", "incremental", "aggregates", "tally"}
+BUILD_DRIVERS = {"batch", "by_groups", "streaming"}
 
 
 def module_name(path: Path) -> str:

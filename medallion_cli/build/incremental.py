@@ -61,10 +61,10 @@ def across_groups(node: CompiledNode) -> str | None:
     return None
 
 
-def changed_groups(ctx: BuildContext, node: CompiledNode, path: str,
-                   versions: dict[str, int] | None):
-    """(the groups to recompute as a DataFrame of the key columns, why not: None) or
-    (None, why the whole table is recomputed)."""
+def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
+                  versions: dict[str, int] | None):
+    """({input: its change feed since the table was written}, None), only inputs that changed,
+    or (None, why the whole table is recomputed)."""
     if versions is None:
         return None, "it reads sources or views, whose changes are not followed"
     reason = across_groups(node)
@@ -75,7 +75,7 @@ def changed_groups(ctx: BuildContext, node: CompiledNode, path: str,
         return None, "its table was written by another SQL or config"
     recorded = record.get("inputs") or {}
     keys = list(node.config.incremental_by)
-    groups = []
+    feeds = {}
     for relation, version in versions.items():
         before = recorded.get(relation)
         if before == version:
@@ -84,16 +84,21 @@ def changed_groups(ctx: BuildContext, node: CompiledNode, path: str,
             return None, f"{relation} is not the table it was last built from"
         table = ctx.project.table_path(ctx.graph.nodes[relation].file)
         try:
-            changes = ctx.engine.read_changes(table, before + 1, version)
-            missing = [k for k in keys if k not in changes.columns]
+            feeds[relation] = ctx.engine.read_changes(table, before + 1, version)
+            missing = [k for k in keys if k not in feeds[relation].columns]
         except Exception:  # the feed was not on, or its files are gone (vacuum, log cleanup)
             return None, f"the change feed of {relation} since version {before + 1} is not there"
         if missing:
             return None, f"{relation} changed and has no column {', '.join(missing)}"
-        groups.append(changes.select(*keys))
-    if not groups:
+    if not feeds:
         return None, "its inputs' versions are not recorded"
-    return reduce(lambda a, b: a.unionByName(b), groups).distinct(), None
+    return feeds, None
+
+
+def touched_groups(feeds: dict, keys: tuple[str, ...]):
+    """The groups (key columns) with a row in any of the change feeds."""
+    return reduce(lambda a, b: a.unionByName(b), [f.select(*keys) for f in feeds.values()]
+                  ).distinct()
 
 
 def in_groups(rows, groups):
