@@ -203,6 +203,21 @@ def clean(inv, debug):
         click.echo(f"Removed {folder}")
 
 
+@main.command("run-operation", help="Call a macro of the project with --args (YAML or JSON), "
+                                    "as dbt's run-operation; in it, run_query(sql) runs Spark "
+                                    "SQL over the project's tables and log(msg) prints.")
+@common_options
+@click.argument("macro")
+@click.option("--args", "args_text", default=None, help="The macro's arguments, e.g. "
+                                                         "'{days: 7}'.")
+def run_operation(inv, debug, macro, args_text):
+    from .operations import run_operation as run
+
+    output = run(inv, macro, tasks.parse_vars(args_text, "--args"), click.echo)
+    if output:
+        click.echo(output)
+
+
 @main.command("debug", help="Check this machine, the profile and the project without "
                             "building: Python and Java, the project, the target, the JARs its "
                             "engine needs, the warehouse, and Spark (started, one query run).")

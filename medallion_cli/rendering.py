@@ -139,8 +139,10 @@ class Renderer:
                                  line=exc.lineno) from exc
 
     def context(self, record: Recorded, self_name: str | None = None,
-                is_incremental: Callable[[], bool] = lambda: False) -> dict:
-        """The Jinja context: ref, source, config, var, env_var, this, is_incremental, macros."""
+                is_incremental: Callable[[], bool] = lambda: False,
+                extra: dict | None = None) -> dict:
+        """The Jinja context: ref, source, config, var, env_var, this, is_incremental, macros;
+        plus `extra` (run-operation's run_query and log), which macros see too."""
         project = self.project
         origin = record.origin
 
@@ -192,7 +194,8 @@ class Renderer:
             return value
 
         context = {**self.env.globals, "ref": ref, "source": source, "config": config, "var": var,
-                   "env_var": secret_aware_env_var, "is_incremental": is_incremental}
+                   "env_var": secret_aware_env_var, "is_incremental": is_incremental,
+                   **(extra or {})}
         if self_name:
             context["this"] = relation(self_name)
         # shared=True makes `context` itself the macros' namespace, so macros from one file
@@ -243,6 +246,17 @@ class Renderer:
                                       "expression; or define {% test name(model, column_name) %}")
         with self._errors(record.origin, None):
             args = {k: self._evaluate(v, context) for k, v in kwargs.items()}
+            return str(context[name](**args))
+
+    def call_operation(self, name: str, args: dict, record: Recorded, extra: dict) -> str:
+        """Render by calling a project macro with keyword arguments (run-operation)."""
+        context = self.context(record, extra=extra)
+        macros = sorted(k for k, v in context.items() if isinstance(v, jinja2.runtime.Macro)
+                        and not k.startswith("test_"))
+        if name not in macros:
+            raise MedallionError(f"no macro named '{name}'. {closest(name, macros)}".strip(),
+                                 hint="define it with {% macro " + name + "(...) %} in macros/")
+        with self._errors(record.origin, None):
             return str(context[name](**args))
 
     def _evaluate(self, value, context: dict):

@@ -55,16 +55,17 @@ class Invocation:
     state: str | None = None  # a folder with an earlier run's manifest.json (state:modified)
 
 
-def parse_vars(text: str | None) -> dict:
+def parse_vars(text: str | None, option: str = "--vars") -> dict:
+    """A mapping given on the command line (--vars, run-operation's --args) as YAML or JSON."""
     if not text:
         return {}
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise MedallionError(f"--vars is not YAML or JSON: {exc}",
-                             hint="""e.g. --vars '{start_date: "2024-01-01"}'""") from exc
+        raise MedallionError(f"{option} is not YAML or JSON: {exc}",
+                             hint=f"""e.g. {option} '{{start_date: "2024-01-01"}}'""") from exc
     if not isinstance(value, dict):
-        raise MedallionError("--vars must be a mapping", hint="e.g. --vars '{key: value}'")
+        raise MedallionError(f"{option} must be a mapping", hint=f"e.g. {option} '{{key: value}}'")
     return value
 
 

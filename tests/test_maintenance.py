@@ -144,3 +144,35 @@ def test_streaming_auto_compaction_after_a_file_threshold(project, build):
     assert "OPTIMIZE" in {c["operation"] for c in bronze.history()}
     assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 12
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
+
+
+OPERATIONS = """\
+{% macro count_orders(model, at_least=0) %}
+  {% set rows = run_query("select count(*) as n from " ~ ref(model) ~ " where order_id >= "
+                          ~ at_least) %}
+  {% do log(model ~ " has " ~ rows[0]['n'] ~ " orders from " ~ at_least) %}
+  {{ rows[0].n }}
+{% endmacro %}
+{% macro broken_query() %}{% do run_query("select nope from range(1)") %}{% endmacro %}
+"""
+
+
+def test_run_operation_calls_a_macro_with_run_query_and_log(streamed):
+    """dbt's run-operation: a macro with --args, run_query() over the built tables, log()."""
+    (streamed / "macros").mkdir(exist_ok=True)
+    (streamed / "macros/operations.sql").write_text(OPERATIONS)
+    run = CliRunner().invoke(main, ["run-operation", "count_orders", "--project-dir",
+                                    str(streamed), "--args", "{model: silver_orders, at_least: 5}"])
+    assert run.exit_code == 0, run.output
+    assert run.output.splitlines() == ["silver_orders has 3 orders from 5", "3"]
+    unknown = CliRunner().invoke(main, ["run-operation", "count_order", "--project-dir",
+                                        str(streamed)])
+    assert unknown.exit_code != 0
+    assert "no macro named 'count_order'. did you mean 'count_orders'?" in unknown.output
+    broken = CliRunner().invoke(main, ["run-operation", "broken_query", "--project-dir",
+                                       str(streamed)])
+    assert broken.exit_code != 0
+    assert "run_query in macro 'broken_query' failed" in broken.output and "nope" in broken.output
+    bad_args = CliRunner().invoke(main, ["run-operation", "count_orders", "--project-dir",
+                                         str(streamed), "--args", "[1, 2]"])
+    assert "--args must be a mapping" in bad_args.output
