@@ -37,8 +37,10 @@ CONFIG_KEYS = {
     "incremental_by": None,
     "event_time": None,
     "freshness": None,
+    "contract": None,
 }
-OBSERVING_KEYS = ("event_time", "freshness")
+# Keys that watch or check a table without deciding what it holds: changing them rebuilds nothing.
+OBSERVING_KEYS = ("event_time", "freshness", "contract")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (build/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
@@ -70,10 +72,13 @@ class NodeConfig:
     event_time: str | None = None  # the column saying when a row's event happened
     # How stale the newest event_time may get: {"warn_after": seconds, "error_after": seconds}
     freshness: dict = field(default_factory=dict)
+    # dbt's model contract ({enforced: true}): the columns declared with a data_type in its
+    # properties file are the rows' names and types, checked before anything is written
+    contract: bool = False
 
     def as_dict(self, defining: bool = False) -> dict:
         """The config; defining: only the keys that decide what the table holds (a change to
-        how it is watched, its freshness, rebuilds nothing)."""
+        how it is watched or checked, its freshness or contract, rebuilds nothing)."""
         return {key: getattr(self, key) for key in CONFIG_KEYS
                 if not (defining and key in OBSERVING_KEYS)}
 
@@ -203,6 +208,17 @@ def merge_layers(*layers: dict) -> dict:
     return merged
 
 
+def _contract(value, origin: str) -> bool:
+    """`contract: {enforced: true}` as in dbt (a bare true or false too)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, dict) and set(value) <= {"enforced"} and isinstance(
+            value.get("enforced", False), bool):
+        return value.get("enforced", False)
+    raise MedallionError(f"config 'contract' is {value!r}", path=origin,
+                         hint="use contract: {enforced: true}")
+
+
 def resolve_config(raw: dict, origin: str) -> NodeConfig:
     """Validate a merged raw config and turn it into a NodeConfig."""
     check_keys(raw, origin)
@@ -235,6 +251,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         incremental_by=as_tuple(raw.get("incremental_by")),
         event_time=raw.get("event_time"),
         freshness=freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
+        contract=_contract(raw.get("contract"), origin),
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",

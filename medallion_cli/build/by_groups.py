@@ -85,8 +85,8 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
     updated = updated.persist()
     try:
         unclear = updated.where(RECOMPUTE).select(*cfg.incremental_by)
-        with ctx.phases.timing("add_changes"):
-            recomputed = unclear.count()
+        with ctx.phases.timing("add_changes"):  # one pass counts both
+            groups, recomputed = updated.select(F.count(F.lit(1)), F.count_if(RECOMPUTE)).first()
         current = updated.where(~F.col(RECOMPUTE) & ~F.col(DELETE_COLUMN)).drop(
             RECOMPUTE, DELETE_COLUMN)
         if recomputed:
@@ -99,7 +99,7 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
                              delete_column=DELETE_COLUMN)
             write = ctx.engine.merge(source, path, spec, metadata,
                                      properties=cfg.delta_properties(df.columns))
-        message = (f"{updated.count()} group(s) updated by adding their inputs' changes"
+        message = (f"{groups} group(s) updated by adding their inputs' changes"
                    + (f" ({recomputed} recomputed: a sum adding cannot tell from null)"
                       if recomputed else ""))
     finally:

@@ -18,7 +18,8 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
     Yields (rows to write, {rule: failing rows}). A `fail` rule that any row breaks raises before
     anything is written; rows breaking a `drop` rule go to the `<model>_quarantine` table (with
     `_failed_rules` and `_quarantined_at`) instead of the model's table; `warn` only counts. A
-    condition that is null for a row counts as broken."""
+    condition that is null for a row counts as broken. A model's contract is checked first."""
+    check_contract(node, df)
     rules = node.config.expectations
     if not rules:
         yield df, {}
@@ -66,3 +67,32 @@ def check_table_properties(ctx: BuildContext, node: CompiledNode) -> None:
         if problem:
             raise MedallionError(problem, path=node.file.rel_path,
                                  hint="remove it from table_properties or change engine")
+
+
+def check_contract(node: CompiledNode, df) -> None:
+    """Refuse, before anything is written, rows whose columns are not the ones the model's
+    enforced contract declares (names and data types), listing every difference."""
+    if not node.config.contract:
+        return
+    from pyspark.sql.types import _parse_datatype_string
+
+    where = node.file.properties or node.file.rel_path
+    declared = {c["name"]: c.get("data_type") or c.get("type") for c in node.file.columns}
+    if not declared or not all(declared.values()):
+        raise MedallionError("an enforced contract needs every column of the model declared "
+                             "with a data_type", path=where,
+                             hint="list each column with name and data_type under columns:")
+    actual = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    problems = []
+    for name, declared_type in declared.items():
+        wanted = _parse_datatype_string(declared_type).simpleString()
+        if name not in actual:
+            problems.append(f"missing column {name} ({wanted})")
+        elif actual[name] != wanted:
+            problems.append(f"column {name} is {actual[name]}, the contract says {wanted}")
+    problems += [f"column {name} ({kind}) is not in the contract" for name, kind in actual.items()
+                 if name not in declared]
+    if problems:
+        raise MedallionError("the model's rows break its contract: " + "; ".join(problems)
+                             + "; nothing was written", path=node.file.rel_path,
+                             hint=f"change the SELECT (cast the column) or the columns in {where}")
