@@ -79,3 +79,42 @@ def test_docs_page_renders_the_dag_in_headless_chromium(project, tmp_path):
                      ("sales", "by_label")}
     assert '<h2 id="model-title">sales</h2>' in dom  # the detail panel follows the URL
     assert "raw_sales.price, raw_sales.qty" in dom
+
+
+def chromium(tmp_path, *args):
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}", "--window-size=1400,900",
+         *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed; CI installs it")
+def test_docs_page_searches_focuses_and_shows_gold_at_1400_px(project, tmp_path):
+    from PIL import Image
+
+    root = project(MODELS)
+    out = tasks.docs(tasks.Invocation(project_dir=str(root)))
+    # search (?q= runs it at once): a column by its description, a test by its name
+    dom = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}?q=stock#sales").stdout
+    hits = re.findall(r'<li class="hit"><span class="muted">(\w+)</span> <a[^>]*>([^<]+)</a>', dom)
+    assert hits == [("column", "sales.sku")]
+    dimmed = set(re.findall(r'<g class="node [^"]*dim[^"]*" data-name="([^"]+)"', dom))
+    assert dimmed == {"landing.sales", "skus", "raw_sales", "by_label"}
+    dom = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}?q=not_null#sales").stdout
+    assert re.findall(r'<span class="muted">test</span> <a[^>]*>([^<]+)</a>', dom) == [
+        "not_null_sales_sku"]
+    # focus: a node's up- and downstream stay lit, the rest is dimmed; edges have arrowheads
+    dom = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}#raw_sales").stdout
+    dimmed = set(re.findall(r'<g class="node [^"]*dim[^"]*" data-name="([^"]+)"', dom))
+    assert dimmed == {"skus"}
+    assert '<marker id="arrow"' in dom
+    # at 1400 px the whole DAG is on screen, gold included: its nodes' colour is in the picture
+    shot = tmp_path / "page.png"
+    chromium(tmp_path, f"--screenshot={shot}", f"{out.as_uri()}#sales")
+    image = Image.open(shot).convert("RGB")
+    assert image.width == 1400
+    colours = {colour for _, colour in image.getcolors(maxcolors=1 << 20)}
+    for layer, colour in {"gold": (251, 239, 184), "silver": (230, 234, 240),
+                          "bronze": (246, 227, 207)}.items():
+        assert colour in colours, f"no {layer} node on screen"
