@@ -115,6 +115,11 @@ def running_options(func):
                              "profile's).")(func)
 
 
+EMPTY = click.option("--empty", is_flag=True,
+                     help="Check each model's SQL, config columns, expectations and contract "
+                          "over inputs with no rows, writing nothing (as dbt's --empty).")
+
+
 @main.command(help="Load seeds, then build models, in DAG order. With --watch, keep streaming "
                    "models running on their trigger and rebuild batch models when their inputs "
                    "change, until Ctrl-C.")
@@ -126,9 +131,10 @@ def running_options(func):
 @click.option("--rerun-tests", is_flag=True,
               help="Run data tests that passed on their inputs as they are now too (by "
                    "default those are reported up to date).")
+@EMPTY
 @LOG_FORMAT
-def build(inv, debug, watch, rerun_tests, log_format):
-    inv = replace(inv, rerun_tests=rerun_tests)
+def build(inv, debug, watch, rerun_tests, empty, log_format):
+    inv = replace(inv, rerun_tests=rerun_tests, empty=empty)
     _report(lambda report: tasks.build(inv, "build", ("seed", "model"), report, watch), debug,
             log_format, watch)
 
@@ -136,8 +142,10 @@ def build(inv, debug, watch, rerun_tests, log_format):
 @main.command(help="Build models only (no seeds), in DAG order.")
 @common_options
 @running_options
+@EMPTY
 @LOG_FORMAT
-def run(inv, debug, log_format):
+def run(inv, debug, empty, log_format):
+    inv = replace(inv, empty=empty)
     _report(lambda report: tasks.build(inv, "run", ("model",), report), debug, log_format)
 
 

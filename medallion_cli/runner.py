@@ -14,6 +14,7 @@ from typing import Callable
 
 from .build.batch import build_batch
 from .build.context import BuildContext, Phases
+from .build.empty import check_on_no_rows
 from .build.inputs import register_relations
 from .build.rows import with_views
 from .build.state import inputs_fingerprint, passed_on, record_test
@@ -80,6 +81,18 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
                           expectations=outcome.expectations, stream=outcome.stream,
                           malformed=outcome.malformed, rescued=outcome.rescued,
                           phases=node_ctx.phases.rounded())
+
+    return timed(name, node.file.kind, node.config.materialized, work)
+
+
+def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
+    """--empty: the node checked over inputs with no rows (build/empty.py), nothing written."""
+    node = ctx.graph.nodes[name]
+
+    def work() -> NodeResult:
+        outcome = check_on_no_rows(own_session(ctx), node, schemas)
+        return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
+                          message=outcome.message)
 
     return timed(name, node.file.kind, node.config.materialized, work)
 

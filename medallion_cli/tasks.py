@@ -33,7 +33,7 @@ from .results import (
     write_run_results,
     write_sources,
 )
-from .runner import NodeResult, execute, run_data_test, run_node, timed
+from .runner import NodeResult, check_node, execute, run_data_test, run_node, timed
 from .selection import select, select_sources, select_tests
 from .sqlcheck import check_model_sql
 from .unittests import load_unit_tests, run_unit_test
@@ -53,6 +53,7 @@ class Invocation:
     rerun_tests: bool = False  # build: run data tests that passed on unchanged inputs too
     fail_fast: bool = False  # start nothing more after the first failure
     state: str | None = None  # a folder with an earlier run's manifest.json (state:modified)
+    empty: bool = False  # build/run --empty: models checked over inputs with no rows, no writes
 
 
 def parse_vars(text: str | None, option: str = "--vars") -> dict:
@@ -261,7 +262,7 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     started = time.time()
     graph, tests = loaded.graph, loaded.tests
     chosen = selected_nodes(inv, loaded, kinds)
-    test_names = selected_tests(inv, loaded) if command == "build" else []
+    test_names = selected_tests(inv, loaded) if command == "build" and not inv.empty else []
     steps = plan(graph, tests, chosen, test_names)
     write_compiled(loaded.project, [graph.nodes[n] for n in chosen])
     report.start(len(steps.order), loaded.project.target.name)
@@ -271,6 +272,14 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     from .observers import observed_run
 
     ctx = _context(loaded, inv, chosen, report)
+    if inv.empty:  # nothing is written, so nothing goes to the event log or run results
+        if watch:
+            raise MedallionError("--empty writes nothing, so it cannot --watch",
+                                 hint="drop one of the two flags")
+        schemas: dict = {}
+        return execute(steps.order, steps.parents, lambda name: check_node(ctx, name, schemas),
+                       steps.labels, inv.threads or loaded.project.target.threads,
+                       report.result, report.begin, inv.fail_fast)
     if inv.full_refresh:
         mark_refreshes(ctx, [graph.nodes[n] for n in chosen])
     with observed_run(ctx, command + " --watch" * watch, len(steps.order), report.begin,

@@ -7,7 +7,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 BUILD_STEPS = {"inputs", "landing", "json_values", "debezium", "kafka", "rows", "checks", "writes",
                "state", "throughput", "incremental", "aggregates", "tally"}
-BUILD_DRIVERS = {"batch", "by_groups", "streaming"}
+BUILD_DRIVERS = {"batch", "by_groups", "streaming", "empty"}
 
 
 def module_name(path: Path) -> str:
