@@ -38,9 +38,14 @@ CONFIG_KEYS = {
     "event_time": None,
     "freshness": None,
     "contract": None,
+    "except_columns": None,
+    "ignore_null_updates": (True, False),
 }
 # Keys that watch or check a table without deciding what it holds: changing them rebuilds nothing.
 OBSERVING_KEYS = ("event_time", "freshness", "contract")
+# Keys added after tables were written with a definition: left out of it while at their
+# default, so that upgrading changes no existing table's definition.
+LATER_KEYS = ("except_columns", "ignore_null_updates")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (build/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
@@ -75,12 +80,18 @@ class NodeConfig:
     # dbt's model contract ({enforced: true}): the columns declared with a data_type in its
     # properties file are the rows' names and types, checked before anything is written
     contract: bool = False
+    # AUTO CDC's COLUMNS * EXCEPT and IGNORE NULL UPDATES, for merge models: columns used only
+    # to apply the changes (an `op` flag) kept out of the table; a null in an update keeps the
+    # stored value
+    except_columns: tuple[str, ...] = ()
+    ignore_null_updates: bool = False
 
     def as_dict(self, defining: bool = False) -> dict:
         """The config; defining: only the keys that decide what the table holds (a change to
         how it is watched or checked, its freshness or contract, rebuilds nothing)."""
         return {key: getattr(self, key) for key in CONFIG_KEYS
-                if not (defining and key in OBSERVING_KEYS)}
+                if not (defining and (key in OBSERVING_KEYS or key in LATER_KEYS
+                                      and getattr(self, key) == getattr(NodeConfig, key)))}
 
     def delta_properties(self, columns: list[str]) -> dict[str, str]:
         """The properties its table is written with: the change data feed on (what readers of
@@ -252,6 +263,8 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         event_time=raw.get("event_time"),
         freshness=freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
         contract=_contract(raw.get("contract"), origin),
+        except_columns=as_tuple(raw.get("except_columns")),
+        ignore_null_updates=bool(raw.get("ignore_null_updates", False)),
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
@@ -262,6 +275,17 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
     if config.strategy == "merge" and not config.unique_key:
         raise MedallionError("strategy 'merge' needs a unique_key (one column or a list)",
                              path=origin, hint="add unique_key='id' to the model's config")
+    if (config.except_columns or config.ignore_null_updates) and config.strategy != "merge":
+        raise MedallionError("except_columns and ignore_null_updates are for strategy 'merge'",
+                             path=origin, hint="they say how changes are applied by key")
+    needed = set(config.except_columns) & set(config.unique_key + config.sequence_by)
+    if needed:
+        raise MedallionError(f"except_columns names {', '.join(sorted(needed))}, which the table "
+                             "needs: keys and sequence_by order the changes to come", path=origin,
+                             hint="leave keys and sequence_by columns in the table")
+    if config.ignore_null_updates and config.scd_type == 2:
+        raise MedallionError("ignore_null_updates is for scd_type 1", path=origin,
+                             hint="SCD2 keeps every version as it came")
     if config.incremental_by and config.materialized != "table":
         raise MedallionError("incremental_by is for models materialized as 'table'", path=origin,
                              hint="incremental and streaming models take only new rows already")

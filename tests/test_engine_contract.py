@@ -132,6 +132,10 @@ def test_native_merge_sql_parses_with_sqlglot_spark():
     plain = sqlglot.parse_one(merge_sql("/p", "src", ["id", "v"], MergeSpec(("id",))),
                               read="spark")
     assert len(list(plain.find_all(exp.When))) == 2
+    keeping = sqlglot.parse_one(merge_sql("/p", "src", ["id", "v"], MergeSpec(
+        ("id",), ignore_nulls=True)), read="spark")  # ignore_null_updates
+    assert [e.sql("spark") for e in keeping.find(exp.Update).expressions] == [
+        "`id` = s.`id`", "`v` = COALESCE(s.`v`, t.`v`)"]
 
 
 @pytest.mark.parametrize("as_of,clause", [(None, None), (3, "VERSION AS OF 3"),

@@ -63,7 +63,9 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
     delete flag, or, for scd_type 2, the recomputed history of the keys touched. existing: the
     table to merge into (None on a first build or without a table, as in unit tests);
     tombstones: where deleted keys are remembered (None when the model has no deletes)."""
-    events = flag_deletes(distinct_events(df, cfg), cfg)
+    if cfg.ignore_null_updates:
+        df = filled_from_earlier(df, cfg)
+    events = flag_deletes(distinct_events(df, cfg), cfg).drop(*cfg.except_columns)
     known = tombstones is not None and existing is not None and ctx.engine.table_exists(tombstones)
     if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
         events = without_superseded(ctx, events, cfg, tombstones)
@@ -76,7 +78,22 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
                 MergeSpec(keys=cfg.unique_key + (VALID_FROM,) + later, null_safe_keys=later))
     return latest(events, cfg), MergeSpec(
         keys=cfg.unique_key, sequence_by=cfg.sequence_by,
-        delete_column=DELETE_COLUMN if cfg.delete_when else None)
+        delete_column=DELETE_COLUMN if cfg.delete_when else None,
+        ignore_nulls=cfg.ignore_null_updates)
+
+
+def filled_from_earlier(df, cfg):
+    """ignore_null_updates within a batch: a null in a key's event takes the value of that
+    key's latest earlier event (by sequence_by) that has one, as the table's row would."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    earlier = Window.partitionBy(*cfg.unique_key).orderBy(
+        *[F.col(c).asc_nulls_first() for c in cfg.sequence_by]).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    keep = set(cfg.unique_key + cfg.sequence_by)
+    return df.select(*[F.col(c) if c in keep else F.last(c, ignorenulls=True).over(earlier)
+                       .alias(c) for c in df.columns])
 
 
 def distinct_events(df, cfg):

@@ -46,6 +46,14 @@ class MergeSpec:
     # (delete column true) that matches every target row of the group, which are deleted, and
     # the group's new rows (delete column false), which match nothing and are inserted.
     replace_groups: bool = False
+    ignore_nulls: bool = False  # a null in a matched source row keeps the stored value
+
+
+def updated_value(spec: MergeSpec, column: str, source, target) -> str:
+    """SQL: the value a matched row's column is updated to."""
+    if spec.ignore_nulls and column not in spec.keys:
+        return f"coalesce({source(column)}, {target(column)})"
+    return source(column)
 
 
 def match_condition(spec: MergeSpec, source, target) -> str:

@@ -38,6 +38,7 @@ from . import (
     last_commit_value,
     match_condition,
     newer_condition,
+    updated_value,
 )
 from .spark import start_spark
 from .staged import StagedFiles, table_schema
@@ -378,7 +379,9 @@ class EmbeddedEngine:
                           merge_schema=merge_schema, commit_properties=_commit(metadata, txn))
         if deleting:
             merger = merger.when_matched_delete(" AND ".join(filter(None, [newer, deleting])))
-        merger = merger.when_matched_update(values, predicate=newer)
+        merger = merger.when_matched_update({c: updated_value(
+            spec, c, lambda n: f"{SOURCE}.{_quote(n)}", lambda n: f"{TARGET}.{_quote(n)}")
+            for c in columns}, predicate=newer)
         merger = merger.when_not_matched_insert(values, predicate=f"NOT {deleting}" if deleting
                                                 else None)
         if spec.expire:

@@ -4,7 +4,7 @@ vacuum and restore go through delta-spark's Python API instead: no SQL to check 
 
 from __future__ import annotations
 
-from . import MergeSpec, match_condition, newer_condition
+from . import MergeSpec, match_condition, newer_condition, updated_value
 
 SOURCE, TARGET = "s", "t"
 
@@ -29,7 +29,9 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
                             lambda c: f"{TARGET}.{quote(c)}")
     deleting = f"{SOURCE}.{quote(spec.delete_column)}" if spec.delete_column else None
     written = [c for c in columns if c != spec.delete_column]
-    sets = ", ".join(f"{quote(c)} = {SOURCE}.{quote(c)}" for c in written)
+    sets = ", ".join(f"{quote(c)} = " + updated_value(spec, c, lambda n: f"{SOURCE}.{quote(n)}",
+                                                      lambda n: f"{TARGET}.{quote(n)}")
+                     for c in written)
     clauses = []
     if deleting:
         clauses.append(f"WHEN MATCHED AND {' AND '.join(filter(None, [newer, deleting]))} "
