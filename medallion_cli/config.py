@@ -40,12 +40,17 @@ CONFIG_KEYS = {
     "contract": None,
     "except_columns": None,
     "ignore_null_updates": (True, False),
+    "track_history_columns": None,
+    "track_history_except_columns": None,
+    "zorder_by": None,
 }
-# Keys that watch or check a table without deciding what it holds: changing them rebuilds nothing.
-OBSERVING_KEYS = ("event_time", "freshness", "contract")
+# Keys that watch, check or lay out a table without deciding what it holds: changing them
+# rebuilds nothing.
+OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
-LATER_KEYS = ("except_columns", "ignore_null_updates")
+LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
+              "track_history_except_columns")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (build/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
@@ -85,6 +90,13 @@ class NodeConfig:
     # stored value
     except_columns: tuple[str, ...] = ()
     ignore_null_updates: bool = False
+    # SCD2 (AUTO CDC's TRACK HISTORY ON): a new version only when one of these columns changes
+    # (default: all but keys and sequence_by); other columns are updated in place
+    track_history_columns: tuple[str, ...] = ()
+    track_history_except_columns: tuple[str, ...] = ()
+    # OPTIMIZE ZORDER BY these columns (medallion optimize, optimize_after_files): files hold
+    # narrow ranges of them, so reads filtering on them skip most files
+    zorder_by: tuple[str, ...] = ()
 
     def as_dict(self, defining: bool = False) -> dict:
         """The config; defining: only the keys that decide what the table holds (a change to
@@ -265,6 +277,9 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         contract=_contract(raw.get("contract"), origin),
         except_columns=as_tuple(raw.get("except_columns")),
         ignore_null_updates=bool(raw.get("ignore_null_updates", False)),
+        track_history_columns=as_tuple(raw.get("track_history_columns")),
+        track_history_except_columns=as_tuple(raw.get("track_history_except_columns")),
+        zorder_by=as_tuple(raw.get("zorder_by")),
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
@@ -283,6 +298,13 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         raise MedallionError(f"except_columns names {', '.join(sorted(needed))}, which the table "
                              "needs: keys and sequence_by order the changes to come", path=origin,
                              hint="leave keys and sequence_by columns in the table")
+    tracking = config.track_history_columns or config.track_history_except_columns
+    if tracking and config.scd_type != 2:
+        raise MedallionError("track_history_columns and track_history_except_columns are for "
+                             "scd_type 2", path=origin, hint="SCD1 keeps no history to track")
+    if config.track_history_columns and config.track_history_except_columns:
+        raise MedallionError("set track_history_columns or track_history_except_columns, not "
+                             "both", path=origin, hint="name the tracked columns, or the others")
     if config.ignore_null_updates and config.scd_type == 2:
         raise MedallionError("ignore_null_updates is for scd_type 1", path=origin,
                              hint="SCD2 keeps every version as it came")

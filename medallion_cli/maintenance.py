@@ -24,6 +24,8 @@ MIN_RETENTION_HOURS = 168  # Delta's default: a week of versions stays readable
 class TableRef:
     name: str
     path: str  # a location: local path or object-store URI
+    zorder_by: tuple[str, ...] = ()  # its model's, for optimize
+    origin: str = ""  # the model's file
 
 
 def parse_hours(text: str) -> float:
@@ -60,7 +62,8 @@ def _selected_tables(inv: Invocation) -> tuple[Loaded, Engine, list[TableRef]]:
         node = loaded.graph.nodes[name]
         if node.config.materialized == "view":
             continue
-        refs = (TableRef(name, loaded.project.table_path(node.file)),
+        refs = (TableRef(name, loaded.project.table_path(node.file), node.config.zorder_by,
+                         node.file.rel_path),
                 TableRef(name + QUARANTINE_SUFFIX, loaded.project.quarantine_path(node.file)))
         tables += [t for t in refs if engine.table_exists(t.path)]
     return loaded, engine, tables
@@ -69,8 +72,14 @@ def _selected_tables(inv: Invocation) -> tuple[Loaded, Engine, list[TableRef]]:
 def optimize(inv: Invocation) -> list[tuple[str, dict]]:
     """Compact each selected table's small files (streaming writes many)."""
     loaded, engine, tables = _selected_tables(inv)
+    for t in tables:
+        missing = [c for c in t.zorder_by if c not in (engine.table_columns(t.path) or {})]
+        if missing:
+            raise MedallionError(f"zorder_by names {', '.join(missing)}, which table '{t.name}' "
+                                 "does not have", path=t.origin,
+                                 hint="name columns the model returns")
     with warehouse_lock(loaded.project.target.warehouse, "optimize"):
-        return [(t.name, engine.optimize(t.path)) for t in tables]
+        return [(t.name, engine.optimize(t.path, t.zorder_by)) for t in tables]
 
 
 def vacuum(inv: Invocation, retain: str, allow_short_retention: bool = False):

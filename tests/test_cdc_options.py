@@ -59,6 +59,10 @@ def test_changes_keep_stored_values_for_nulls_and_leave_cdc_columns_out(project,
 @pytest.mark.parametrize("config, error", [
     ("except_columns=['customer_id']", "except_columns names customer_id, which the table needs"),
     ("ignore_null_updates=true, scd_type=2", "ignore_null_updates is for scd_type 1"),
+    ("track_history_columns=['name']", "track_history_columns and track_history_except_columns "
+                                       "are for scd_type 2"),
+    ("scd_type=2, track_history_columns=['name'], track_history_except_columns=['email']",
+     "set track_history_columns or track_history_except_columns, not both"),
 ])
 def test_cdc_options_that_cannot_work_are_refused(project, build, engine_name, config, error):
     silver = SILVER.replace("except_columns=['op'], ignore_null_updates=true", config)

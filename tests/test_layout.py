@@ -6,7 +6,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 BUILD_STEPS = {"inputs", "landing", "json_values", "debezium", "kafka", "rows", "checks", "writes",
-               "state", "throughput", "incremental", "aggregates", "tally"}
+               "state", "throughput", "incremental", "aggregates", "history", "tally"}
 BUILD_DRIVERS = {"batch", "by_groups", "streaming", "empty"}
 
 

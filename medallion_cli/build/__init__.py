@@ -7,6 +7,7 @@
     rows.py       its rows: its SQL over those inputs; a seed's CSV; a micro-batch's new rows
     checks.py     its expectations, and the quarantine for rows a `drop` rule rejects
     writes.py     into its Delta table: replace, append, MERGE (latest wins, deletes, SCD2)
+    history.py    SCD2 versions recomputed from each touched key's timeline
     state.py      what is kept between builds: fingerprints, and streaming checkpoints' records
     incremental.py  tables kept per group (incremental_by): which groups the inputs' changes touch
     aggregates.py   ... and their sums and counts brought up to date from those changes alone

@@ -11,7 +11,7 @@ MERGE semantics, the same however rows fall into batches:
   sequence and when it was deleted) for `tombstone_retention` (30 days): an event older than the
   delete that arrives later does not bring the key back, as a full recompute would not.
 - `scd_type: 2` keeps history: each key's versions recomputed from its whole timeline (its
-  stored versions, every delete remembered within the retention, the new events).
+  stored versions, every delete remembered within the retention, the new events; history.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import datetime as dt
 
 from ..config import interval_seconds
 from ..engines import MergeSpec, WriteResult, newer_condition
+from ..engines.native_sql import quote
 from ..errors import MedallionError
 from ..rendering import CompiledNode
-from .context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext
+from .context import DELETE_COLUMN, VALID_FROM, BuildContext
+from .history import scd2_history
 
 DELETED_AT = "_deleted_at"
 
@@ -75,7 +77,8 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
         # A version is its key's row at one sequence (valid_from holds its first column).
         later = cfg.sequence_by[1:]
         return (scd2_history(ctx, events, cfg, existing, tombstones if known else None),
-                MergeSpec(keys=cfg.unique_key + (VALID_FROM,) + later, null_safe_keys=later))
+                MergeSpec(keys=cfg.unique_key + (VALID_FROM,) + later, null_safe_keys=later,
+                          delete_column=DELETE_COLUMN))
     return latest(events, cfg), MergeSpec(
         keys=cfg.unique_key, sequence_by=cfg.sequence_by,
         delete_column=DELETE_COLUMN if cfg.delete_when else None,
@@ -145,10 +148,6 @@ def latest(events, cfg):
         .where("_medallion_rank = 1").drop("_medallion_rank"))
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def without_superseded(ctx: BuildContext, events, cfg, tombstones: str):
     """The events minus those older than a remembered delete of their key."""
     from pyspark.sql import functions as F
@@ -157,7 +156,7 @@ def without_superseded(ctx: BuildContext, events, cfg, tombstones: str):
     deleted = ctx.engine.read_table(tombstones).select(
         *keys, *[F.col(c).alias(f"_tomb_{c}") for c in cfg.sequence_by],
         F.lit(True).alias("_tomb"))
-    newer = newer_condition(cfg.sequence_by, _quote, lambda c: _quote(f"_tomb_{c}")) or "true"
+    newer = newer_condition(cfg.sequence_by, quote, lambda c: quote(f"_tomb_{c}")) or "true"
     joined = events.join(deleted, keys, "left")
     keep = F.expr(f"_tomb IS NULL OR {DELETE_COLUMN} OR ({newer})")
     return joined.where(keep).drop("_tomb", *[f"_tomb_{c}" for c in cfg.sequence_by])
@@ -215,58 +214,3 @@ def first_build_rows(node: CompiledNode, df):
     if cfg.materialized in ("incremental", "streaming") and cfg.strategy == "merge":
         df, _ = merge_rows(None, cfg, df, None)
     return without_deletes(df)
-
-
-def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
-                 tombstones: str | None = None):
-    """SCD type 2 rows for every key the new events touch, recomputed from the whole timeline.
-
-    The timeline of a key is its stored versions, its remembered delete, and the new events,
-    ordered by sequence_by; each version is valid from its own sequence value to the next one's,
-    and the last is current unless a delete ends it. Validity comes from the data, not the clock,
-    so a replayed or late batch yields the same rows. A closed version with no successor is one
-    that a delete closed, and is read back as that delete."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    keys, seqs = list(cfg.unique_key), list(cfg.sequence_by)
-    seq = seqs[0]  # validity runs from the first sequence column's values
-    columns = [c for c in events.columns if c != DELETE_COLUMN]
-    types = dict(events.dtypes)
-    events = events.withColumn("_medallion_new", F.lit(1))
-    if path is not None:
-        touched = events.select(*keys).distinct()
-        stored = ctx.engine.read_table(path).join(touched, keys, "left_semi")
-        closed, nxt = stored.where(F.col(VALID_TO).isNotNull()).alias("c"), stored.alias("n")
-        # its successor: a later version of the key from where it ends (versions may share a
-        # valid_from: it holds the first sequence column only)
-        later = F.expr(newer_condition(tuple(seqs), lambda c: f"n.{_quote(c)}",
-                                       lambda c: f"c.{_quote(c)}")) & ~F.expr(" AND ".join(
-            f"(n.{_quote(c)} IS NOT DISTINCT FROM c.{_quote(c)})" for c in seqs))
-        closed_by_delete = closed.join(
-            nxt, [F.col(f"c.{k}") == F.col(f"n.{k}") for k in keys]
-            + [F.col(f"c.{VALID_TO}") == F.col(f"n.{VALID_FROM}"), later], "left_anti")
-        deletes = closed_by_delete.select(*[
-            F.col(c) if c in keys else
-            F.col(VALID_TO).alias(c) if c == seq else F.lit(None).cast(types[c]).alias(c)
-            for c in columns], F.lit(True).alias(DELETE_COLUMN), F.lit(0).alias("_medallion_new"))
-        versions = stored.select(*columns, F.lit(False).alias(DELETE_COLUMN),
-                                 F.lit(0).alias("_medallion_new"))
-        events = events.unionByName(versions).unionByName(deletes)
-        if tombstones is not None:
-            remembered = ctx.engine.read_table(tombstones).join(touched, keys, "left_semi")
-            events = events.unionByName(remembered.select(*[
-                F.col(c) if c in keys or c in seqs else F.lit(None).cast(types[c]).alias(c)
-                for c in columns], F.lit(True).alias(DELETE_COLUMN),
-                F.lit(0).alias("_medallion_new")))
-    # one event per key and sequence value: a new row replaces a stored one with the same value
-    same = Window.partitionBy(*keys, *seqs).orderBy(F.col("_medallion_new").desc(),
-                                                    F.col(DELETE_COLUMN).desc())
-    events = events.withColumn("_medallion_rank", F.row_number().over(same)).where(
-        "_medallion_rank = 1")
-    timeline = Window.partitionBy(*keys).orderBy(*[F.col(c).asc_nulls_first() for c in seqs])
-    following = F.lead(seq).over(timeline)
-    return (events.withColumn(VALID_TO, following)
-            .where(~F.col(DELETE_COLUMN))
-            .select(*columns, F.col(seq).alias(VALID_FROM), VALID_TO,
-                    F.col(VALID_TO).isNull().alias(IS_CURRENT)))

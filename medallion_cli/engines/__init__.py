@@ -143,8 +143,10 @@ class Engine(Protocol):
 
     # Maintenance and time travel.
 
-    def optimize(self, path: str) -> dict:
-        """Compact small files (a commit with no data change); {files_removed, files_added}."""
+    def optimize(self, path: str, zorder_by: tuple[str, ...] = ()) -> dict:
+        """Compact small files (a commit with no data change); {files_removed, files_added}.
+        zorder_by: rewrite the rows clustered on these columns (Z-order), so that files hold
+        narrow ranges of them and reads filtering on them skip most files."""
 
     def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
         """Delete unreferenced files older than the retention; returns them."""

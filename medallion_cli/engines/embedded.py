@@ -408,9 +408,10 @@ class EmbeddedEngine:
 
     # Maintenance and time travel: delta-rs alone, no Spark.
 
-    def optimize(self, path: str) -> dict:
+    def optimize(self, path: str, zorder_by: tuple[str, ...] = ()) -> dict:
         """Compact small files into larger ones (no data change); returns files removed/added."""
-        metrics = self._open(path).optimize.compact()
+        dt = self._open(path)
+        metrics = dt.optimize.z_order(list(zorder_by)) if zorder_by else dt.optimize.compact()
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 
     def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:

@@ -279,8 +279,10 @@ class NativeEngine:
         known = [set(stat.get("nullCount") or {}) for stat in stats]
         return {c: n for c, n in counts.items() if all(c in k for k in known)}
 
-    def optimize(self, path: str) -> dict:
-        metrics = self._table(path).optimize().executeCompaction().first()["metrics"]
+    def optimize(self, path: str, zorder_by: tuple[str, ...] = ()) -> dict:
+        builder = self._table(path).optimize()
+        done = builder.executeZOrderBy(*zorder_by) if zorder_by else builder.executeCompaction()
+        metrics = done.first()["metrics"]
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 
     def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
