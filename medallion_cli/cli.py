@@ -44,7 +44,8 @@ def common_options(func):
             inv = tasks.Invocation(project_dir, profiles_dir, target, tuple(select),
                                    tuple(exclude), full_refresh, tasks.parse_vars(vars_text),
                                    kwargs.pop("threads", None), debug,
-                                   fail_fast=kwargs.pop("fail_fast", False), state=state)
+                                   fail_fast=kwargs.pop("fail_fast", False), state=state,
+                                   defer=kwargs.pop("defer", False))
             return func(inv, debug=debug, **kwargs)
         except MedallionError as exc:
             if debug:
@@ -107,6 +108,9 @@ def main() -> None:
 
 def running_options(func):
     """Options of the commands that run nodes."""
+    func = click.option("--defer", is_flag=True,
+                        help="Read the tables of unselected models this target has not built "
+                             "from the --state run's warehouse (as dbt's --defer).")(func)
     func = click.option("--fail-fast", "-x", is_flag=True,
                         help="After the first failure, start nothing more (what is running "
                              "finishes) and report the rest skipped.")(func)

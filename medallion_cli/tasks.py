@@ -54,6 +54,7 @@ class Invocation:
     fail_fast: bool = False  # start nothing more after the first failure
     state: str | None = None  # a folder with an earlier run's manifest.json (state:modified)
     empty: bool = False  # build/run --empty: models checked over inputs with no rows, no writes
+    defer: bool = False  # read unbuilt unselected parents' tables from the --state run's
 
 
 def parse_vars(text: str | None, option: str = "--vars") -> dict:
@@ -244,7 +245,28 @@ def _context(loaded: Loaded, inv: Invocation, selected=(),
     finally:
         report.phase(None)
     return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh,
-                        frozenset(selected), spark_start_seconds=time.perf_counter() - began)
+                        frozenset(selected), spark_start_seconds=time.perf_counter() - began,
+                        deferred=deferred_tables(inv, loaded, engine, selected))
+
+
+def deferred_tables(inv: Invocation, loaded: Loaded, engine: Engine, selected) -> dict:
+    """--defer: name -> the --state run's table, for each model or seed the selected nodes read
+    (through others too) that is not selected and has no table in this target, as dbt's
+    --defer reads production's relations in a development run."""
+    if not inv.defer:
+        return {}
+    if loaded.previous is None:
+        raise MedallionError("--defer reads tables of the --state run: pass --state DIR too",
+                             hint="e.g. --defer --state prod-target/ (a copy of a deployed "
+                                  "run's target/ folder)")
+    graph, chosen, read = loaded.graph, set(selected), set()
+    for name in chosen:  # models and seeds, or data tests (`medallion test --defer`)
+        parents = graph.ancestors(name) if name in graph.nodes else set(loaded.tests[name].refs)
+        read |= parents.union(*(graph.ancestors(p) for p in parents))
+    read -= chosen
+    return {name: loaded.previous[name]["table"] for name in sorted(read)
+            if (loaded.previous.get(name) or {}).get("table")
+            and not engine.table_exists(loaded.project.table_path(graph.nodes[name].file))}
 
 
 def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Reporter = Reporter(),
@@ -327,7 +349,7 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
         return []
     from .observers import observed_run
 
-    ctx = _context(loaded, inv, report=report)
+    ctx = _context(loaded, inv, names, report=report)
     with observed_run(ctx, "test", len(names), report.begin, report.result, report.batch,
                       report.warn) as run:
         results = execute(names, {}, runner(run.ctx, loaded.tests),

@@ -26,7 +26,7 @@ from .state import rows_read
 def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict) -> Outcome:
     cfg = node.config
     versions = input_versions(ctx, node)  # before reading: the changes up to these are applied
-    metadata = {**metadata, **group_metadata(node, versions)}
+    metadata = {**metadata, **group_metadata(ctx, node, versions)}
     with ctx.phases.timing("changed_groups"):
         feeds, why_full = (None, None) if ctx.full_refresh or not ctx.engine.table_exists(
             path) else input_changes(ctx, node, path, versions)

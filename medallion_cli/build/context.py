@@ -60,6 +60,13 @@ class BuildContext:
     after_recorded: Callable = lambda action: action()
     spark_start_seconds: float | None = None  # this invocation's (0 when it was running already)
     phases: Phases = field(default_factory=Phases)  # the node's own (see runner.own_session)
+    deferred: dict = field(default_factory=dict)  # --defer: model -> the --state run's table
+
+
+def input_table(ctx: BuildContext, name: str) -> str:
+    """Where the table of model or seed `name` is read: this target's, or with --defer the
+    --state run's when this target has none."""
+    return ctx.deferred.get(name) or ctx.project.table_path(ctx.graph.nodes[name].file)
 
 
 @dataclass(frozen=True)

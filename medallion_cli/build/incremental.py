@@ -22,7 +22,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..rendering import CompiledNode
-from .context import DELETE_COLUMN, BuildContext
+from .context import DELETE_COLUMN, BuildContext, input_table
 from .state import definition
 
 # The table's SQL and config (hashed) and the input versions it was computed from, in one
@@ -36,12 +36,19 @@ def input_versions(ctx: BuildContext, node: CompiledNode) -> dict[str, int] | No
     parents = [ctx.graph.nodes[name] for name in node.refs]
     if node.sources or any(p.config.materialized == "view" for p in parents):
         return None
-    return {p.name: ctx.engine.table_version(ctx.project.table_path(p.file)) for p in parents}
+    return {p.name: ctx.engine.table_version(input_table(ctx, p.name)) for p in parents}
 
 
-def metadata(node: CompiledNode, versions: dict[str, int] | None) -> dict:
-    """What a write of the table records so the next build can find what changed since."""
-    return {RECORD_KEY: json.dumps({"definition": definition(node), "inputs": versions})}
+def metadata(ctx: BuildContext, node: CompiledNode, versions: dict[str, int] | None) -> dict:
+    """What a write of the table records so the next build can find what changed since (and
+    where inputs read with --defer were: another warehouse's versions are not comparable)."""
+    return {RECORD_KEY: json.dumps({"definition": definition(node), "inputs": versions,
+                                    **_deferred(ctx, node)})}
+
+
+def _deferred(ctx: BuildContext, node: CompiledNode) -> dict:
+    deferred = {name: ctx.deferred[name] for name in node.refs if name in ctx.deferred}
+    return {"deferred": deferred} if deferred else {}
 
 
 def across_groups(node: CompiledNode) -> str | None:
@@ -73,6 +80,8 @@ def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
     record = json.loads(ctx.engine.last_commit_value(path, RECORD_KEY) or "{}")
     if record.get("definition") != definition(node):
         return None, "its table was written by another SQL or config"
+    if record.get("deferred") != _deferred(ctx, node).get("deferred"):
+        return None, "its inputs were read from another warehouse (--defer) then or now"
     recorded = record.get("inputs") or {}
     keys = list(node.config.incremental_by)
     feeds = {}
@@ -82,7 +91,7 @@ def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
             continue
         if before is None or before > version:
             return None, f"{relation} is not the table it was last built from"
-        table = ctx.project.table_path(ctx.graph.nodes[relation].file)
+        table = input_table(ctx, relation)
         try:
             feeds[relation] = ctx.engine.read_changes(table, before + 1, version)
             missing = [k for k in keys if k not in feeds[relation].columns]

@@ -15,7 +15,7 @@ from ..errors import MedallionError
 from ..locations import is_remote
 from ..project import SourceTable
 from ..rendering import CompiledNode, changes_relation
-from .context import BuildContext
+from .context import BuildContext, input_table
 from .kafka import read_kafka
 from .landing import read_landing
 
@@ -38,11 +38,12 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
 
 
 def built_table(ctx: BuildContext, node: CompiledNode) -> str:
-    path = ctx.project.table_path(node.file)
+    path = input_table(ctx, node.name)
     if not ctx.engine.table_exists(path):
         raise MedallionError(f"'{node.name}' has not been built yet (no Delta table at {path})",
                              path=node.file.rel_path,
-                             hint=f"build it first: medallion build -s +{node.name}")
+                             hint=f"build it first: medallion build -s +{node.name}, or read "
+                                  "a deployed run's with --defer --state DIR")
     return path
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..engines import Engine
 from ..locations import is_remote, join
 from ..rendering import CompiledNode
-from .context import BuildContext
+from .context import BuildContext, input_table
 
 FINGERPRINT_KEY = "medallion.fingerprint"
 DEFINITION_KEY = "medallion.definition"
@@ -58,7 +58,7 @@ def inputs_fingerprint(ctx: BuildContext, content: str, refs, sources,
     inputs: dict = {}
     for name in refs:
         parent = ctx.graph.nodes[name]
-        path = ctx.project.table_path(parent.file)
+        path = input_table(ctx, name)
         if parent.config.materialized == "view":
             inputs[name] = fingerprint(ctx, parent)
             if inputs[name] is None:
@@ -66,6 +66,8 @@ def inputs_fingerprint(ctx: BuildContext, content: str, refs, sources,
         else:
             inputs[name] = ctx.engine.table_version(path) if ctx.engine.table_exists(path) \
                 else None
+            if name in ctx.deferred:  # another warehouse's table: its versions are not ours
+                inputs[name] = [path, inputs[name]]
     for key in sources:
         source = ctx.project.sources[key]
         inputs[source.relation] = (ctx.engine.table_version(source.path)
@@ -105,7 +107,7 @@ def rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
     for name in node.refs:
         parent = ctx.graph.nodes[name]
         rows = (rows_read(ctx, parent) if parent.config.materialized == "view"
-                else ctx.engine.row_count(ctx.project.table_path(parent.file)))
+                else ctx.engine.row_count(input_table(ctx, name)))
         if rows is None:
             return None
         total += rows
