@@ -486,7 +486,11 @@ def fetch_jars(bundles: tuple[str, ...]) -> list[Path]:
 
 
 # The template is this repository: cookiecutter.json at its root, beside the package.
-TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
+# Installed packages carry the template (setup.py copies it in); an editable install is the
+# repository, whose root is the template.
+PACKAGED_TEMPLATE = Path(__file__).resolve().parent / "template"
+TEMPLATE_ROOT = (PACKAGED_TEMPLATE if (PACKAGED_TEMPLATE / "cookiecutter.json").is_file()
+                 else PACKAGED_TEMPLATE.parent.parent)
 
 
 def init(name: str, template: str | None = None, output_dir: str = ".",

@@ -1,8 +1,12 @@
 """The cookiecutter template: generated projects build and test green, as generated."""
 
 import os
+import re
+import shutil
 import subprocess
 import sys
+import zipfile
+from importlib import metadata
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -13,6 +17,15 @@ from medallion_cli import tasks
 from medallion_cli.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def assert_portable(requirements: str):
+    """The runner pinned so a teammate's machine installs the same: this checkout's origin at its
+    commit when origin is a remote repository, else the package's version; never a local path."""
+    line = requirements.strip()
+    assert re.fullmatch(r"medallion-cli\[test\] @ git\+(https|ssh)://\S+@[0-9a-f]{40}", line) or (
+        line == f"medallion-cli[test]=={metadata.version('medallion-cli')}"), line
+    assert "file:" not in line
 
 
 def build_and_test(project: Path, target: str | None = None):
@@ -29,8 +42,7 @@ def test_no_input_project_builds_and_tests_green(tmp_path, spark, monkeypatch):
     assert set(delta_built.values()) == {"success"} and set(delta_tested.values()) == {"success"}
     assert len(read_delta(project / "warehouse-delta/gold/gold_daily_revenue")) == 4
     assert project.name == "my_lakehouse"
-    assert (project / "requirements.txt").read_text().strip() == (
-        f"medallion-cli[test] @ {ROOT.as_uri()}")  # the package, not a copy of it
+    assert_portable((project / "requirements.txt").read_text())  # the package, not a copy
     assert not (project / "medallion_cli").exists()
     assert "name: my_lakehouse" in (project / "medallion_project.yml").read_text()
     built, tested = build_and_test(project)
@@ -89,4 +101,38 @@ def test_cookiecutter_cli_with_a_relative_template_path(tmp_path):
     assert out.returncode == 0, out.stderr
     project = tmp_path / "my_lakehouse"
     assert (project / "models/silver/silver_orders.sql").is_file()
-    assert (project / "requirements.txt").read_text().strip().endswith(ROOT.as_uri())
+    assert_portable((project / "requirements.txt").read_text())
+
+
+def test_init_from_an_installed_package_ships_the_template_and_pins_a_version(tmp_path):
+    """`medallion init` from a wheel (no repository beside it): the template and the examples
+    come from inside the package; the project names the package by version, not by a path."""
+    source = tmp_path / "source"
+    tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    for rel in tracked:
+        if (ROOT / rel).is_file():
+            (source / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, source / rel)
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "-w", str(wheels), str(source)], check=True, capture_output=True)
+    installed = tmp_path / "site"
+    with zipfile.ZipFile(next(wheels.glob("medallion_cli-*.whl"))) as wheel:
+        wheel.extractall(installed)
+    assert (installed / "medallion_cli/template/models/silver/silver_orders.sql").is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(installed), "PWD": str(elsewhere)}
+    run = subprocess.run([sys.executable, "-c", "import medallion_cli.cli as c; print(c.__file__); "
+                          "c.main()", "init", "Team Lake", "--no-input"],
+                         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith(str(installed))  # the wheel's package, not this checkout's
+    project = elsewhere / "team_lake"
+    assert (project / "requirements.txt").read_text() == "medallion-cli[test]==" + (
+        metadata.version("medallion-cli") + "\n")
+    for rel in ("models/silver/silver_orders.sql", "seeds/products.csv", "README.md",
+                "tests/test_sample_models.py", "profiles/profiles.yml", ".gitignore"):
+        assert (project / rel).is_file(), rel
+    assert tasks.list_nodes(tasks.Invocation(project_dir=str(project)))
