@@ -22,6 +22,7 @@ CONFIG_KEYS = {
     "unique_key": None,
     "sequence_by": None,
     "delete_when": None,
+    "truncate_when": None,
     "scd_type": (1, 2),
     "trigger": None,
     "partition_by": None,
@@ -50,7 +51,7 @@ OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
 LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
-              "track_history_except_columns")
+              "track_history_except_columns", "truncate_when")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (build/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
@@ -97,6 +98,9 @@ class NodeConfig:
     # OPTIMIZE ZORDER BY these columns (medallion optimize, optimize_after_files): files hold
     # narrow ranges of them, so reads filtering on them skip most files
     zorder_by: tuple[str, ...] = ()
+    # AUTO CDC's APPLY AS TRUNCATE WHEN, for SCD1 merge models: an event where this holds
+    # empties the table of every row not newer than it (by sequence_by)
+    truncate_when: str | None = None
 
     def as_dict(self, defining: bool = False) -> dict:
         """The config; defining: only the keys that decide what the table holds (a change to
@@ -280,6 +284,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         track_history_columns=as_tuple(raw.get("track_history_columns")),
         track_history_except_columns=as_tuple(raw.get("track_history_except_columns")),
         zorder_by=as_tuple(raw.get("zorder_by")),
+        truncate_when=raw.get("truncate_when"),
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
@@ -305,6 +310,12 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
     if config.track_history_columns and config.track_history_except_columns:
         raise MedallionError("set track_history_columns or track_history_except_columns, not "
                              "both", path=origin, hint="name the tracked columns, or the others")
+    if config.truncate_when and (config.strategy != "merge" or config.scd_type == 2
+                                 or not config.sequence_by):
+        raise MedallionError("truncate_when needs strategy 'merge' with scd_type 1 and "
+                             "sequence_by", path=origin,
+                             hint="sequence_by says which rows a truncate empties: those not "
+                                  "newer than it; SCD2 keeps history a truncate would erase")
     if config.ignore_null_updates and config.scd_type == 2:
         raise MedallionError("ignore_null_updates is for scd_type 1", path=origin,
                              hint="SCD2 keeps every version as it came")

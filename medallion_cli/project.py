@@ -28,6 +28,7 @@ CDC_FORMATS = ("debezium",)
 UNKNOWN_FIELDS = ("rescue", "fail", "ignore")  # what JSON fields outside the schema become
 QUARANTINE_SUFFIX = "_quarantine"
 TOMBSTONE_SUFFIX = "_tombstones"
+TRUNCATE_SUFFIX = "_truncates"
 # Bronze keeps whatever new columns land; other layers fail on them unless told otherwise.
 LAYER_DEFAULTS = {"bronze": {"on_schema_change": "append_new_columns"}}
 
@@ -112,6 +113,10 @@ class Project:
     def tombstone_path(self, node: NodeFile) -> str:
         """Where a MERGE model with deletes remembers the keys it deleted, beside its table."""
         return self.table_path(node) + TOMBSTONE_SUFFIX
+
+    def truncate_path(self, node: NodeFile) -> str:
+        """Where a MERGE model with truncate_when remembers its latest truncate."""
+        return self.table_path(node) + TRUNCATE_SUFFIX
 
     def test_failures_path(self, test_name: str) -> str:
         """Where a data test with store_failures keeps its failing rows of the last run."""

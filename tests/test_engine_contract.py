@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from medallion_cli.engines import MergeSpec, make_engine
+from medallion_cli.engines import MergeSpec, make_engine, sql_literal
 from medallion_cli.engines.native_sql import merge_sql, snapshot_sql
 from medallion_cli.project import Target
 
@@ -56,6 +56,25 @@ def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, tmp_path):
          (5, "never", 1, True)], "id long, v string, seq int, _medallion_delete boolean")
     engine.merge(source, path, MergeSpec(("id",), ("seq",), "_medallion_delete"))
     assert rows(engine, path) == [(1, "a", 2), (2, "new", 2), (4, "d", 1)]
+
+
+@pytest.mark.parametrize("through, kept", [
+    ("2024-05-01 10:00:00", [(1, "new"), (3, "later")]),  # rows at or before it go
+    (None, [(1, "new"), (2, "b"), (3, "later")]),  # a truncate with no time is the oldest
+])
+def test_merge_deletes_the_rows_a_truncate_is_not_older_than(engine, spark, tmp_path, through,
+                                                              kept):
+    path = tmp_path / "wh/t"
+    stored = "id long, v string, at timestamp"
+    engine.write(spark.sql("select 1 as id, 'a' as v, timestamp'2024-05-01 09:00:00' as at "
+                           "union all select 2, 'b', timestamp'2024-05-01 10:00:00' "
+                           "union all select 3, 'c', timestamp'2024-05-01 11:00:00'")
+                 .to(spark.createDataFrame([], stored).schema), path, "overwrite")
+    source = spark.sql("select 1 as id, 'new' as v, timestamp'2024-05-01 12:00:00' as at "
+                       "union all select 3, 'later', timestamp'2024-05-01 12:00:00'")
+    engine.merge(source, path, MergeSpec(("id",), ("at",), truncated_through={
+        "at": sql_literal(through, "timestamp")}))
+    assert sorted((r["id"], r["v"]) for r in engine.read_table(path).collect()) == kept
 
 
 def test_history_snapshot_restore_and_optimize(engine, spark, tmp_path):

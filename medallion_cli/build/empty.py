@@ -68,8 +68,9 @@ def table_rows(ctx: BuildContext, node: CompiledNode, rows):
                                  hint="columns: " + ", ".join(rows.columns))
     conditions = {f"expectation '{name}'": rule["expect"]
                   for name, rule in cfg.expectations.items()}
-    if cfg.delete_when:
-        conditions["delete_when"] = cfg.delete_when
+    for key in ("delete_when", "truncate_when"):
+        if getattr(cfg, key):
+            conditions[key] = getattr(cfg, key)
     for what, condition in conditions.items():
         try:
             rows.select(F.expr(condition)).schema

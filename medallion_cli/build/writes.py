@@ -10,6 +10,10 @@ MERGE semantics, the same however rows fall into batches:
 - `delete_when` deletes a key. Deleted keys are remembered in `<model>_tombstones` (the key, its
   sequence and when it was deleted) for `tombstone_retention` (30 days): an event older than the
   delete that arrives later does not bring the key back, as a full recompute would not.
+- `truncate_when` (SCD1) empties the table of every row not newer than the truncate event, in
+  the MERGE that applies the events after it. The latest truncate is remembered in
+  `<model>_truncates`: an event older than it that arrives later stays out, as in a full
+  recompute.
 - `scd_type: 2` keeps history: each key's versions recomputed from its whole timeline (its
   stored versions, every delete remembered within the retention, the new events; history.py).
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 
 from ..config import interval_seconds
-from ..engines import MergeSpec, WriteResult, newer_condition
+from ..engines import MergeSpec, WriteResult, newer_condition, sql_literal
 from ..engines.native_sql import quote
 from ..errors import MedallionError
 from ..rendering import CompiledNode
@@ -27,6 +31,7 @@ from .context import DELETE_COLUMN, VALID_FROM, BuildContext
 from .history import scd2_history
 
 DELETED_AT = "_deleted_at"
+TRUNCATED_AT = "_truncated_at"
 
 
 def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, replace: bool,
@@ -40,7 +45,9 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, repl
     spec = None
     if cfg.strategy == "merge":
         tombstones = ctx.project.tombstone_path(node.file) if cfg.delete_when else None
-        df, spec = merge_rows(ctx, cfg, df, None if replace else path, tombstones, txn)
+        truncates = ctx.project.truncate_path(node.file) if cfg.truncate_when else None
+        df, spec = merge_rows(ctx, cfg, df, None if replace else path, tombstones, txn,
+                              truncates)
     if replace:
         return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
                                 txn=txn, properties=cfg.delta_properties(df.columns))
@@ -60,11 +67,16 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, repl
 
 
 def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
-               tombstones: str | None = None, txn: tuple[str, int] | None = None):
+               tombstones: str | None = None, txn: tuple[str, int] | None = None,
+               truncates: str | None = None):
     """The rows a MERGE writes and how it matches them: one row per key (the latest) with a
     delete flag, or, for scd_type 2, the recomputed history of the keys touched. existing: the
     table to merge into (None on a first build or without a table, as in unit tests);
-    tombstones: where deleted keys are remembered (None when the model has no deletes)."""
+    tombstones: where deleted keys are remembered (None when the model has no deletes);
+    truncates: where the latest truncate is (None without truncate_when)."""
+    truncated_through = None
+    if cfg.truncate_when:
+        df, truncated_through = after_truncates(ctx, cfg, df, existing, truncates, txn)
     if cfg.ignore_null_updates:
         df = filled_from_earlier(df, cfg)
     events = flag_deletes(distinct_events(df, cfg), cfg).drop(*cfg.except_columns)
@@ -82,7 +94,39 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
     return latest(events, cfg), MergeSpec(
         keys=cfg.unique_key, sequence_by=cfg.sequence_by,
         delete_column=DELETE_COLUMN if cfg.delete_when else None,
-        ignore_nulls=cfg.ignore_null_updates)
+        ignore_nulls=cfg.ignore_null_updates, truncated_through=truncated_through)
+
+
+def after_truncates(ctx: BuildContext | None, cfg, df, existing: str | None,
+                    path: str | None, txn: tuple[str, int] | None):
+    """truncate_when: the events newer than the latest truncate (this batch's or remembered at
+    path), and that truncate's sequence as SQL literals (None when there was none), for the
+    MERGE to delete the stored rows not newer than it. What is remembered changes first, under
+    the batch's app transaction: a replay finds it done and reads the same truncate."""
+    from pyspark.sql import functions as F
+
+    seq = list(cfg.sequence_by)
+    latest_first = [F.col(c).desc_nulls_last() for c in seq]
+    truncating = F.coalesce(F.expr(cfg.truncate_when), F.lit(False))
+    brought = df.where(truncating).select(*seq)
+    kept = path is not None and ctx.engine.table_exists(path)
+    candidates = brought.withColumn("_new", F.lit(True))
+    if kept and existing is not None:  # a first build or full refresh forgets earlier ones
+        candidates = candidates.unionByName(
+            ctx.engine.read_table(path).select(*seq, F.lit(False).alias("_new")))
+    # the latest truncate; on a tie the remembered one, which needs no new write
+    found = candidates.orderBy(*latest_first, "_new").select(
+        "_new", *[F.col(c).cast("string").alias(c) for c in seq]).first()
+    if path is not None and (found is not None and found["_new"] or kept and existing is None):
+        ctx.engine.write(brought.orderBy(*latest_first).limit(1).withColumn(
+            TRUNCATED_AT, F.current_timestamp()), path, "overwrite", txn=txn)
+    events = df.where(~truncating)
+    if found is None:
+        return events, None
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    through = {c: sql_literal(found[c], types[c]) for c in seq}
+    not_newer = newer_condition(cfg.sequence_by, lambda c: through[c], quote)
+    return events.where(f"NOT coalesce({not_newer}, false)"), through
 
 
 def filled_from_earlier(df, cfg):

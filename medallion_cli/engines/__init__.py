@@ -47,6 +47,9 @@ class MergeSpec:
     # the group's new rows (delete column false), which match nothing and are inserted.
     replace_groups: bool = False
     ignore_nulls: bool = False  # a null in a matched source row keeps the stored value
+    # The latest truncate's sequence_by values (SQL literals): target rows the source lacks
+    # that are not newer are deleted
+    truncated_through: dict[str, str] | None = None
 
 
 def updated_value(spec: MergeSpec, column: str, source, target) -> str:
@@ -81,6 +84,29 @@ def newer_condition(columns: tuple[str, ...], source, target) -> str | None:
         condition = (f"(({t} IS NULL AND {s} IS NOT NULL) OR {s} > {t} OR "
                      f"(({s} IS NOT DISTINCT FROM {t}) AND {condition}))")
     return condition
+
+
+def sql_literal(text: str | None, type_name: str) -> str:
+    """A value, as Spark casts it to a string (timestamps in the session's time zone, UTC), as
+    a literal of its Spark type (`simpleString()`) both engines' SQL read."""
+    if text is None:
+        return "NULL"
+    if type_name in ("timestamp", "timestamp_ntz", "date"):
+        return f"CAST('{text}' AS {'DATE' if type_name == 'date' else 'TIMESTAMP'})"
+    if type_name in ("string", "binary") or type_name.startswith(("varchar", "char")):
+        return "'" + text.replace("'", "''") + "'"
+    return text  # numbers and booleans read as themselves
+
+
+def removed_condition(spec: MergeSpec, target) -> str | None:
+    """SQL: a target row the source lacks is deleted (spec.expire, or not newer than the latest
+    truncate); `target` names a column as SQL."""
+    conditions = [spec.expire] if spec.expire else []
+    if spec.truncated_through is not None:
+        through = spec.truncated_through
+        older = newer_condition(spec.sequence_by, lambda c: through[c], target)
+        conditions.append(f"coalesce({older}, false)")  # a null truncate is the oldest
+    return " OR ".join(f"({c})" for c in conditions) or None
 
 
 class Engine(Protocol):

@@ -38,6 +38,7 @@ from . import (
     last_commit_value,
     match_condition,
     newer_condition,
+    removed_condition,
     updated_value,
 )
 from .spark import start_spark
@@ -384,8 +385,9 @@ class EmbeddedEngine:
             for c in columns}, predicate=newer)
         merger = merger.when_not_matched_insert(values, predicate=f"NOT {deleting}" if deleting
                                                 else None)
-        if spec.expire:
-            merger = merger.when_not_matched_by_source_delete(spec.expire)
+        removed = removed_condition(spec, lambda c: f"{TARGET}.{_quote(c)}")
+        if removed:
+            merger = merger.when_not_matched_by_source_delete(removed)
         try:
             merger.execute()
         except DeltaError as exc:

@@ -4,7 +4,13 @@ vacuum and restore go through delta-spark's Python API instead: no SQL to check 
 
 from __future__ import annotations
 
-from . import MergeSpec, match_condition, newer_condition, updated_value
+from . import (
+    MergeSpec,
+    match_condition,
+    newer_condition,
+    removed_condition,
+    updated_value,
+)
 
 SOURCE, TARGET = "s", "t"
 
@@ -40,8 +46,9 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
     clauses.append(f"WHEN NOT MATCHED{f' AND NOT {deleting}' if deleting else ''} THEN INSERT "
                    f"({', '.join(map(quote, written))}) "
                    f"VALUES ({', '.join(f'{SOURCE}.{quote(c)}' for c in written)})")
-    if spec.expire:
-        clauses.append(f"WHEN NOT MATCHED BY SOURCE AND {spec.expire} THEN DELETE")
+    removed = removed_condition(spec, lambda c: f"{TARGET}.{quote(c)}")
+    if removed:
+        clauses.append(f"WHEN NOT MATCHED BY SOURCE AND {removed} THEN DELETE")
     return (f"MERGE {'WITH SCHEMA EVOLUTION ' if evolve else ''}INTO {table(path)} AS {TARGET} "
             f"USING {quote(source_view)} AS {SOURCE} ON {on} " + " ".join(clauses))
 
