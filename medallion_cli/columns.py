@@ -14,7 +14,7 @@ from sqlglot.lineage import lineage
 from sqlglot.optimizer.qualify import qualify
 
 from .graph import Graph
-from .project import Project
+from .project import Project, SourceTable
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,26 @@ def _lineage(column: str, sql: str, schema: dict) -> list[str]:
     return sorted(set(found))
 
 
+def source_columns(source: SourceTable,
+                   table_columns: Callable[[str], dict[str, str] | None]) -> dict[str, str]:
+    """A source table's columns and types as models read it: a Delta table's own, or the
+    declared schema plus the columns reading files adds."""
+    if source.format == "delta":
+        return table_columns(str(source.path)) or {}
+    if not source.schema:
+        return {}
+    return {**_ddl_columns(source.schema), "_corrupt_record": "string", "_source_file": "string"}
+
+
 def node_columns(project: Project, graph: Graph,
                  table_columns: Callable[[str], dict[str, str] | None]) -> dict[str, list[Column]]:
     """Every node's columns, in DAG order. table_columns gives a built table's columns and
     types (None when there is no table)."""
     schema: dict[str, dict[str, str]] = {}
     for source in project.sources.values():
-        cols = (table_columns(str(source.path)) if source.format == "delta"
-                else _ddl_columns(source.schema) if source.schema else None)
+        cols = source_columns(source, table_columns)
         if cols:
-            extra = {} if source.format == "delta" else {"_corrupt_record": "string",
-                                                         "_source_file": "string"}
-            schema[source.relation] = {**cols, **extra}
+            schema[source.relation] = cols
     found = {}
     for name in graph.order:
         node = graph.nodes[name]

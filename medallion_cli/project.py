@@ -68,6 +68,7 @@ class SourceTable:
     freshness: dict = field(default_factory=dict)
     data_tests: tuple = ()  # generic tests on the table, and on its columns (in `columns`)
     columns: tuple = ()
+    description: str = ""
 
     @property
     def relation(self) -> str:
@@ -405,7 +406,8 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                     loaded_at_field=table.get("loaded_at_field", source.get("loaded_at_field")),
                     freshness=_source_freshness(table, source, origin, f"{sname}.{tname}"),
                     data_tests=tuple(table.get("data_tests") or table.get("tests") or ()),
-                    columns=tuple(table.get("columns") or ()))
+                    columns=tuple(table.get("columns") or ()),
+                    description=str(table.get("description") or source.get("description") or ""))
     return sources
 
 

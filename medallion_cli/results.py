@@ -99,3 +99,12 @@ def write_sources(project: Project, checked: list) -> Path:
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "target": project.target.name, "results": [c.as_json for c in checked]}, indent=2))
     return out
+
+
+def read_sources(project: Project) -> dict[str, dict]:
+    """The last `medallion source freshness` findings by source (source.table), if any."""
+    path = project.target_dir / "sources.json"
+    if not path.is_file():
+        return {}
+    return {r["source"]: {**r, "checked_at": json.loads(path.read_text())["generated_at"]}
+            for r in json.loads(path.read_text())["results"]}

@@ -16,8 +16,14 @@ MODELS = {
         sources:
           - name: landing
             path: landing
+            freshness: {warn_after: 1 day}
             tables:
-              - {name: sales, format: json, schema: "sku string, qty int, price double"}
+              - name: sales
+                format: json
+                description: Sales as the tills send them.
+                schema: "sku string, qty int, price double"
+                columns:
+                  - {name: sku, description: The till's code, tests: [not_null]}
     """,
     "seeds/skus.csv": "sku,label\nA,Apples\n",
     "models/bronze/raw_sales.sql": "select * from {{ source('landing', 'sales') }}",
@@ -53,13 +59,33 @@ def test_docs_describe_columns_lineage_tests_and_edges(project):
     assert sales["upstream"] == ["raw_sales", "skus"] and sales["downstream"] == ["by_label"]
     assert sales["tests"] == ["not_null_sales_sku"]
     assert sales["description"] == "Priced sales."
-    lineage = {c["name"]: c["lineage"] for c in sales["columns"]}
-    assert lineage == {"sku": ["raw_sales.sku"], "label": ["skus.label"],
-                       "amount": ["raw_sales.price", "raw_sales.qty"]}
-    assert {c["name"]: c["lineage"] for c in nodes["by_label"]["columns"]} == {
-        "label": ["sales.label"], "total": ["sales.amount"]}
+    def lineage(name):
+        return {c["name"]: [(h["node"], h["column"]) for h in c["lineage"]]
+                for c in nodes[name]["columns"]}
+
+    assert lineage("sales") == {"sku": [("raw_sales", "sku")], "label": [("skus", "label")],
+                                "amount": [("raw_sales", "price"), ("raw_sales", "qty")]}
+    assert lineage("by_label") == {"label": [("sales", "label")], "total": [("sales", "amount")]}
+    # hop by hop back to the source: bronze's columns name the source's
+    assert lineage("raw_sales")["price"] == [("landing.sales", "price")]
     assert nodes["raw_sales"]["upstream"] == ["landing.sales"]
     assert "from `raw_sales`" in sales["sql"]
+
+
+def test_docs_describe_sources_with_schema_freshness_and_tests(project):
+    root = project(MODELS)
+    assert tasks.source_freshness(tasks.Invocation(project_dir=str(root)))  # target/sources.json
+    out = tasks.docs(tasks.Invocation(project_dir=str(root)))
+    (source,) = page_data(out)["sources"]
+    assert source["name"] == "landing.sales" and source["format"] == "json"
+    assert source["description"] == "Sales as the tills send them."
+    assert source["path"] == str(root / "landing/sales")
+    assert [(c["name"], c["type"], c["description"]) for c in source["columns"]][:3] == [
+        ("sku", "STRING", "The till's code"), ("qty", "INT", ""), ("price", "DOUBLE", "")]
+    assert source["freshness"] == {"warn_after": 86400}
+    assert source["last_check"]["status"] == "warn"  # no landing files yet: no load time
+    assert source["tests"] == ["source_not_null_landing_sales_sku"]
+    assert source["downstream"] == ["raw_sales"]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install "
@@ -78,7 +104,7 @@ def test_docs_page_renders_the_dag_in_headless_chromium(project, tmp_path):
     assert edges == {("landing.sales", "raw_sales"), ("raw_sales", "sales"), ("skus", "sales"),
                      ("sales", "by_label")}
     assert '<h2 id="model-title">sales</h2>' in dom  # the detail panel follows the URL
-    assert "raw_sales.price, raw_sales.qty" in dom
+    assert ">raw_sales.price</a>, <a" in dom and ">raw_sales.qty</a>" in dom
 
 
 def chromium(tmp_path, *args):
@@ -103,12 +129,27 @@ def test_docs_page_searches_focuses_and_shows_gold_at_1400_px(project, tmp_path)
     assert dimmed == {"landing.sales", "skus", "raw_sales", "by_label"}
     dom = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}?q=not_null#sales").stdout
     assert re.findall(r'<span class="muted">test</span> <a[^>]*>([^<]+)</a>', dom) == [
-        "not_null_sales_sku"]
+        "source_not_null_landing_sales_sku", "not_null_sales_sku"]
     # focus: a node's up- and downstream stay lit, the rest is dimmed; edges have arrowheads
     dom = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}#raw_sales").stdout
     dimmed = set(re.findall(r'<g class="node [^"]*dim[^"]*" data-name="([^"]+)"', dom))
     assert dimmed == {"skus"}
     assert '<marker id="arrow"' in dom
+    # a column followed hop by hop: gold's total, from silver's amount, from bronze's price,
+    # from the source's: each page lights the column and links the one it comes from
+    for page, column, comes_from in (("by_label", "total", ["sales:amount"]),
+                                     ("sales", "amount", ["raw_sales:price", "raw_sales:qty"]),
+                                     ("raw_sales", "price", ["landing.sales:price"])):
+        dom = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}#{page}:{column}").stdout
+        row = re.search(rf'<tr data-column="{column}" class="focus">(.*?)</tr>', dom, re.S)
+        assert row, (page, column)
+        assert re.findall(r'<a href="#([^"]+)"', row.group(1)) == comes_from
+    # a source's page: where it is read from, its columns, freshness and tests
+    dom = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}#landing.sales:price").stdout
+    assert '<h2 id="model-title">landing.sales</h2>' in dom
+    assert '<tr data-column="price" class="focus">' in dom
+    assert "Sales as the tills send them." in dom and "source_not_null_landing_sales_sku" in dom
+    assert "warn_after 86400 s" in dom
     # at 1400 px the whole DAG is on screen, gold included: its nodes' colour is in the picture
     shot = tmp_path / "page.png"
     chromium(tmp_path, f"--screenshot={shot}", f"{out.as_uri()}#sales")
