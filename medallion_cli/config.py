@@ -44,10 +44,15 @@ CONFIG_KEYS = {
     "track_history_columns": None,
     "track_history_except_columns": None,
     "zorder_by": None,
+    "pre_hook": None,
+    "post_hook": None,
 }
+# dbt's spelling of the hook keys in YAML, taken as ours (merge_layers renames them)
+HOOK_SPELLINGS = {"pre-hook": "pre_hook", "post-hook": "post_hook"}
+SPELLED_KEYS = tuple(CONFIG_KEYS) + tuple(HOOK_SPELLINGS)
 # Keys that watch, check or lay out a table without deciding what it holds: changing them
 # rebuilds nothing.
-OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by")
+OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "pre_hook", "post_hook")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
 LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
@@ -101,6 +106,9 @@ class NodeConfig:
     # AUTO CDC's APPLY AS TRUNCATE WHEN, for SCD1 merge models: an event where this holds
     # empties the table of every row not newer than it (by sequence_by)
     truncate_when: str | None = None
+    # dbt's hooks: SQL statements (Jinja, as the model) run before its query and after its write
+    pre_hook: tuple[str, ...] = ()
+    post_hook: tuple[str, ...] = ()
 
     def as_dict(self, defining: bool = False) -> dict:
         """The config; defining: only the keys that decide what the table holds (a change to
@@ -207,7 +215,7 @@ def _positive_int(value, key: str, origin: str) -> int | None:
     return value
 
 
-def check_keys(raw: dict, origin: str, allowed=CONFIG_KEYS, what: str = "config key",
+def check_keys(raw: dict, origin: str, allowed=SPELLED_KEYS, what: str = "config key",
                where: str = "", listed: str = "valid keys") -> None:
     """Reject keys outside `allowed` (the config vocabulary unless told), naming the closest
     one, the line where a YAML mapping has it, and the valid ones."""
@@ -226,6 +234,7 @@ def merge_layers(*layers: dict) -> dict:
     tags: list[str] = []
     for layer in layers:
         for key, value in layer.items():
+            key = HOOK_SPELLINGS.get(key, key)
             if key == "tags":
                 tags.extend(t for t in as_tuple(value) if t not in tags)
             else:
@@ -233,6 +242,18 @@ def merge_layers(*layers: dict) -> dict:
     if tags:
         merged["tags"] = tags
     return merged
+
+
+def hook_statements(value, key: str, origin: str) -> tuple[str, ...]:
+    """Hook SQL: one statement, or a list of them, run in order."""
+    statements = () if value is None else (value,) if isinstance(value, str) else value
+    if not isinstance(statements, (list, tuple)) or not all(
+            isinstance(s, str) and s.strip() for s in statements):
+        raise MedallionError(f"config '{key}' must be SQL statements (a string or a list of "
+                             "strings)", path=origin,
+                             hint=f"e.g. {key}: \"select assert_true(count(*) > 0) from "
+                                  "{{ this }}\"")
+    return tuple(statements)
 
 
 def _contract(value, origin: str) -> bool:
@@ -285,6 +306,8 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         track_history_except_columns=as_tuple(raw.get("track_history_except_columns")),
         zorder_by=as_tuple(raw.get("zorder_by")),
         truncate_when=raw.get("truncate_when"),
+        pre_hook=hook_statements(raw.get("pre_hook"), "pre_hook", origin),
+        post_hook=hook_statements(raw.get("post_hook"), "post_hook", origin),
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",

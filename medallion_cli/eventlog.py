@@ -48,6 +48,8 @@ EVENT_COLUMNS = pa.schema([
     ("failing_rows", pa.int64()), ("files_added", pa.int64()), ("version", pa.int64()), ("expectations", COUNTS),
     ("malformed", pa.int64()), ("rescued", pa.int64()), ("source_lag", COUNTS),
     ("newest_event_time", TIMESTAMP), ("message", pa.string()),
+    # added later: older logs gain it (null) on their next append
+    ("rows_checked", pa.int64()),
 ])
 FLUSH_SECONDS = 1.0  # how long the background writer gathers events into one commit
 RECOVERED = "committed by an earlier run that stopped before recording it; counts not known"
@@ -107,7 +109,7 @@ class EventLog:
             rows_read=result.rows_read, rows_written=None if test else result.rows,
             failing_rows=result.rows if test else None, files_added=result.files_added,
             version=result.version, expectations=result.expectations or None,
-            malformed=result.malformed, rescued=result.rescued,
+            rows_checked=result.rows_checked, malformed=result.malformed, rescued=result.rescued,
             source_lag=result.stream.get("kafka_lag") or None,
             message=result.message or None,
             # read by the writer thread: the table's log, not the build's time
@@ -127,8 +129,8 @@ class EventLog:
             status="success", batch_id=report.batch_id, query_id=report.app_id,
             rows_read=report.rows_read, rows_written=report.rows,
             files_added=report.files_added, version=report.version,
-            expectations=report.expectations or None, malformed=report.malformed,
-            rescued=report.rescued, source_lag=report.kafka_lag or None,
+            expectations=report.expectations or None, rows_checked=report.rows_checked,
+            malformed=report.malformed, rescued=report.rescued, source_lag=report.kafka_lag or None,
             seconds=report.seconds, newest_of=node))
 
     def batches_committed(self, model: str, query_id: str, committed: int | None) -> None:

@@ -13,7 +13,15 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from .config import CONFIG_KEYS, as_tuple, check_keys, freshness_limits, merge_layers
+from .config import (
+    HOOK_SPELLINGS,
+    SPELLED_KEYS,
+    as_tuple,
+    check_keys,
+    freshness_limits,
+    hook_statements,
+    merge_layers,
+)
 from .errors import MedallionError, closest
 from .locations import join, resolve
 
@@ -103,6 +111,9 @@ class Project:
     singular_tests: list[Path] = field(default_factory=list)
     unit_test_files: list[Path] = field(default_factory=list)
     clean_targets: list[str] = field(default_factory=lambda: ["target"])  # medallion clean
+    # dbt's on-run-start / on-run-end: SQL run once before and after the nodes of a build
+    on_run_start: tuple[str, ...] = ()
+    on_run_end: tuple[str, ...] = ()
 
     def table_path(self, node: NodeFile) -> str:
         return join(self.target.warehouse, node.layer, node.name)
@@ -162,15 +173,52 @@ def _mapping_with_lines(loader: _LineLoader, node) -> YamlMap:
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_with_lines)
 
 
-def read_yaml(path: Path, render_env: bool = False) -> dict:
-    """Parse a YAML file (optionally rendering env_var() first); errors name the file and line."""
+class _Deferred(jinja2.Undefined):
+    """While the project file is read, a name other than env_var renders as itself, so hooks
+    (rendered when they run, with ref, this, var and macros) keep their Jinja."""
+
+    def __str__(self) -> str:
+        return "{{ " + self._undefined_name + " }}"
+
+    def __call__(self, *args, **kwargs) -> str:
+        given = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+        return "{{ " + f"{self._undefined_name}({', '.join(given)})" + " }}"
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Deferred(name=f"{self._undefined_name}.{name}")
+
+
+HOOK_KEYS = ("on-run-start", "on-run-end", "pre_hook", "post_hook", *HOOK_SPELLINGS)
+
+
+def _jinja_outside_hooks(data, where: str = "") -> str | None:
+    """Where Jinja was left unrendered outside hooks (a name that is not env_var)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key not in HOOK_KEYS:
+                found = _jinja_outside_hooks(value, f"{where}.{key}" if where else str(key))
+                if found:
+                    return found
+    elif isinstance(data, list):
+        return next(filter(None, (_jinja_outside_hooks(v, where) for v in data)), None)
+    elif isinstance(data, str) and "{{" in data:
+        return f"{where}: {data}"
+    return None
+
+
+def read_yaml(path: Path, render_env: bool = False, hooks: bool = False) -> dict:
+    """Parse a YAML file (optionally rendering env_var() first; with hooks, the Jinja of hook
+    keys is kept for when they run); errors name the file and line."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise MedallionError(f"cannot read file: {exc.strerror}", path=path) from exc
     try:
         if render_env:
-            text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(text).render(
+            undefined = _Deferred if hooks else jinja2.StrictUndefined
+            text = jinja2.Environment(undefined=undefined).from_string(text).render(
                 env_var=env_var)
         data = yaml.load(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
@@ -184,6 +232,10 @@ def read_yaml(path: Path, render_env: bool = False) -> dict:
         return {}
     if not isinstance(data, dict):
         raise MedallionError("expected a mapping at the top level", path=path)
+    left = _jinja_outside_hooks(data) if hooks else None
+    if left:
+        raise MedallionError(f"cannot render {left}: only env_var() is known in this file "
+                             "outside hooks", path=path)
     return data
 
 
@@ -281,14 +333,14 @@ def _folder_config(tree: dict, rel_parts: tuple[str, ...]) -> dict:
             level = level.get(part) if isinstance(level.get(part), dict) else None
             if level is None:
                 break
-        layers.append({k: v for k, v in level.items() if k in CONFIG_KEYS})
+        layers.append({k: v for k, v in level.items() if k in SPELLED_KEYS})
     return merge_layers(*layers)
 
 
 def _check_folder_tree(tree: dict, base: Path, origin: str) -> None:
     """Every key in a per-folder config tree is a config key or an existing subfolder."""
     for key, value in (tree or {}).items():
-        if key in CONFIG_KEYS:
+        if key in SPELLED_KEYS:
             continue
         if isinstance(value, dict) and ((base / key).is_dir() or (base / f"{key}.csv").is_file()):
             _check_folder_tree(value, base / key, origin)
@@ -486,7 +538,7 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
     if not project_path.is_file():
         raise MedallionError(f"no {PROJECT_FILE} here", path=root,
                              hint="run medallion from a project folder or pass --project-dir")
-    spec = read_yaml(project_path, render_env=True)
+    spec = read_yaml(project_path, render_env=True, hooks=True)
     origin = PROJECT_FILE
     for key in ("name", "profile"):
         if key not in spec:
@@ -566,4 +618,6 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
                         if p.relative_to(base).parts[0] != "generic"],
         unit_test_files=[p for _, p in _discover(root, [f"{d}/unit" for d in test_dirs], ".yml")],
         clean_targets=[str(p) for p in spec.get("clean-targets") or ["target"]],
+        on_run_start=hook_statements(spec.get("on-run-start"), "on-run-start", PROJECT_FILE),
+        on_run_end=hook_statements(spec.get("on-run-end"), "on-run-end", PROJECT_FILE),
     )

@@ -228,11 +228,14 @@ class Renderer:
         with self._errors(rel_path, str(self.project.root / rel_path)):
             return self.env.get_template(rel_path).render(context)
 
-    def render_text(self, text: str, origin: str) -> tuple[str, Recorded]:
-        """Ad hoc SQL (show --inline) rendered as a model would be, with what it names."""
+    def render_text(self, text: str, origin: str,
+                    self_name: str | None = None) -> tuple[str, Recorded]:
+        """Ad hoc SQL (show --inline, hooks) rendered as a model would be, with what it names;
+        self_name: the model whose table `this` names (a model's hooks)."""
         record = Recorded(origin)
         with self._errors(origin, None):
-            return self.env.from_string(text).render(self.context(record)), record
+            return (self.env.from_string(text).render(self.context(record, self_name)),
+                    record)
 
     def call_macro(self, name: str, kwargs: dict, record: Recorded, on: tuple) -> str:
         """Render by calling a macro (a generic test) on a relation, `on` = ("ref", model) or

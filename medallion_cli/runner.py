@@ -15,6 +15,7 @@ from typing import Callable
 from .build.batch import build_batch
 from .build.context import BuildContext, Phases
 from .build.empty import check_on_no_rows
+from .build.hooks import run_hooks
 from .build.inputs import register_relations
 from .build.rows import with_views
 from .build.state import inputs_fingerprint, passed_on, record_test
@@ -37,6 +38,7 @@ class NodeResult:
     version: int | None = None
     message: str = ""
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
+    rows_checked: int | None = None  # rows the expectations were evaluated on
     stream: dict = field(default_factory=dict)  # streaming: rows/s, batch seconds, Kafka lag
     malformed: int | None = None
     rescued: int | None = None
@@ -72,17 +74,47 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
 
     def work() -> NodeResult:
         node_ctx = own_session(ctx)
+        origin = node.file.rel_path
+        run_hooks(node_ctx, node.config.pre_hook, "pre_hook", origin, node,
+                  after=" (nothing was written)")
         outcome = build(node_ctx, node)
         write = outcome.write
+        run_hooks(node_ctx, node.config.post_hook, "post_hook", origin, node,
+                  after=f" after the table was written (version {write.version})"
+                  if write and write.version is not None else "")
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
                           rows=write.rows if write else None, rows_read=outcome.rows_read,
                           files_added=write.files_added if write else None,
                           version=write.version if write else None, message=outcome.message,
-                          expectations=outcome.expectations, stream=outcome.stream,
+                          expectations=outcome.expectations,
+                          rows_checked=outcome.rows_checked, stream=outcome.stream,
                           malformed=outcome.malformed, rescued=outcome.rescued,
                           phases=node_ctx.phases.rounded())
 
     return timed(name, node.file.kind, node.config.materialized, work)
+
+
+def run_project_hooks(ctx: BuildContext, which: str, statements: tuple[str, ...],
+                      on_result: Callable[[NodeResult], None]) -> list[NodeResult]:
+    """on-run-start or on-run-end: each statement a result of kind `hook`; once one fails,
+    the rest are skipped."""
+    results: list[NodeResult] = []
+    for number, statement in enumerate(statements, 1):
+        name = f"{which} {number}"
+
+        def work(statement=statement, name=name) -> NodeResult:
+            run_hooks(own_session(ctx), (statement,), which, "medallion_project.yml",
+                      first=number)
+            return NodeResult(name, "hook", "", "success")
+
+        if results and results[-1].status in ("error", "skipped"):
+            result = NodeResult(name, "hook", "", "skipped", message=f"after {which} "
+                                f"{number - 1} failed")
+        else:
+            result = timed(name, "hook", "", work)
+        on_result(result)
+        results.append(result)
+    return results
 
 
 def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:

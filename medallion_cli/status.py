@@ -33,6 +33,15 @@ class Run:
     rows: int | None
     version: int | None
     message: str | None
+    expectations: dict | None = None  # rule -> rows that failed it
+    rows_checked: int | None = None  # rows the expectations were evaluated on
+
+    @property
+    def pass_rates(self) -> dict[str, float]:
+        """rule -> share of the checked rows that met it."""
+        if not self.expectations or not self.rows_checked:
+            return {}
+        return {rule: 1 - failed / self.rows_checked for rule, failed in self.expectations.items()}
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,9 @@ class TableStatus:
     def as_json(self) -> dict:
         run = lambda r: None if r is None else {  # noqa: E731
             "when": r.when.isoformat(), "status": r.status, "seconds": r.seconds,
-            "rows": r.rows, "version": r.version, "message": r.message}
+            "rows": r.rows, "version": r.version, "message": r.message,
+            "expectations": r.expectations, "rows_checked": r.rows_checked,
+            "pass_rates": r.pass_rates}
         return {"name": self.name, "kind": self.kind, "layer": self.layer,
                 "version": self.version, "rows": self.rows,
                 "last_success": run(self.last_success), "last_failure": run(self.last_failure),
@@ -70,16 +81,19 @@ def node_runs(warehouse: str) -> dict[str, list[Run]]:
         log = DeltaTable(events_path(warehouse))
     except TableNotFoundError:
         return {}
+    logged = {f.name for f in log.schema().fields}  # logs written before rows_checked lack it
     events = log.to_pyarrow_table(
-        columns=["event_time", "node", "status", "seconds", "rows_written", "failing_rows",
-                 "version", "message"], filters=[("event_type", "=", "node")])
+        columns=[c for c in ("event_time", "node", "status", "seconds", "rows_written",
+                             "failing_rows", "version", "message", "expectations",
+                             "rows_checked") if c in logged],
+        filters=[("event_type", "=", "node")])
     events = events.sort_by([("event_time", "descending")])
     runs: dict[str, list[Run]] = {}
     for row in events.to_pylist():
         rows = row["rows_written"] if row["rows_written"] is not None else row["failing_rows"]
-        runs.setdefault(row["node"], []).append(Run(row["event_time"], row["status"],
-                                                    row["seconds"], rows, row["version"],
-                                                    row["message"]))
+        runs.setdefault(row["node"], []).append(Run(
+            row["event_time"], row["status"], row["seconds"], rows, row["version"],
+            row["message"], dict(row["expectations"] or []), row.get("rows_checked")))
     return runs
 
 

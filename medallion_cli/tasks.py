@@ -33,7 +33,15 @@ from .results import (
     write_run_results,
     write_sources,
 )
-from .runner import NodeResult, check_node, execute, run_data_test, run_node, timed
+from .runner import (
+    NodeResult,
+    check_node,
+    execute,
+    run_data_test,
+    run_node,
+    run_project_hooks,
+    timed,
+)
 from .selection import select, select_sources, select_tests
 from .sqlcheck import check_model_sql
 from .unittests import load_unit_tests, run_unit_test
@@ -287,7 +295,9 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     test_names = selected_tests(inv, loaded) if command == "build" and not inv.empty else []
     steps = plan(graph, tests, chosen, test_names)
     write_compiled(loaded.project, [graph.nodes[n] for n in chosen])
-    report.start(len(steps.order), loaded.project.target.name)
+    project = loaded.project
+    hooks = 0 if inv.empty else len(project.on_run_start) + len(project.on_run_end)
+    report.start(len(steps.order) + hooks * bool(steps.order), project.target.name)
     if not steps.order:
         return []
     # Imported here: the event log brings delta-rs, which ls and compile never load.
@@ -307,10 +317,12 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     with observed_run(ctx, command + " --watch" * watch, len(steps.order), report.begin,
                       report.result, report.batch, report.warn) as run:
         skip_passed = not (inv.rerun_tests or inv.full_refresh)
-        results = execute(steps.order, steps.parents, runner(run.ctx, tests, skip_passed),
-                          steps.labels,
-                          inv.threads or loaded.project.target.threads, run.result, run.begin,
-                          inv.fail_fast)
+        results = run_project_hooks(run.ctx, "on-run-start", project.on_run_start, run.result)
+        if not any(r.failed for r in results):  # a failed start hook builds nothing
+            results += execute(steps.order, steps.parents, runner(run.ctx, tests, skip_passed),
+                               steps.labels, inv.threads or project.target.threads, run.result,
+                               run.begin, inv.fail_fast)
+        results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)
         write_run_results(loaded.project, command, results, started, ctx.spark_start_seconds)
         if watch:
             _watch(inv, run.ctx, chosen, results, kinds, run.result, run.batch)

@@ -3,13 +3,15 @@ models can read it as a source, and `medallion status` gating on freshness from 
 
 import datetime as dt
 import json
+import re
+import subprocess
 
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from medallion_cli import cli, tasks
 from medallion_cli.eventlog import EVENT_COLUMNS
-from test_docs import page_data
+from test_docs import CHROMIUM, page_data
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 FRESH, STALE = NOW - dt.timedelta(minutes=5), NOW - dt.timedelta(days=3)
@@ -66,6 +68,7 @@ def test_a_build_records_runs_nodes_tests_and_failures(project, build):
     assert (fresh["status"], fresh["rows_written"], fresh["kind"]) == ("success", 2, "model")
     assert fresh["version"] == DeltaTable(str(root / "warehouse/silver/fresh_orders")).version()
     assert fresh["expectations"] == [("positive", 1)]  # pyarrow gives a map as pairs
+    assert fresh["rows_checked"] == 2  # of which 1 failed: a pass rate of 50%
     assert fresh["newest_event_time"] == FRESH
     assert fresh["started_at"] <= fresh["event_time"] and fresh["seconds"] > 0
     assert by_node["orders"]["kind"] == "seed" and by_node["orders"]["newest_event_time"] is None
@@ -74,6 +77,21 @@ def test_a_build_records_runs_nodes_tests_and_failures(project, build):
     assert by_node["after_broken"]["status"] == "skipped"
     test = by_node["accepted_values_fresh_orders_amount"]
     assert (test["kind"], test["status"], test["failing_rows"]) == ("test", "warn", 1)
+
+    # The docs page shows each node's last runs, with its expectations' pass rates, and marks
+    # the nodes whose last run failed.
+    page = tasks.docs(tasks.Invocation(project_dir=str(root)))
+    nodes = {n["name"]: n for n in page_data(page)["nodes"]}
+    last = nodes["fresh_orders"]["status"]["runs"][0]
+    assert (last["status"], last["rows"], last["pass_rates"]) == ("success", 2, {"positive": 0.5})
+    if CHROMIUM:
+        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                              f"--user-data-dir={root / 'chrome'}", "--dump-dom",
+                              f"{page.as_uri()}#fresh_orders"], capture_output=True, text=True,
+                             timeout=120).stdout
+        assert '<span class="pass-rate">positive 50.0%</span>' in dom
+        assert re.findall(r'<g class="node [^"]*failed[^"]*" data-name="([^"]+)"', dom) == [
+            "broken"]
 
     # A second command is a second run; what did not change says so.
     tasks.test(tasks.Invocation(project_dir=str(root)))

@@ -38,11 +38,12 @@ def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if cfg.incremental_by:
         return build_by_groups(ctx, node, path, metadata)
     replace = cfg.materialized == "table" or not node.is_incremental
-    with checked_rows(ctx, node, model_rows(ctx, node), replace) as (df, counts), \
+    with checked_rows(ctx, node, model_rows(ctx, node), replace) as (df, counts, checked), \
             ctx.phases.timing("write"):
         if cfg.materialized == "table":
             write = ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata=metadata,
                                      properties=cfg.delta_properties(df.columns))
         else:
             write = write_incremental(ctx, node, df, path, replace=replace, metadata=metadata)
-    return Outcome("success", write, expectations=counts, rows_read=rows_read(ctx, node))
+    return Outcome("success", write, expectations=counts, rows_read=rows_read(ctx, node),
+                   rows_checked=checked)

@@ -37,12 +37,13 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
                              "not return", path=node.file.rel_path,
                              hint="name columns of its SELECT: the groups its rows are computed per")
     if feeds is None:
-        with checked_rows(ctx, node, rows, replace=True) as (df, counts), \
+        with checked_rows(ctx, node, rows, replace=True) as (df, counts, checked), \
                 ctx.phases.timing("write"):
             write = ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata=metadata,
                                      properties=cfg.delta_properties(df.columns))
         message = f"recomputed in full: {why_full}" if why_full else ""
-        return Outcome("success", write, message, counts, rows_read(ctx, node))
+        return Outcome("success", write, message, counts, rows_read(ctx, node),
+                       rows_checked=checked)
     # The changes are read several times (rows added, rows removed, the groups they touch):
     # kept in memory, they are small next to the tables.
     feeds = {relation: feed.persist() for relation, feed in feeds.items()}
@@ -91,7 +92,7 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
             RECOMPUTE, DELETE_COLUMN)
         if recomputed:
             current = current.unionByName(in_groups(rows, unclear))
-        with checked_rows(ctx, node, current, replace=False) as (df, counts), \
+        with checked_rows(ctx, node, current, replace=False) as (df, counts, checked), \
                 ctx.phases.timing("write"):
             gone = updated.where(F.col(DELETE_COLUMN)).drop(RECOMPUTE)
             source = df.withColumn(DELETE_COLUMN, F.lit(False)).unionByName(gone)
@@ -104,7 +105,7 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
                       if recomputed else ""))
     finally:
         updated.unpersist()
-    return Outcome("success", write, message, counts)
+    return Outcome("success", write, message, counts, rows_checked=checked)
 
 
 def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,
@@ -113,7 +114,7 @@ def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata:
     cfg = node.config
     groups = groups.persist()
     try:
-        with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as (df, counts), \
+        with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as (df, counts, checked), \
                 ctx.phases.timing("write"):
             spec = MergeSpec(cfg.incremental_by, null_safe_keys=cfg.incremental_by,
                              delete_column=DELETE_COLUMN, replace_groups=True)
@@ -123,4 +124,4 @@ def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata:
                    f"from the changes: {why_not_added})")
     finally:
         groups.unpersist()
-    return Outcome("success", write, message, counts)
+    return Outcome("success", write, message, counts, rows_checked=checked)

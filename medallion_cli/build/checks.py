@@ -9,20 +9,22 @@ from ..errors import MedallionError
 from ..rendering import CompiledNode
 from .context import FAILED_RULES, BuildContext
 
+CHECKED = "_medallion_rows_checked"  # beside the rule names in the one counting pass
+
 
 @contextmanager
 def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                  txn: tuple[str, int] | None = None):
     """Evaluate the model's expectations on the rows it is about to write.
 
-    Yields (rows to write, {rule: failing rows}). A `fail` rule that any row breaks raises before
+    Yields (rows to write, {rule: failing rows}, rows checked: None without rules). A `fail` rule that any row breaks raises before
     anything is written; rows breaking a `drop` rule go to the `<model>_quarantine` table (with
     `_failed_rules` and `_quarantined_at`) instead of the model's table; `warn` only counts. A
     condition that is null for a row counts as broken. A model's contract is checked first."""
     check_contract(node, df)
     rules = node.config.expectations
     if not rules:
-        yield df, {}
+        yield df, {}, None
         return
     from pyspark.sql import functions as F
 
@@ -34,7 +36,8 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
     # 0.9 s). Only rows split between the table and the quarantine are cached, computed once.
     with ctx.phases.timing("expectations"):
         totals = checked.select([F.sum(F.array_contains(FAILED_RULES, name).cast("int"))
-                                 .alias(name) for name in rules]).first()
+                                 .alias(name) for name in rules]
+                                + [F.count(F.lit(1)).alias(CHECKED)]).first()
     counts = {name: int(totals[name] or 0) for name in rules}
     stopping = [n for n, r in rules.items() if r["on_violation"] == "fail" and counts[n]]
     if stopping:
@@ -54,7 +57,7 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
             bad = checked.where(dropped).withColumn("_quarantined_at", F.current_timestamp())
             ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
                              merge_schema=True, txn=txn)
-        yield checked.where(~dropped).drop(FAILED_RULES), counts
+        yield checked.where(~dropped).drop(FAILED_RULES), counts, totals[CHECKED]
     finally:
         if split:
             checked.unpersist()

@@ -79,3 +79,4 @@ class Outcome:
     stream: dict = field(default_factory=dict)  # a streaming query's rates and lag
     malformed: int | None = None  # rows kept in _corrupt_record (streaming reads of files)
     rescued: int | None = None  # rows with fields outside the schema kept in _rescued_data
+    rows_checked: int | None = None  # rows its expectations were evaluated on (None: none)

@@ -83,7 +83,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
         rows_read = new_rows.count()
     if not replace and not rows_read:
         return  # commits that added no rows (compaction): nothing to write
-    with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts), \
+    with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts, checked), \
             ctx.phases.timing("write"):
         result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn,
                                    metadata={DEFINITION_KEY: start.definition})
@@ -97,7 +97,8 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
         # downstream (streams included) do not see it as new rows.
         ctx.engine.optimize(path, node.config.zorder_by)
     report = BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
-                         rescued, counts, result.files_added or 0, rows_read, app_id=app_id)
+                         rescued, counts, result.files_added or 0, rows_read, app_id=app_id,
+                         rows_checked=checked)
     ctx.record_batch(report)
     tally.add(report)
 
@@ -215,4 +216,5 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
         return Outcome(status, message=message, stream=stats)
     return Outcome(status, WriteResult(tally.version, tally.rows, tally.files_added),
                    message=message, expectations=tally.expectations, rows_read=tally.rows_read,
+                   rows_checked=tally.rows_checked,
                    stream=stats, malformed=tally.malformed, rescued=tally.rescued)

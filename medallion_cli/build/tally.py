@@ -24,6 +24,7 @@ class BatchReport:
     seconds: float | None = None  # the micro-batch's duration, from Spark's query progress
     kafka_lag: dict = field(default_factory=dict)  # records behind, per Kafka source, after it
     app_id: str = ""  # the query's, as in its Delta app transactions
+    rows_checked: int | None = None  # rows its expectations were evaluated on
 
 
 @dataclass
@@ -38,6 +39,7 @@ class StreamTally:
     malformed: int = 0
     rescued: int = 0
     expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
+    rows_checked: int | None = None  # rows they were evaluated on, over all batches
     version: int | None = None
     rows_read: int | None = None
     app_id: str | None = None  # read from the checkpoint at the query's first batch
@@ -56,6 +58,8 @@ class StreamTally:
             self.rescued += report.rescued
             self.version = report.version
             self.rows_read = (self.rows_read or 0) + report.rows_read
+            if report.rows_checked is not None:
+                self.rows_checked = (self.rows_checked or 0) + report.rows_checked
             for rule, count in report.expectations.items():
                 self.expectations[rule] = self.expectations.get(rule, 0) + count
             if self.detach_listener is not None:
