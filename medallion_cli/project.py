@@ -130,6 +130,10 @@ class Project:
         """Where a MERGE model with truncate_when remembers its latest truncate."""
         return self.table_path(node) + TRUNCATE_SUFFIX
 
+    def inferred_schema_path(self, source: SourceTable) -> str:
+        """Where the schema inferred for a streaming file source without one is kept."""
+        return join(self.target.warehouse, "_medallion", "schemas", f"{source.relation}.ddl")
+
     def test_failures_path(self, test_name: str) -> str:
         """Where a data test with store_failures keeps its failing rows of the last run."""
         return join(self.target.warehouse, "_medallion", "test_failures", test_name)

@@ -163,3 +163,42 @@ def test_an_untouched_file_whose_mtime_ends_just_below_a_millisecond_is_not_chan
     assert changed_after_read(str(tmp_path / "checkpoint")) == []
     os.utime(landed, ns=(1795441798239000000, 1795441798239000000))
     assert changed_after_read(str(tmp_path / "checkpoint")) == [str(landed)]
+
+
+def test_a_stream_without_a_schema_keeps_the_one_inferred_at_first(project, build):
+    root = project({"models/sources.yml": """\
+                        sources:
+                          - name: landing
+                            path: landing
+                            tables:
+                              - {name: events, format: json}
+                    """, **{k: v for k, v in MODELS.items() if "events" in k}})
+    (root / "landing/events").mkdir(parents=True)
+    land(root, "events", "1.json", lines({"id": 1, "kind": "a", "at": {"day": 3}}))
+    assert build(root)["bronze_events"].status == "success"
+    kept = root / "warehouse/_medallion/schemas/landing__events.ddl"
+    assert kept.read_text() == "`at` struct<day:bigint>, `id` bigint, `kind` string"
+    # a later file with a new field and one missing: the columns stay; the new field is rescued
+    land(root, "events", "2.json", lines({"id": 2, "kind": "b", "extra": "x"}))
+    result = build(root)["bronze_events"]
+    assert "1 row(s) with fields outside the schema kept in _rescued_data" in result.message
+    rows = sorted(events(root), key=lambda r: r["id"])
+    assert [(r["id"], r["kind"], r["at"]) for r in rows] == [(1, "a", {"day": 3}),
+                                                              (2, "b", None)]
+    assert json.loads(rows[1]["_rescued_data"]) == {"extra": "x"}
+    assert kept.read_text() == "`at` struct<day:bigint>, `id` bigint, `kind` string"
+
+
+@pytest.mark.parametrize("engine_name", ["embedded"])  # refused before a stream starts
+def test_a_stream_without_a_schema_or_files_says_what_to_do(project, build, engine_name):
+    root = project({"models/sources.yml": """\
+                        sources:
+                          - name: landing
+                            path: landing
+                            tables:
+                              - {name: events, format: json}
+                    """, **{k: v for k, v in MODELS.items() if "events" in k}})
+    (root / "landing/events").mkdir(parents=True)
+    result = build(root)["bronze_events"]
+    assert result.status == "error"
+    assert "declares no schema and has no rows to infer one from" in result.message

@@ -9,6 +9,7 @@ followed as streams of commits instead, and each micro-batch reads what its comm
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import MedallionError
@@ -17,7 +18,7 @@ from ..project import SourceTable
 from ..rendering import CompiledNode, changes_relation
 from .context import BuildContext, input_table
 from .kafka import read_kafka
-from .landing import read_landing
+from .landing import inferred_schema, read_landing
 
 
 def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False):
@@ -34,6 +35,9 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
     if not is_remote(source.path) and not Path(source.path).exists():
         raise MedallionError(f"source '{source.source}.{source.name}': no files at {source.path}",
                              path=source.origin, hint="land files there or fix the source's path")
+    if streaming and not source.schema and source.format in ("json", "csv"):
+        source = replace(source, schema=inferred_schema(
+            ctx.engine.spark, source, ctx.project.inferred_schema_path(source)))
     return read_landing(ctx.engine.spark, source, streaming)
 
 

@@ -7,6 +7,10 @@
   position, so a swapped header would put values in the wrong columns.
 - A line that is not valid UTF-8 is a malformed row whose raw bytes are kept, base64-escaped, in
   `_corrupt_record`: a Delta table holds only valid UTF-8 for its readers.
+- A stream of JSON or CSV files with no declared schema takes the schema inferred from the files
+  landed when it is first read (as Auto Loader does) and keeps it in the warehouse
+  (`_medallion/schemas/<source>.ddl`), so the stream's columns do not change under it: fields
+  later files add are rescued like any field outside a declared schema (JSON), never dropped.
 - A stream reads every landed file however old its mtime (Spark skips files over 7 days older
   than the newest unless told otherwise), and a file that changed after it was read is reported.
 """
@@ -64,6 +68,39 @@ def read_landing(spark, source: SourceTable, streaming: bool):
     if CORRUPT_COLUMN in rows.columns:
         rows = rows.withColumn(CORRUPT_COLUMN, readable(rows[CORRUPT_COLUMN]))
     return rows
+
+
+def inferred_schema(spark, source: SourceTable, kept: str) -> str:
+    """The schema of a streaming JSON or CSV source that declares none, as DDL: the one kept at
+    `kept`, else inferred from the files landed now and kept there."""
+    if is_remote(kept):
+        raise MedallionError(
+            f"source '{source.source}.{source.name}' is read as a stream and declares no schema; "
+            "an inferred one is kept only in a local warehouse", path=source.origin,
+            hint="add schema: 'col type, ...' to the source table")
+    path = Path(kept)
+    if path.is_file():
+        return path.read_text()
+    options = {k: v for k, v in source.options.items() if k.lower() != "maxfileage"}
+    reader = spark.read.options(**options)
+    if source.format == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    try:
+        found = reader.format(source.format).load(str(source.path)).schema
+    except Exception as exc:
+        if "UNABLE_TO_INFER_SCHEMA" not in str(exc):
+            raise
+        found = None
+    fields = [f for f in found.fields if f.name != CORRUPT_COLUMN] if found else []
+    if not fields:
+        raise MedallionError(
+            f"source '{source.source}.{source.name}' declares no schema and has no rows to infer "
+            f"one from at {source.path}", path=source.origin,
+            hint="land a file first, or add schema: 'col type, ...' to the source table")
+    ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(ddl)
+    return ddl
 
 
 def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
