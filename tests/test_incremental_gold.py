@@ -194,6 +194,13 @@ def test_incremental_by_a_column_the_model_does_not_return_names_the_file(
     assert "incremental_by names category, which the model does not return" in result.message
     assert "models/by_kind.sql" in result.message
     assert not list((root / "warehouse").rglob("by_kind"))  # nothing written
+    # built before its input: says which input and how to build it
+    fresh = project({"seeds/things.csv": "id,kind\n1,a\n", "models/by_kind.sql":
+                     "{{ config(incremental_by='kind') }}\n"
+                     "select kind, count(*) as n from {{ ref('things') }} group by kind"})
+    result = build(fresh, select=("by_kind",))["by_kind"]
+    assert "'things' has not been built yet" in result.message
+    assert "medallion build -s +things" in result.message
 
 
 @pytest.mark.parametrize("sql, why_not", [

@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from ..rendering import CompiledNode
 from .context import DELETE_COLUMN, BuildContext, input_table
+from .inputs import built_table
 from .state import definition
 
 # The table's SQL and config (hashed) and the input versions it was computed from, in one
@@ -36,7 +37,8 @@ def input_versions(ctx: BuildContext, node: CompiledNode) -> dict[str, int] | No
     parents = [ctx.graph.nodes[name] for name in node.refs]
     if node.sources or any(p.config.materialized == "view" for p in parents):
         return None
-    return {p.name: ctx.engine.table_version(input_table(ctx, p.name)) for p in parents}
+    # built_table: a parent not built yet is said so, with how to build it
+    return {p.name: ctx.engine.table_version(built_table(ctx, p)) for p in parents}
 
 
 def metadata(ctx: BuildContext, node: CompiledNode, versions: dict[str, int] | None) -> dict:
