@@ -318,10 +318,14 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
                       report.result, report.batch, report.warn) as run:
         skip_passed = not (inv.rerun_tests or inv.full_refresh)
         results = run_project_hooks(run.ctx, "on-run-start", project.on_run_start, run.result)
-        if not any(r.failed for r in results):  # a failed start hook builds nothing
-            results += execute(steps.order, steps.parents, runner(run.ctx, tests, skip_passed),
-                               steps.labels, inv.threads or project.target.threads, run.result,
-                               run.begin, inv.fail_fast)
+        failed = next((r.name for r in results if r.failed), None)
+        # a failed start hook builds nothing: every node is skipped (so `retry` runs them)
+        run_one = runner(run.ctx, tests, skip_passed) if not failed else (
+            lambda name: NodeResult(name, *steps.labels[name], "skipped",
+                                    message=f"{failed} failed"))
+        results += execute(steps.order, steps.parents, run_one, steps.labels,
+                           inv.threads or project.target.threads, run.result, run.begin,
+                           inv.fail_fast)
         results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)
         write_run_results(loaded.project, command, results, started, ctx.spark_start_seconds)
         if watch:

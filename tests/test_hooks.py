@@ -43,11 +43,13 @@ def test_hooks_run_around_models_and_the_build_and_say_what_failed(project, buil
     assert len(read_delta(root / "warehouse/silver/orders")) == 2
     assert results["total"].status == "skipped"
 
-    # a failing on-run-start builds nothing; on-run-end still runs
+    # a failing on-run-start builds nothing (its nodes skipped, for `retry`); on-run-end runs
     again = build(root, vars={"open": False})
     assert [(r.name, r.status) for r in again.values()] == [
-        ("on-run-start 1", "error"), ("on-run-end 1", "success")]
+        ("on-run-start 1", "error"), ("raw", "skipped"), ("orders", "skipped"),
+        ("total", "skipped"), ("on-run-end 1", "success")]
     assert "builds are paused" in again["on-run-start 1"].message
+    assert again["raw"].message == "on-run-start 1 failed"
     assert not (root / "warehouse/gold/total").exists()
 
 
