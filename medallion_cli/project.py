@@ -33,7 +33,9 @@ SOURCE_FORMATS = ("json", "csv", "parquet", "delta", "kafka")
 KAFKA_BROKERS = "kafka.bootstrap.servers"
 KAFKA_TOPICS = ("subscribe", "subscribePattern", "assign")
 CDC_FORMATS = ("debezium",)
-UNKNOWN_FIELDS = ("rescue", "fail", "ignore")  # what JSON fields outside the schema become
+# What JSON fields outside the schema become; add_new_columns (an inferred schema only) widens
+# the kept schema with the fields of files landed since, as Auto Loader's addNewColumns
+UNKNOWN_FIELDS = ("rescue", "fail", "ignore", "add_new_columns")
 QUARANTINE_SUFFIX = "_quarantine"
 TOMBSTONE_SUFFIX = "_tombstones"
 TRUNCATE_SUFFIX = "_truncates"
@@ -67,7 +69,7 @@ class SourceTable:
     schema: str | None
     options: dict
     origin: str
-    unknown_fields: str = "rescue"  # JSON fields outside the schema: rescue | fail | ignore
+    unknown_fields: str = "rescue"  # JSON fields outside the schema: UNKNOWN_FIELDS
     cdc: str | None = None  # "debezium": values are change events, unpacked (build/debezium.py)
     unique_key: tuple[str, ...] = ()  # a change event's key: an update that changes it is split
     # dbt's source freshness: the column saying when a row was loaded (else the files' or
@@ -446,6 +448,14 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                         f"source '{sname}.{tname}' has unknown_fields: {unknown!r}", path=origin,
                         line=getattr(table, "lines", {}).get("unknown_fields"),
                         hint="unknown_fields: " + " | ".join(UNKNOWN_FIELDS))
+                if unknown == "add_new_columns" and (fmt != "json" or table.get("schema")
+                                                     or table.get("columns")):
+                    raise MedallionError(
+                        f"source '{sname}.{tname}': unknown_fields: add_new_columns widens the "
+                        "schema inferred for a JSON table that declares none", path=origin,
+                        line=getattr(table, "lines", {}).get("unknown_fields"),
+                        hint="drop its schema to have one inferred and kept, or use "
+                             "unknown_fields: rescue")
                 options = _rendered_options(
                     {**(source.get("options") or {}), **(table.get("options") or {})},
                     origin, f"source '{sname}.{tname}'")

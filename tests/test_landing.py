@@ -202,3 +202,36 @@ def test_a_stream_without_a_schema_or_files_says_what_to_do(project, build, engi
     result = build(root)["bronze_events"]
     assert result.status == "error"
     assert "declares no schema and has no rows to infer one from" in result.message
+
+
+def test_add_new_columns_widens_the_inferred_schema_with_later_files_fields(project, build):
+    root = project({"models/sources.yml": """\
+                        sources:
+                          - name: landing
+                            path: landing
+                            tables:
+                              - {name: events, format: json, unknown_fields: add_new_columns}
+                    """, "models/bronze/bronze_events.sql": """\
+                        {{ config(materialized='streaming',
+                                  on_schema_change='append_new_columns') }}
+                        select * from {{ source('landing', 'events') }}
+                    """})
+    (root / "landing/events").mkdir(parents=True)
+    land(root, "events", "1.json", lines({"id": 1, "kind": "a"}))
+    assert build(root)["bronze_events"].status == "success"
+    land(root, "events", "2.json", lines({"id": 2, "kind": "b", "extra": "x"}))
+    result = build(root)["bronze_events"]
+    assert result.status == "success", result.message
+    rows = sorted(events(root), key=lambda r: r["id"])
+    assert [(r["id"], r["kind"], r["extra"], r["_rescued_data"]) for r in rows] == [
+        (1, "a", None, None), (2, "b", "x", None)]  # a column now, not rescued
+    kept = root / "warehouse/_medallion/schemas/landing__events.ddl"
+    assert kept.read_text() == "`id` bigint, `kind` string, `extra` string"
+
+
+@pytest.mark.parametrize("engine_name", ["embedded"])  # refused when the project is read
+def test_add_new_columns_with_a_declared_schema_is_refused(project, build, engine_name):
+    root = landing_project(project, extra="        unknown_fields: add_new_columns")
+    with pytest.raises(Exception, match="add_new_columns widens the schema inferred for a JSON "
+                                        "table that declares none"):
+        build(root)

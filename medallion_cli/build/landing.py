@@ -72,35 +72,64 @@ def read_landing(spark, source: SourceTable, streaming: bool):
 
 def inferred_schema(spark, source: SourceTable, kept: str) -> str:
     """The schema of a streaming JSON or CSV source that declares none, as DDL: the one kept at
-    `kept`, else inferred from the files landed now and kept there."""
-    if is_remote(kept):
+    `kept`, else inferred from the files landed now and kept there. With unknown_fields:
+    add_new_columns, the fields of files landed since it was kept are added to it (the files
+    it has seen are kept beside it)."""
+    if is_remote(kept) or is_remote(source.path):
         raise MedallionError(
             f"source '{source.source}.{source.name}' is read as a stream and declares no schema; "
-            "an inferred one is kept only in a local warehouse", path=source.origin,
-            hint="add schema: 'col type, ...' to the source table")
-    path = Path(kept)
+            "an inferred one is kept only for local files and a local warehouse",
+            path=source.origin, hint="add schema: 'col type, ...' to the source table")
+    path, seen_path = Path(kept), Path(kept + ".files")
+    landed = sorted(str(p) for p in Path(source.path).rglob("*")
+                    if p.is_file() and not p.name.startswith((".", "_")))
     if path.is_file():
-        return path.read_text()
+        ddl = path.read_text()
+        if source.unknown_fields != "add_new_columns":
+            return ddl
+        # a schema kept before this mode was set: its files count as seen
+        seen = set(json.loads(seen_path.read_text())) if seen_path.is_file() else set(landed)
+        new = [f for f in landed if f not in seen]
+        known = {name.lower() for name in _names(spark, ddl)}
+        added = [f for f in _fields(spark, source, new) if f.name.lower() not in known]
+        ddl = ", ".join([ddl] + [_ddl(f) for f in added])
+    else:
+        fields = _fields(spark, source, landed)
+        if not fields:
+            raise MedallionError(
+                f"source '{source.source}.{source.name}' declares no schema and has no rows to "
+                f"infer one from at {source.path}", path=source.origin,
+                hint="land a file first, or add schema: 'col type, ...' to the source table")
+        ddl = ", ".join(_ddl(f) for f in fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(ddl)
+    seen_path.write_text(json.dumps(landed))
+    return ddl
+
+
+def _fields(spark, source: SourceTable, files: list[str]) -> list:
+    """The fields Spark infers from these files (none from no files)."""
+    if not files:
+        return []
     options = {k: v for k, v in source.options.items() if k.lower() != "maxfileage"}
     reader = spark.read.options(**options)
     if source.format == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")
     try:
-        found = reader.format(source.format).load(str(source.path)).schema
+        found = reader.format(source.format).load(files).schema
     except Exception as exc:
         if "UNABLE_TO_INFER_SCHEMA" not in str(exc):
             raise
-        found = None
-    fields = [f for f in found.fields if f.name != CORRUPT_COLUMN] if found else []
-    if not fields:
-        raise MedallionError(
-            f"source '{source.source}.{source.name}' declares no schema and has no rows to infer "
-            f"one from at {source.path}", path=source.origin,
-            hint="land a file first, or add schema: 'col type, ...' to the source table")
-    ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in fields)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(ddl)
-    return ddl
+        return []
+    return [f for f in found.fields if f.name != CORRUPT_COLUMN]
+
+
+def _ddl(field) -> str:
+    return f"`{field.name}` {field.dataType.simpleString()}"
+
+
+def _names(spark, ddl: str) -> list[str]:
+    return [f.name for f in spark.createDataFrame([], ddl).schema.fields]
 
 
 def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
