@@ -28,7 +28,7 @@ FILES = {
     """,
     "models/silver/stale_orders.sql": """\
         {{ config(event_time='ordered_at', freshness={'error_after': '1 day'}) }}
-        select * from {{ ref('fresh_orders') }} where ordered_at < current_date()
+        select * from {{ ref('fresh_orders') }} where ordered_at < current_timestamp() - interval 1 day
     """,
     "models/gold/broken.sql":
         "select cast(raise_error('the upstream system sent nonsense') as string) as x",
