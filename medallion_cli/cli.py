@@ -170,7 +170,7 @@ def compile(inv, debug):
         click.secho(f"note: {compiled.note}", fg="yellow", err=True)
     for node in compiled.nodes:
         click.echo(click.style(f"-- {node.name} ({node.file.rel_path})", fg="cyan"))
-        click.echo(node.shown_sql.strip() + "\n")
+        click.echo(compiled.sql[node.name].strip() + "\n")
 
 
 @main.command("ls", help="List models and seeds in DAG order with layer, materialization, "
@@ -181,6 +181,8 @@ def ls(inv, debug):
     for row in rows:
         deps = ", ".join(row.depends_on) or "-"
         click.echo(f"{row.name:<32} {row.kind:<6} {row.layer:<8} {row.materialized:<12} <- {deps}")
+        if row.flows_into:
+            click.echo(f"{'':<32} flows into: {row.flows_into} ({row.table})")
         if row.checkpoint:
             click.echo(f"{'':<32} checkpoint: {row.checkpoint}")
 

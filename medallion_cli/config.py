@@ -6,6 +6,7 @@ Config comes from three places, later ones winning: `medallion_project.yml` per 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .errors import MedallionError, closest
@@ -46,13 +47,22 @@ CONFIG_KEYS = {
     "zorder_by": None,
     "pre_hook": None,
     "post_hook": None,
+    "schema": None,
+    "alias": None,
+    "persist_docs": None,
+    "meta": None,
+    "flow_into": None,
+    "once": (True, False),
 }
-# dbt's spelling of the hook keys in YAML, taken as ours (merge_layers renames them)
-HOOK_SPELLINGS = {"pre-hook": "pre_hook", "post-hook": "post_hook"}
-SPELLED_KEYS = tuple(CONFIG_KEYS) + tuple(HOOK_SPELLINGS)
-# Keys that watch, check or lay out a table without deciding what it holds: changing them
-# rebuilds nothing.
-OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "pre_hook", "post_hook")
+# dbt's spellings of our keys (hooks in YAML, dbt-spark's tblproperties), taken as ours
+# (merge_layers renames them)
+SPELLINGS = {"pre-hook": "pre_hook", "post-hook": "post_hook", "tblproperties": "table_properties"}
+SPELLED_KEYS = tuple(CONFIG_KEYS) + tuple(SPELLINGS)
+# Keys that watch, check, name or lay out a table without deciding what it holds: changing
+# them rebuilds nothing.
+OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "pre_hook", "post_hook",
+                  "schema", "alias", "persist_docs", "meta")
+PERSIST_DOCS = ("relation", "columns")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
 LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
@@ -109,6 +119,19 @@ class NodeConfig:
     # dbt's hooks: SQL statements (Jinja, as the model) run before its query and after its write
     pre_hook: tuple[str, ...] = ()
     post_hook: tuple[str, ...] = ()
+    # dbt's relation naming: the table is registered in the catalog (a target with a
+    # metastore) as <schema>.<alias>, by default <layer>.<model name>
+    schema: str | None = None
+    alias: str | None = None
+    # dbt's persist_docs: the descriptions written into the catalog as table and column
+    # comments ({relation: true, columns: true})
+    persist_docs: tuple[str, ...] = ()
+    meta: dict = field(default_factory=dict)  # free-form facts, kept in the manifest
+    # Declarative pipelines' flows: this streaming query appends to another streaming model's
+    # table, with a checkpoint of its own (a second landing folder, a backfill); once: it runs
+    # one time only (INSERT INTO ONCE), again only when that table is refreshed
+    flow_into: str | None = None
+    once: bool = False
 
     def as_dict(self, defining: bool = False) -> dict:
         """The config; defining: only the keys that decide what the table holds (a change to
@@ -234,7 +257,7 @@ def merge_layers(*layers: dict) -> dict:
     tags: list[str] = []
     for layer in layers:
         for key, value in layer.items():
-            key = HOOK_SPELLINGS.get(key, key)
+            key = SPELLINGS.get(key, key)
             if key == "tags":
                 tags.extend(t for t in as_tuple(value) if t not in tags)
             else:
@@ -265,6 +288,37 @@ def _contract(value, origin: str) -> bool:
         return value.get("enforced", False)
     raise MedallionError(f"config 'contract' is {value!r}", path=origin,
                          hint="use contract: {enforced: true}")
+
+
+def _identifier(value, key: str, origin: str) -> str | None:
+    """A schema or table name as catalogs take it unquoted: letters, digits, underscores."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise MedallionError(f"config '{key}' is {value!r}; it must be a name of letters, "
+                             "digits and underscores", path=origin,
+                             hint=f"e.g. {key}: finance")
+    return value
+
+
+def _persist_docs(value, origin: str) -> tuple[str, ...]:
+    """dbt's {relation: true, columns: true} as the parts whose descriptions are kept."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or set(value) - set(PERSIST_DOCS) or not all(
+            isinstance(v, bool) for v in value.values()):
+        raise MedallionError(f"config 'persist_docs' is {value!r}", path=origin,
+                             hint="use persist_docs: {relation: true, columns: true}")
+    return tuple(part for part in PERSIST_DOCS if value.get(part))
+
+
+def _meta(value, origin: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MedallionError(f"config 'meta' is {value!r}; it must be a mapping", path=origin,
+                             hint="e.g. meta: {owner: finance-team}")
+    return dict(value)
 
 
 def resolve_config(raw: dict, origin: str) -> NodeConfig:
@@ -308,6 +362,12 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         truncate_when=raw.get("truncate_when"),
         pre_hook=hook_statements(raw.get("pre_hook"), "pre_hook", origin),
         post_hook=hook_statements(raw.get("post_hook"), "post_hook", origin),
+        schema=_identifier(raw.get("schema"), "schema", origin),
+        alias=_identifier(raw.get("alias"), "alias", origin),
+        persist_docs=_persist_docs(raw.get("persist_docs"), origin),
+        meta=_meta(raw.get("meta"), origin),
+        flow_into=_identifier(raw.get("flow_into"), "flow_into", origin),
+        once=bool(raw.get("once", False)),
     )
     if not _is_interval(config.tombstone_retention):
         raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
@@ -342,6 +402,13 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
     if config.ignore_null_updates and config.scd_type == 2:
         raise MedallionError("ignore_null_updates is for scd_type 1", path=origin,
                              hint="SCD2 keeps every version as it came")
+    if config.flow_into and (config.materialized != "streaming" or config.strategy != "append"):
+        raise MedallionError("a flow appends its rows to another streaming table: flow_into "
+                             "needs materialized 'streaming' and strategy 'append'", path=origin,
+                             hint="add materialized='streaming' beside flow_into")
+    if config.once and not config.flow_into:
+        raise MedallionError("once is for flows: a once-only backfill into a streaming table",
+                             path=origin, hint="add flow_into='<the streaming model>' beside once")
     if config.incremental_by and config.materialized != "table":
         raise MedallionError("incremental_by is for models materialized as 'table'", path=origin,
                              hint="incremental and streaming models take only new rows already")

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from .catalog import spark_sql
 from .columns import node_columns, source_columns
 from .datatests import DataTest
 from .graph import Graph
@@ -38,6 +39,7 @@ def describe(project: Project, graph: Graph, tests: dict[str, DataTest],
         return [{"node": shown.get(relation, relation), "column": column}
                 for relation, _, column in (entry.partition(".") for entry in lineage)]
 
+    sql = spark_sql(project, graph.nodes, list(graph.nodes.values()))  # as compile writes it
     nodes = []
     for name in graph.order:
         node: CompiledNode = graph.nodes[name]
@@ -46,7 +48,7 @@ def describe(project: Project, graph: Graph, tests: dict[str, DataTest],
             "path": node.file.rel_path, "description": node.file.description,
             "materialized": node.config.materialized,
             "config": {k: v for k, v in node.config.as_dict().items() if v not in ((), {}, None)},
-            "sql": node.shown_sql or "",
+            "sql": sql.get(name, ""),
             "columns": [{**asdict(c), "lineage": hops(c.lineage)} for c in columns[name]],
             "upstream": list(node.refs) + [f"{s}.{t}" for s, t in node.sources],
             "downstream": list(graph.children.get(name, ())),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .errors import MedallionError
+from .errors import MedallionError, closest
 from .rendering import CompiledNode
 
 
@@ -47,8 +47,62 @@ def _find_cycle(nodes: dict[str, CompiledNode], remaining: set[str]) -> list[str
         path.append(nxt)
 
 
+def flows_into(nodes: dict[str, CompiledNode], target: str) -> list[str]:
+    """The flows appending to `target`'s table, in the order they run (by name)."""
+    return sorted(n for n, c in nodes.items() if c.config.flow_into == target)
+
+
+def _check_flow(flow: CompiledNode, nodes: dict[str, CompiledNode]) -> None:
+    target = flow.config.flow_into
+    where = flow.file.rel_path
+    if target not in nodes:
+        raise MedallionError(f"flow_into names no enabled model: '{target}'. "
+                             f"{closest(target, nodes)}".strip(), path=where)
+    cfg = nodes[target].config
+    if cfg.materialized != "streaming" or cfg.strategy != "append" or cfg.flow_into:
+        raise MedallionError(f"flow_into names '{target}', which is not a streaming table of its "
+                             "own that appends", path=where,
+                             hint="a flow appends to a model with materialized='streaming' and "
+                                  "strategy 'append' (not to another flow)")
+    if target in flow.refs:
+        raise MedallionError(f"a flow cannot read the table it writes: ref('{target}')",
+                             path=where, hint="read the sources or models upstream of it")
+
+
+def _with_flow_order(nodes: dict[str, CompiledNode]) -> dict[str, CompiledNode]:
+    """Flows run after the model whose table they append to, one after another, and whatever
+    reads that table runs after them all, so it sees every flow's rows."""
+    ordered = dict(nodes)
+    for target in {c.config.flow_into for c in nodes.values() if c.config.flow_into}:
+        flows = flows_into(nodes, target)
+        for flow in flows:
+            _check_flow(nodes[flow], nodes)
+        for before, flow in zip([target, *flows], flows):
+            ordered[flow] = replace(ordered[flow], after=(before,))
+        for name, node in nodes.items():
+            if target in node.refs:
+                ordered[name] = replace(ordered[name], after=ordered[name].after + tuple(flows))
+    return ordered
+
+
+def check_flow_refresh(graph: Graph, chosen: list[str]) -> None:
+    """--full-refresh replaces a streaming table and starts its flows over: all of them run
+    together, or a flow's rows would be lost (the table refreshed alone) or doubled (a flow
+    refreshed alone appends what the table has already)."""
+    for name in chosen:
+        target = graph.nodes[name].config.flow_into or name
+        group = [target, *flows_into(graph.nodes, target)]
+        missing = [n for n in group if n not in chosen]
+        if len(group) > 1 and missing:
+            raise MedallionError(
+                f"--full-refresh of {name} replaces the table of {target}, which "
+                f"{' and '.join(group[1:])} flow into; {', '.join(missing)} would not run again",
+                path=graph.nodes[name].file.rel_path,
+                hint=f"refresh them together: medallion build --full-refresh -s {target}+")
+
+
 def build_graph(compiled: dict[str, CompiledNode]) -> Graph:
-    nodes = {n: c for n, c in compiled.items() if c.config.enabled}
+    nodes = _with_flow_order({n: c for n, c in compiled.items() if c.config.enabled})
     for node in nodes.values():
         for parent in node.parents:
             if parent not in nodes:

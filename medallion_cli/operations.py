@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .errors import MedallionError
-from .failures import error_message
 from .rendering import Recorded, Renderer
 from .tasks import Invocation, load
 
@@ -17,8 +15,7 @@ from .tasks import Invocation, load
 def run_operation(inv: Invocation, name: str, args: dict, echo: Callable[[str], None]) -> str:
     """Render macro `name` with `args`; returns what it rendered (stripped)."""
     from .build.context import BuildContext
-    from .build.inputs import register_relations
-    from .build.rows import with_views
+    from .build.rows import query_rows
 
     loaded = load(inv, with_engine=True)
     engine = loaded.engine
@@ -26,12 +23,7 @@ def run_operation(inv: Invocation, name: str, args: dict, echo: Callable[[str], 
     ctx = BuildContext(loaded.project, loaded.graph, engine)
 
     def run_query(sql: str):
-        register_relations(ctx, record.refs, record.sources, given=with_views(ctx, record.refs))
-        try:
-            return engine.spark.sql(sql).collect()
-        except Exception as exc:
-            raise MedallionError(f"run_query in macro '{name}' failed: {error_message(exc)}",
-                                 hint="check the SQL the macro passes to run_query") from exc
+        return query_rows(ctx, record, sql, f"macro '{name}'")
 
     def log(message, info: bool = True) -> str:
         echo(str(message))

@@ -14,7 +14,6 @@ import jinja2
 import yaml
 
 from .config import (
-    HOOK_SPELLINGS,
     SPELLED_KEYS,
     as_tuple,
     check_keys,
@@ -23,7 +22,7 @@ from .config import (
     merge_layers,
 )
 from .errors import MedallionError, closest
-from .locations import join, resolve
+from .locations import is_remote, join, resolve
 
 PROJECT_FILE = "medallion_project.yml"
 PROFILES_FILE = "profiles.yml"
@@ -58,6 +57,10 @@ class Target:
     # OpenLineage: {"namespace": str, "transport": {...openlineage-python's transport config},
     # "batch_every": N}; empty: no lineage events (lineage.py)
     lineage: dict = field(default_factory=dict)
+    # Where tables are registered by name (catalog.py): None (nowhere: ref() names paths),
+    # "local" (a Derby metastore in the warehouse) or "session" (the cluster's own catalog:
+    # a Hive metastore or Unity Catalog)
+    metastore: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,9 +119,12 @@ class Project:
     # dbt's on-run-start / on-run-end: SQL run once before and after the nodes of a build
     on_run_start: tuple[str, ...] = ()
     on_run_end: tuple[str, ...] = ()
+    flow_targets: dict[str, str] = field(default_factory=dict)  # flow -> model (set by tasks.load)
 
     def table_path(self, node: NodeFile) -> str:
-        return join(self.target.warehouse, node.layer, node.name)
+        """Its table; a flow's is the table of the model it flows into."""
+        owner = self.nodes[self.flow_targets[node.name]] if node.name in self.flow_targets else node
+        return join(self.target.warehouse, owner.layer, owner.name)
 
     def quarantine_path(self, node: NodeFile) -> str:
         """Where rows a model's `drop` expectations reject are kept, beside its table."""
@@ -196,7 +202,7 @@ class _Deferred(jinja2.Undefined):
         return _Deferred(name=f"{self._undefined_name}.{name}")
 
 
-HOOK_KEYS = ("on-run-start", "on-run-end", "pre_hook", "post_hook", *HOOK_SPELLINGS)
+HOOK_KEYS = ("on-run-start", "on-run-end", "pre_hook", "post_hook", "pre-hook", "post-hook")
 
 
 def _jinja_outside_hooks(data, where: str = "") -> str | None:
@@ -278,6 +284,21 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         raise MedallionError(f"target '{name}': warehouse {exc}", path=profiles_path,
                              hint="a folder (relative to the project or absolute), file:///path, "
                                   "or an object-store URI such as s3a://bucket/lake") from exc
+    metastore = out.get("metastore")
+    if metastore is not None and metastore not in METASTORES:
+        raise MedallionError(f"target '{name}': metastore is {metastore!r}", path=profiles_path,
+                             hint="metastore: local (a Derby metastore in the warehouse) or "
+                                  "session (the cluster's Hive metastore or Unity Catalog)")
+    if metastore and engine != "delta-spark":
+        raise MedallionError(
+            f"target '{name}': metastore needs the delta-spark engine", path=profiles_path,
+            hint="the embedded engine's tables are kept by delta-rs, and no Spark catalog can "
+                 "read them there; use engine: delta-spark, or drop metastore")
+    if metastore == "local" and is_remote(warehouse):
+        raise MedallionError(f"target '{name}': metastore: local keeps a Derby database in the "
+                             f"warehouse, and {warehouse} is not on this machine",
+                             path=profiles_path,
+                             hint="on a cluster use metastore: session (its own catalog)")
     return Target(
         name=name,
         engine=engine,
@@ -288,10 +309,12 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         delta_jars=str(root / out["delta_jars"]) if out.get("delta_jars") else None,
         profiles_file=str(profiles_path),
         lineage=_lineage_config(out.get("lineage"), profiles_path, name),
+        metastore=metastore,
     )
 
 
 LINEAGE_KEYS = ("namespace", "transport", "batch_every")
+METASTORES = ("local", "session")
 
 
 def _lineage_config(raw, profiles_path: Path, target: str) -> dict:
@@ -607,6 +630,7 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
                 kind=kind, name=name, path=path, rel_path=str(path.relative_to(root)),
                 layer=layer,
                 yaml_config=merge_layers(LAYER_DEFAULTS.get(layer, {}), folder,
+                                         {"meta": entry["meta"]} if entry.get("meta") else {},
                                          entry.get("config") or {}),
                 description=entry.get("description", ""),
                 columns=tuple(entry.get("columns") or ()),

@@ -43,6 +43,9 @@ class CompiledNode:
     secrets: tuple[str, ...] = ()  # values of secret env_var()s in the SQL
     change_refs: tuple[str, ...] = ()  # refs read as their change feed: ref('x', changes=true)
     feed_only: tuple[str, ...] = ()  # of those, the ones never read as themselves
+    # its SQL asked `execute` or called run_query(): rendered again when it runs (build/execute.py)
+    executes: bool = False
+    after: tuple[str, ...] = ()  # nodes it runs after beside its refs (graph.py: flows)
 
     @property
     def shown_sql(self) -> str | None:
@@ -55,7 +58,7 @@ class CompiledNode:
 
     @property
     def parents(self) -> tuple[str, ...]:
-        return self.refs
+        return self.refs + self.after
 
 
 def relation(name: str) -> str:
@@ -110,14 +113,30 @@ class Recorded:
     secrets: list[str] = field(default_factory=list)
     change_refs: list[str] = field(default_factory=list)
     direct_refs: set[str] = field(default_factory=set)  # refs read as themselves
+    executes: bool = False  # it asked `execute` or called run_query()
+
+
+class ParseTimeExecute:
+    """dbt's `execute` while a model is parsed: false, and asking it marks the model as one
+    to render again when it runs, when its queries can see the tables built before it."""
+
+    def __init__(self, record: Recorded):
+        self.record = record
+
+    def __bool__(self) -> bool:
+        self.record.executes = True
+        return False
 
 
 class Renderer:
     """Compiles macros once and renders each model or test with its own context."""
 
     def __init__(self, project: Project, full_refresh: bool = False,
-                 table_exists: Callable[[str], bool] | None = None):
+                 table_exists: Callable[[str], bool] | None = None,
+                 relations: dict[str, str] | None = None):
         self.project = project
+        # relation -> the name to render instead of its temp view (catalog.real_relations)
+        self.relations = relations or {}
         self.full_refresh = full_refresh
         self.table_exists = table_exists or _delta_table_exists
         self.env = jinja2.Environment(
@@ -164,7 +183,7 @@ class Renderer:
                     record.change_refs.append(name)
                 return relation(changes_relation(name))
             record.direct_refs.add(name)
-            return relation(name)
+            return self.named(name)
 
         def source(source_name: str, table_name: str) -> str:
             key = (source_name, table_name)
@@ -176,7 +195,7 @@ class Renderer:
                     hint="declare it under 'sources:' in a models/**/*.yml file")
             if key not in record.sources:
                 record.sources.append(key)
-            return relation(project.sources[key].relation)
+            return self.named(project.sources[key].relation)
 
         def var(name: str, default=None):
             if name in project.vars:
@@ -197,7 +216,7 @@ class Renderer:
                    "env_var": secret_aware_env_var, "is_incremental": is_incremental,
                    **(extra or {})}
         if self_name:
-            context["this"] = relation(self_name)
+            context["this"] = self.named(self_name)
         # shared=True makes `context` itself the macros' namespace, so macros from one file
         # can call macros from another, and all of them see this render's ref/this.
         with self._errors(origin, None):
@@ -206,6 +225,10 @@ class Renderer:
                 context.update({k: getattr(module, k) for k in dir(module)
                                 if not k.startswith("_")})
         return context
+
+    def named(self, key: str) -> str:
+        """How a model, seed or source (by its relation key) is named in the SQL rendered."""
+        return self.relations.get(key) or relation(key)
 
     @contextmanager
     def _errors(self, origin: str, filename: str | None):
@@ -275,23 +298,36 @@ class Renderer:
         with self._errors(origin, None):
             return str(self._evaluate(text, self.context(Recorded(origin)))).strip("`")
 
-    def render(self, node: NodeFile) -> CompiledNode:
+    def render(self, node: NodeFile,
+               run_query: Callable[[str, Recorded], list] | None = None) -> CompiledNode:
+        """The model's SQL and config. run_query: how its run_query() runs, when it runs
+        (`execute` true); without, it is being parsed: `execute` is false and run_query()
+        returns no rows, as in dbt."""
         if node.kind == "seed":
             cfg = resolve_config({**node.yaml_config, "materialized": "table"}, node.rel_path)
             return CompiledNode(node, cfg, None, (), (), False)
         record = Recorded(node.rel_path)
+
+        def parse_time_query(sql: str) -> list:
+            record.executes = True
+            return []
+
+        extra = ({"execute": True, "run_query": lambda sql: run_query(sql, record)} if run_query
+                 else {"execute": ParseTimeExecute(record), "run_query": parse_time_query})
 
         def is_incremental() -> bool:
             materialized = merge_layers(node.yaml_config, record.captured).get("materialized")
             return (materialized in ("incremental", "streaming") and not self.full_refresh
                     and self.table_exists(self.project.table_path(node)))
 
-        sql = self.render_file(node.rel_path, self.context(record, node.name, is_incremental))
+        sql = self.render_file(node.rel_path, self.context(record, node.name, is_incremental,
+                                                           extra))
         check_keys(record.captured, node.rel_path)
         cfg = resolve_config(merge_layers(node.yaml_config, record.captured), node.rel_path)
         return CompiledNode(node, cfg, sql, tuple(record.refs), tuple(record.sources),
                             is_incremental(), tuple(record.secrets), tuple(record.change_refs),
-                            tuple(n for n in record.change_refs if n not in record.direct_refs))
+                            tuple(n for n in record.change_refs if n not in record.direct_refs),
+                            record.executes or run_query is not None)
 
 
 def _delta_table_exists(path: str) -> bool:

@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from .catalog import spark_sql
 from .errors import MedallionError
 from .project import Project
 from .rendering import CompiledNode
@@ -14,12 +15,17 @@ from .runner import NodeResult
 from .selection import checksum
 
 
-def write_compiled(project: Project, nodes: list[CompiledNode]) -> None:
-    for node in nodes:
-        if node.sql is not None:
+def write_compiled(project: Project, nodes: dict[str, CompiledNode],
+                   chosen: list[CompiledNode]) -> dict[str, str]:
+    """target/compiled/<model path>: each chosen model's SQL naming real relations (catalog.py),
+    ready to paste into spark-sql; returned by name."""
+    compiled = spark_sql(project, nodes, chosen)
+    for node in chosen:
+        if node.name in compiled:
             out = project.target_dir / "compiled" / node.file.rel_path
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(node.shown_sql)
+            out.write_text(compiled[node.name])
+    return compiled
 
 
 def write_manifest(project: Project, graph, tests) -> Path:

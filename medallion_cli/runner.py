@@ -13,8 +13,10 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .build.batch import build_batch
+from .build.catalog import check_name, register
 from .build.context import BuildContext, Phases
 from .build.empty import check_on_no_rows
+from .build.execute import rendered_to_run
 from .build.hooks import run_hooks
 from .build.inputs import register_relations
 from .build.rows import with_views
@@ -74,10 +76,13 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
 
     def work() -> NodeResult:
         node_ctx = own_session(ctx)
+        node = rendered_to_run(node_ctx, ctx.graph.nodes[name])
         origin = node.file.rel_path
         run_hooks(node_ctx, node.config.pre_hook, "pre_hook", origin, node,
                   after=" (nothing was written)")
+        check_name(node_ctx, node)
         outcome = build(node_ctx, node)
+        note = register(node_ctx, node)
         write = outcome.write
         run_hooks(node_ctx, node.config.post_hook, "post_hook", origin, node,
                   after=f" after the table was written (version {write.version})"
@@ -85,7 +90,8 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
                           rows=write.rows if write else None, rows_read=outcome.rows_read,
                           files_added=write.files_added if write else None,
-                          version=write.version if write else None, message=outcome.message,
+                          version=write.version if write else None,
+                          message="; ".join(m for m in (outcome.message, note) if m),
                           expectations=outcome.expectations,
                           rows_checked=outcome.rows_checked, stream=outcome.stream,
                           malformed=outcome.malformed, rescued=outcome.rescued,

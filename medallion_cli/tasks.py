@@ -20,7 +20,7 @@ from .build.state import mark_refreshes
 from .datatests import DataTest, load_tests
 from .engines import Engine, make_engine
 from .errors import MedallionError
-from .graph import Graph, build_graph
+from .graph import Graph, build_graph, check_flow_refresh
 from .locations import is_remote
 from .locking import warehouse_lock
 from .project import Project, load_project
@@ -111,6 +111,8 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     made = engine or (engine_of(project, inv) if with_engine else None)
     renderer = Renderer(project, inv.full_refresh, made.table_exists if made else None)
     graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
+    project.flow_targets = {n: c.config.flow_into for n, c in graph.nodes.items()
+                            if c.config.flow_into}
     for node in graph.nodes.values():
         if node.sql is not None:
             check_model_sql(node, graph.nodes)
@@ -137,13 +139,14 @@ def selected_tests(inv: Invocation, loaded: Loaded) -> list[str]:
 class Compiled:
     nodes: list[CompiledNode]
     note: str | None  # what compiling without an engine could not know, to tell the user
+    sql: dict[str, str]  # name -> SQL naming real relations, as written to target/compiled
 
 
 def compile_models(inv: Invocation) -> Compiled:
     loaded = load(inv)
     nodes = [loaded.graph.nodes[n] for n in selected_nodes(inv, loaded, ("model",))]
-    write_compiled(loaded.project, nodes)
-    return Compiled(nodes, offline_note(loaded.project, nodes))
+    sql = write_compiled(loaded.project, loaded.graph.nodes, nodes)
+    return Compiled(nodes, offline_note(loaded.project, nodes), sql)
 
 
 def offline_note(project: Project, nodes: list[CompiledNode]) -> str | None:
@@ -167,6 +170,7 @@ class Listing:
     path: str
     table: str | None
     checkpoint: str | None
+    flows_into: str | None = None  # a flow: the model whose table it appends to
 
 
 def list_nodes(inv: Invocation) -> list[Listing]:
@@ -181,7 +185,7 @@ def list_nodes(inv: Invocation) -> list[Listing]:
         checkpoint = (project.checkpoint_path(node.file) if materialized == "streaming"
                       else None)
         rows.append(Listing(name, node.file.kind, node.file.layer, materialized, deps,
-                            node.file.rel_path, table, checkpoint))
+                            node.file.rel_path, table, checkpoint, node.config.flow_into))
     return rows
 
 
@@ -292,9 +296,11 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     started = time.time()
     graph, tests = loaded.graph, loaded.tests
     chosen = selected_nodes(inv, loaded, kinds)
+    if inv.full_refresh:
+        check_flow_refresh(graph, chosen)
     test_names = selected_tests(inv, loaded) if command == "build" and not inv.empty else []
     steps = plan(graph, tests, chosen, test_names)
-    write_compiled(loaded.project, [graph.nodes[n] for n in chosen])
+    write_compiled(loaded.project, graph.nodes, [graph.nodes[n] for n in chosen])
     project = loaded.project
     hooks = 0 if inv.empty else len(project.on_run_start) + len(project.on_run_end)
     report.start(len(steps.order) + hooks * bool(steps.order), project.target.name)

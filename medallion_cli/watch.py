@@ -51,7 +51,8 @@ def watch(ctx: BuildContext, selected: list[str], results: list[NodeResult],
     failed = {r.name for r in results if r.status in ("error", "skipped")}
     nodes = ctx.graph.nodes
     streaming = [n for n in selected
-                 if nodes[n].config.materialized == "streaming" and n not in failed]
+                 if nodes[n].config.materialized == "streaming" and n not in failed
+                 and not nodes[n].config.once]  # a once-only flow ran in the first pass
     ctx = replace(ctx, full_refresh=False)  # --full-refresh applies to the first pass only
     queries: dict[str, tuple] = {}
     failures: dict[str, int] = {}  # failures in a row, per model

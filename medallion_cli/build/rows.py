@@ -7,9 +7,10 @@ import csv
 from pathlib import Path
 
 from ..errors import MedallionError
-from ..rendering import CompiledNode
+from ..failures import error_message
+from ..rendering import CompiledNode, Recorded
 from .context import BuildContext
-from .inputs import register_inputs
+from .inputs import register_inputs, register_relations
 
 
 def with_views(ctx: BuildContext, refs, given: dict | None = None) -> dict:
@@ -28,6 +29,17 @@ def model_rows(ctx: BuildContext, node: CompiledNode, streaming: bool = False,
     for some of them, as a micro-batch's new rows do for a streaming model."""
     register_inputs(ctx, node, streaming, with_views(ctx, node.refs, inputs))
     return ctx.engine.spark.sql(node.sql)
+
+
+def query_rows(ctx: BuildContext, record: Recorded, sql: str, what: str, origin=None) -> list:
+    """Jinja's run_query(): the rows of Spark SQL over the relations `record` has named so far
+    (registered as for a model), in the context's session; `what` calls it, for errors."""
+    register_relations(ctx, record.refs, record.sources, given=with_views(ctx, record.refs))
+    try:
+        return ctx.engine.spark.sql(sql).collect()
+    except Exception as exc:
+        raise MedallionError(f"run_query in {what} failed: {error_message(exc)}", path=origin,
+                             hint="check the SQL passed to run_query") from exc
 
 
 def _seed_rows_check(path: Path, rel_path: str) -> None:

@@ -36,6 +36,7 @@ READER_FILE = "medallion_reader.json"
 REFRESH_SUFFIX = ".refreshing"
 # The state of a streaming model's inputs when its query last processed all of them.
 CAUGHT_UP_FILE = "medallion_caught_up.json"
+ONCE_FILE = "medallion_ran_once.json"  # a once-only flow's: when it finished
 
 
 def fingerprint(ctx: BuildContext, node: CompiledNode) -> str | None:
@@ -132,6 +133,33 @@ def _file_listing(ctx: BuildContext, location: str) -> list:
                   for p in folder.rglob("*") if p.is_file())
 
 
+def definition_key(node: CompiledNode) -> str:
+    """Where a commit says which definition wrote it: a flow's own key, beside its table's."""
+    return DEFINITION_KEY + (f".{node.name}" if node.config.flow_into else "")
+
+
+def refresh_due(ctx: BuildContext, node: CompiledNode) -> bool:
+    """Whether this build starts the streaming model's query over (--full-refresh, or a
+    refresh an earlier build did not finish)."""
+    return ctx.full_refresh or _read_json(
+        ctx, ctx.project.checkpoint_path(node.file) + REFRESH_SUFFIX) is not None
+
+
+def ran_once(ctx: BuildContext, node: CompiledNode) -> str | None:
+    """When a once-only flow ran, if it did and no refresh is due."""
+    if not node.config.once or refresh_due(ctx, node):
+        return None
+    done = _read_json(ctx, join(ctx.project.checkpoint_path(node.file), ONCE_FILE))
+    return done and done["finished_at"]
+
+
+def record_ran_once(ctx: BuildContext, node: CompiledNode) -> None:
+    if node.config.once:
+        ctx.engine.write_text(join(ctx.project.checkpoint_path(node.file), ONCE_FILE),
+                              json.dumps({"finished_at": datetime.now(timezone.utc).strftime(
+                                  "%Y-%m-%d %H:%M:%S UTC")}))
+
+
 def definition(node: CompiledNode) -> str:
     """A streaming model's SQL and config, hashed: written with every batch it commits."""
     text = json.dumps({"sql": node.sql, "config": node.config.as_dict(defining=True)}, sort_keys=True,
@@ -197,13 +225,16 @@ def prepare_checkpoint(ctx: BuildContext, node: CompiledNode,
     current = definition(node)
     path = ctx.project.table_path(node.file)
     written = (None if reason or not ctx.engine.table_exists(path)
-               else ctx.engine.last_commit_value(path, DEFINITION_KEY))
+               else ctx.engine.last_commit_value(path, definition_key(node)))
     changed = written is not None and written != current
     if changed:
         notes.append("its SQL or config changed since its table was last written: the change "
                      "applies only to rows that arrive from now on; to apply it to every row, "
                      f"run medallion build --full-refresh -s {node.name}+")
-    return QueryStart(reason is not None, current, changed, tuple(notes))
+    # A flow never replaces the table it appends to: its refresh is the table's (graph.py
+    # check_flow_refresh), whose own query replaced it before the flow runs again.
+    return QueryStart(reason is not None and not node.config.flow_into, current, changed,
+                      tuple(notes))
 
 
 def caught_up(ctx: BuildContext, node: CompiledNode) -> tuple[bool, str | None]:
@@ -213,8 +244,7 @@ def caught_up(ctx: BuildContext, node: CompiledNode) -> tuple[bool, str | None]:
     would find no data, at the cost of a query start. Never when a refresh is due."""
     state = inputs_fingerprint(ctx, definition(node), node.refs, node.sources)
     checkpoint = ctx.project.checkpoint_path(node.file)
-    if (state is None or ctx.full_refresh
-            or _read_json(ctx, checkpoint + REFRESH_SUFFIX) is not None):
+    if state is None or refresh_due(ctx, node):
         return False, state
     recorded = _read_json(ctx, join(checkpoint, CAUGHT_UP_FILE))
     return (recorded is not None and recorded.get("state") == state

@@ -28,11 +28,13 @@ from .inputs import commit_streams, committed_inputs, streamed_tables
 from .landing import changed_note
 from .rows import model_rows
 from .state import (
-    DEFINITION_KEY,
     QueryStart,
     caught_up,
+    definition_key,
     prepare_checkpoint,
+    ran_once,
     record_caught_up,
+    record_ran_once,
     refresh_done,
 )
 from .tally import BatchReport, StreamTally
@@ -86,7 +88,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
     with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts, checked), \
             ctx.phases.timing("write"):
         result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn,
-                                   metadata={DEFINITION_KEY: start.definition})
+                                   metadata={definition_key(node): start.definition})
         malformed, rescued = (_kept(rows, result, c) for c in (CORRUPT_COLUMN, RESCUED_COLUMN))
     crash_point(node.name, "committed", batch_id)
     if refreshing:
@@ -181,6 +183,10 @@ def raise_query_error(query, tally: StreamTally) -> None:
 def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     """Process everything new once (trigger available_now), then stop; start no query when
     its inputs are as they were when it last caught up."""
+    finished = ran_once(ctx, node)
+    if finished:
+        return Outcome("up_to_date", message=f"a once-only flow: it ran at {finished}; a "
+                       f"--full-refresh of {node.config.flow_into} runs it again")
     with ctx.phases.timing("fingerprint"):
         done, state = caught_up(ctx, node)
     if done:
@@ -208,6 +214,7 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     message = "; ".join(facts + list(start.notes) + [changed_files] * bool(changed_files))
     status = "warn" if start.changed or changed_files else "success" if tally.batches else "up_to_date"
     stats = stream_stats(progress_reports(query), tally.rows_read)
+    record_ran_once(ctx, node)
     if status != "warn":  # a warning is said again until it no longer holds
         # Only once its batches are in the event log: until then, a build killed meanwhile
         # must start the query again, whose first batch records what the log lacks.

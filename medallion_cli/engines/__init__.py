@@ -215,7 +215,9 @@ def duplicate_keys(spec: MergeSpec) -> MedallionError:
 
 
 # Commits that rewrite files without changing data; they do not hide the last build's metadata.
-MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END")
+# Commits that change no rows: maintenance, and properties or comments set after a write
+ROWLESS_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
+                      "CHANGE COLUMN")
 
 
 def commit_metadata(metadata: dict) -> str:
@@ -226,9 +228,9 @@ def commit_metadata(metadata: dict) -> str:
 
 def last_commit_value(history: list[dict], key: str) -> str | None:
     """`key` from the userMetadata of the newest data-writing commit in `history` (newest
-    first), passing over maintenance commits."""
+    first), passing over commits that change no rows."""
     for commit in history:
-        if commit.get("operation") in MAINTENANCE_OPERATIONS:
+        if commit.get("operation") in ROWLESS_OPERATIONS:
             continue
         try:
             return json.loads(commit.get("userMetadata") or "{}").get(key)

@@ -19,7 +19,14 @@ from ..locations import join
 from ..project import Target
 from . import MergeSpec, WriteResult, commit_metadata, duplicate_keys, last_commit_value
 from .native_sql import merge_sql, snapshot_sql, table
-from .spark import is_local_master, read_text, remove_folder, start_spark, write_text
+from .spark import (
+    is_local_master,
+    read_text,
+    remove_folder,
+    spark_conf,
+    start_spark,
+    write_text,
+)
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -63,6 +70,7 @@ def spark_settings(target: Target) -> dict[str, str]:
     for key in ("spark.databricks.delta.snapshotPartitions",
                 "spark.sql.sources.parallelPartitionDiscovery.parallelism"):
         conf[key] = target.spark_conf.get(key, shuffles)
+    conf.update(metastore_settings(target))
     found = delta_jar_files(target)
     own = target.spark_conf.get("spark.jars")
     if found:
@@ -74,6 +82,22 @@ def spark_settings(target: Target) -> dict[str, str]:
                              "Lake JARs are not here", path=target.profiles_file,
                              hint=_fix(target))
     return conf
+
+
+def metastore_settings(target: Target) -> dict[str, str]:
+    """Spark conf for the target's metastore: Hive's catalog, and for `local` its Derby
+    database (and Derby's own log) in the warehouse, so tables stay registered between runs
+    on a laptop. `session` takes whatever catalog the cluster's Spark is set up with."""
+    if target.metastore is None:
+        return {}
+    conf = {"spark.sql.catalogImplementation": "hive"}
+    if target.metastore == "local":
+        home = join(target.warehouse, "_medallion")
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+            f"jdbc:derby:;databaseName={join(home, 'metastore')};create=true")
+        java_options = spark_conf(target)["spark.driver.extraJavaOptions"]
+        conf["spark.driver.extraJavaOptions"] = f"{java_options} -Dderby.system.home={home}"
+    return {**conf, **{k: v for k, v in target.spark_conf.items() if k in conf}}
 
 
 def check_delta_loaded(spark, target: Target) -> None:
@@ -194,7 +218,8 @@ class NativeEngine:
         if self._replayed(path, txn):
             return self._unchanged(path)
         writer = self._writer(df, metadata, txn).mode(mode)
-        if self.table_exists(path):
+        existed = self.table_exists(path)
+        if existed:
             self._ensure_properties(path, properties)
         else:  # delta.* writer options become the new table's properties, in its first commit
             writer = writer.options(**(properties or {}))
@@ -205,7 +230,10 @@ class NativeEngine:
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(str(path))
-        return self._result(path, counted=True)
+        result = self._result(path, counted=True)
+        if not existed:  # other properties (a team's own keys) only ALTER TABLE sets
+            self._ensure_properties(path, properties)
+        return result
 
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,

@@ -1,0 +1,144 @@
+"""Catalog tables (issue 18, item 4): models and seeds registered in a metastore as
+<schema>.<alias>, descriptions kept as comments, compiled SQL naming the real relations.
+
+Registration is delta-spark's: the embedded engine's tables are kept by delta-rs and no Spark
+catalog can read them there, so on embedded the test is that a metastore is refused, saying so.
+The registering builds run as processes of their own: the catalog is chosen when a JVM starts
+(the suite's shared session has none), and a local Derby metastore serves one JVM at a time.
+"""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import PROFILE_TEMPLATE
+from deltalake import DeltaTable
+
+from medallion_cli.config import merge_layers, resolve_config
+from medallion_cli.errors import MedallionError
+from medallion_cli.project import load_project
+
+FILES = {
+    "seeds/orders.csv": "id,amount\n1,10\n2,20\n3,30\n",
+    "models/silver/clean_orders.sql": """\
+        {{ config(schema='sales', alias='orders', tblproperties={'quality': 'silver'},
+                  persist_docs={'relation': true, 'columns': true}) }}
+        select id, amount * 2 as amount from {{ ref('orders') }}
+    """,
+    "models/gold/big_orders.sql": """\
+        {{ config(materialized='view', persist_docs={'relation': true, 'columns': true}) }}
+        select id, amount from {{ ref('clean_orders') }} where amount > 25
+    """,
+    "models/properties.yml": """\
+        models:
+          - name: clean_orders
+            description: Orders, cleaned
+            meta: {owner: sales-team}
+            columns:
+              - name: amount
+                description: "Twice the amount, in cents"
+          - name: big_orders
+            description: The big ones
+            columns:
+              - name: id
+                description: The order's id
+    """,
+}
+
+
+def with_metastore(engine: str, metastore: str = "local", warehouse: str = "warehouse") -> str:
+    return PROFILE_TEMPLATE.format(engine=engine).replace(
+        "      warehouse: warehouse\n", f"      warehouse: {warehouse}\n      metastore: {metastore}\n")
+
+
+def medallion(root, *args, expect: int = 0) -> str:
+    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == expect, done.stdout + done.stderr
+    return done.stdout + (done.stderr if expect else "")
+
+
+@pytest.mark.parametrize("engine_name", ["delta-spark"])  # registration is delta-spark's: above
+def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_on_them(
+        project, engine_name):
+    root = project(FILES, profile=with_metastore(engine_name))
+    built = medallion(root, "build")
+    assert "3 success" in built
+    table = root / "warehouse/silver/clean_orders"
+
+    # Compiled SQL names the catalog's relations: it runs as it is, in any session on the
+    # metastore, here a second process.
+    compiled = (root / "target/compiled/models/gold/big_orders.sql").read_text()
+    assert "from `sales`.`orders` where" in compiled
+    shown = medallion(root, "show", "--inline", compiled)
+    assert shown.split() == ["id", "amount", "2", "40", "3", "60"]
+    described = medallion(root, "show", "--limit", "50", "--inline",
+                          "describe table extended gold.big_orders")
+    assert "The order's id" in described and "The big ones" in described
+
+    # The table is the model's own Delta table, its docs in its metadata for any Delta reader.
+    delta = DeltaTable(str(table))
+    assert delta.metadata().description == "Orders, cleaned"
+    amount = next(f for f in delta.schema().fields if f.name == "amount")
+    assert amount.metadata["comment"] == "Twice the amount, in cents"
+    assert delta.metadata().configuration["quality"] == "silver"
+    versions = delta.version()
+
+    # Rebuilt unchanged: registered already, docs the same, so no commit is added.
+    assert "2 up to date" in medallion(root, "build")
+    assert DeltaTable(str(table)).version() == versions
+    # A new alias names the same table anew; the old entry is the user's to drop, as in dbt.
+    (root / "models/silver/clean_orders.sql").write_text(
+        FILES["models/silver/clean_orders.sql"].replace("alias='orders'", "alias='orders_v2'"))
+    medallion(root, "build", "-s", "clean_orders")
+    assert medallion(root, "show", "--inline", "select sum(amount) as total, "
+                     "(select count(*) from seeds.orders) as seeds from sales.orders_v2"
+                     ).split() == ["total", "seeds", "120", "3"]
+
+
+@pytest.mark.parametrize("engine_name", ["delta-spark"])  # registration is delta-spark's
+def test_a_table_the_catalog_manages_under_the_name_is_left_alone_and_named(
+        project, engine_name):
+    root = project({
+        "models/silver/m.sql": "select 1 as id",
+        "models/silver/maker.sql": """\
+            {{ config(materialized='view', post_hook=['create schema if not exists silver',
+                      'create table silver.m using delta as select 2 as id']) }}
+            select 1 as x
+        """}, profile=with_metastore(engine_name))
+    medallion(root, "build", "-s", "maker")
+    failed = medallion(root, "build", "-s", "m", expect=1)
+    assert ("silver.m in the catalog is a managed table medallion did not register"
+            in failed and "give the model another schema or alias" in failed)
+    assert not (root / "warehouse/silver/m").exists()  # checked before anything was written
+    assert medallion(root, "show", "--inline", "select * from silver.m").split() == ["id", "2"]
+
+
+@pytest.mark.parametrize("engine_name", ["embedded", "delta-spark"])
+def test_a_metastore_the_target_cannot_keep_is_refused_naming_the_profile(project, engine_name):
+    if engine_name == "embedded":
+        root = project({}, profile=with_metastore(engine_name))
+        reason = "metastore needs the delta-spark engine"
+    else:
+        root = project({}, profile=with_metastore(engine_name, warehouse="s3a://bucket/lake"))
+        reason = "metastore: local keeps a Derby database in the warehouse"
+    with pytest.raises(MedallionError) as caught:
+        load_project(root)
+    assert reason in str(caught.value) and "profiles.yml" in str(caught.value)
+
+
+@pytest.mark.parametrize("raw, problem", [
+    ({"schema": "sales team"}, "config 'schema' is 'sales team'; it must be a name"),
+    ({"alias": 3}, "config 'alias' is 3"),
+    ({"persist_docs": {"relation": "yes"}}, "config 'persist_docs' is"),
+    ({"meta": ["owner"]}, "config 'meta' is ['owner']; it must be a mapping"),
+])
+def test_catalog_config_mistakes_name_the_file(raw, problem):
+    with pytest.raises(MedallionError) as caught:
+        resolve_config(raw, "models/silver/m.sql")
+    assert problem in str(caught.value) and "models/silver/m.sql" in str(caught.value)
+
+
+def test_tblproperties_is_dbt_spark_s_spelling_of_table_properties():
+    config = resolve_config(merge_layers({"tblproperties": {"quality": "silver"}}), "m.sql")
+    assert config.table_properties == {"quality": "silver"}
