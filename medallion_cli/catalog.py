@@ -30,8 +30,8 @@ def real_relations(project: Project, nodes: dict[str, CompiledNode]) -> dict[str
     """relation key -> the name Spark SQL outside a build knows it by."""
     names = {}
     for name, node in nodes.items():
-        if project.target.metastore:
-            names[name] = quoted(*catalog_name(node))
+        if project.target.metastore:  # a flow's table is the one it flows into
+            names[name] = quoted(*catalog_name(nodes.get(node.config.flow_into, node)))
         elif node.config.materialized != "view":
             names[name] = f"delta.`{project.table_path(node.file)}`"
     for source in project.sources.values():

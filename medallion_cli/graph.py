@@ -73,6 +73,13 @@ def _with_flow_order(nodes: dict[str, CompiledNode]) -> dict[str, CompiledNode]:
     """Flows run after the model whose table they append to, one after another, and whatever
     reads that table runs after them all, so it sees every flow's rows."""
     ordered = dict(nodes)
+    for node in nodes.values():
+        read = next((r for r in node.refs if nodes[r].config.flow_into), None)
+        if read:
+            raise MedallionError(f"ref('{read}') names a flow, which has no table of its own",
+                                 path=node.file.rel_path,
+                                 hint=f"read the table it flows into: "
+                                      f"ref('{nodes[read].config.flow_into}')")
     for target in {c.config.flow_into for c in nodes.values() if c.config.flow_into}:
         flows = flows_into(nodes, target)
         for flow in flows:

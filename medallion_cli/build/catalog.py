@@ -42,15 +42,20 @@ def _registered(ctx: BuildContext, node: CompiledNode) -> tuple[str, str | None]
     return kind, next((r.data_type for r in rows if r.col_name == "Location"), None)
 
 
+def _registers(ctx: BuildContext, node: CompiledNode) -> bool:
+    # A flow writes another model's table, registered under that model's name.
+    return ctx.project.target.metastore is not None and not node.config.flow_into
+
+
 def check_name(ctx: BuildContext, node: CompiledNode) -> None:
     """Before the build writes: the node's catalog name is free or already its own."""
-    if ctx.project.target.metastore is not None:
+    if _registers(ctx, node):
         _registered(ctx, node)
 
 
 def register(ctx: BuildContext, node: CompiledNode) -> str:
     """Register the node; returns a note when it cannot be (a view over a file source)."""
-    if ctx.project.target.metastore is None:
+    if not _registers(ctx, node):
         return ""
     spark = ctx.engine.spark
     schema, table = catalog_name(node)
