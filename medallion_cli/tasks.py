@@ -15,8 +15,8 @@ from typing import Callable
 import yaml
 
 from . import jars
+from .build.checkpoints import mark_refreshes
 from .build.context import BuildContext
-from .build.state import mark_refreshes
 from .datatests import DataTest, load_tests
 from .engines import Engine, make_engine
 from .errors import MedallionError

@@ -29,6 +29,24 @@ FILES = {
         {{ config(materialized='view', persist_docs={'relation': true, 'columns': true}) }}
         select id, amount from {{ ref('clean_orders') }} where amount > 25
     """,
+    "models/sources.yml": """\
+        sources:
+          - name: landing
+            path: landing
+            tables:
+              - {name: clicks, format: json, schema: "click_id bigint"}
+              - {name: old_clicks, format: json, schema: "click_id bigint"}
+    """,
+    "models/bronze/clicks.sql": """\
+        {{ config(materialized='streaming') }}
+        select * from {{ source('landing', 'clicks') }}
+    """,
+    "models/bronze/clicks_backfill.sql": """\
+        {{ config(materialized='streaming', flow_into='clicks', once=true) }}
+        select * from {{ source('landing', 'old_clicks') }}
+    """,
+    "landing/clicks/1.json": '{"click_id": 1}\n{"click_id": 2}\n',
+    "landing/old_clicks/1.json": '{"click_id": 0}\n',
     "models/properties.yml": """\
         models:
           - name: clean_orders
@@ -63,7 +81,7 @@ def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_o
         project, engine_name):
     root = project(FILES, profile=with_metastore(engine_name))
     built = medallion(root, "build")
-    assert "3 success" in built
+    assert "5 success" in built
     table = root / "warehouse/silver/clean_orders"
 
     # Compiled SQL names the catalog's relations: it runs as it is, in any session on the
@@ -85,15 +103,19 @@ def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_o
     versions = delta.version()
 
     # Rebuilt unchanged: registered already, docs the same, so no commit is added.
-    assert "2 up to date" in medallion(root, "build")
+    assert "4 up to date" in medallion(root, "build")
     assert DeltaTable(str(table)).version() == versions
     # A new alias names the same table anew; the old entry is the user's to drop, as in dbt.
     (root / "models/silver/clean_orders.sql").write_text(
         FILES["models/silver/clean_orders.sql"].replace("alias='orders'", "alias='orders_v2'"))
     medallion(root, "build", "-s", "clean_orders")
     assert medallion(root, "show", "--inline", "select sum(amount) as total, "
-                     "(select count(*) from seeds.orders) as seeds from sales.orders_v2"
-                     ).split() == ["total", "seeds", "120", "3"]
+                     "(select count(*) from seeds.orders) as seeds, "
+                     "(select count(*) from bronze.clicks) as clicks from sales.orders_v2"
+                     ).split() == ["total", "seeds", "clicks", "120", "3", "3"]
+    # A flow's rows are in the table it flows into; it has no entry of its own.
+    tables = medallion(root, "show", "--inline", "show tables in bronze").split()
+    assert "clicks" in tables and "clicks_backfill" not in tables
 
 
 @pytest.mark.parametrize("engine_name", ["delta-spark"])  # registration is delta-spark's

@@ -6,7 +6,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 BUILD_STEPS = {"inputs", "landing", "json_values", "debezium", "kafka", "rows", "checks", "writes",
-               "state", "throughput", "incremental", "aggregates", "history", "tally"}
+               "state", "checkpoints", "throughput", "incremental", "aggregates", "history",
+               "tally", "catalog", "execute"}
 BUILD_DRIVERS = {"batch", "by_groups", "streaming", "empty"}
 
 

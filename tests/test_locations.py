@@ -167,7 +167,8 @@ def test_ls_and_compile_of_a_cluster_target_work_offline(project):
     assert lines[events + 1].split() == [
         "checkpoint:", "s3a://lake-bucket/medallion/_checkpoints/bronze/events"]
     # compile: the SQL a first build runs, and a note saying why, naming the warehouse
-    assert "where id >" not in out.stdout and "from `events`" in out.stdout
+    assert "where id >" not in out.stdout
+    assert "from delta.`s3a://lake-bucket/medallion/bronze/events`" in out.stdout  # the table
     assert ("note: is_incremental() is false in this SQL: the warehouse "
             "s3a://lake-bucket/medallion is not read offline") in out.stderr
     manifest = json.loads((root / "target/manifest.json").read_text())

@@ -22,12 +22,7 @@ from ..failures import error_message
 from ..faults import crash_point
 from ..locations import join
 from ..rendering import CompiledNode
-from .checks import check_table_properties, checked_rows
-from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
-from .inputs import commit_streams, committed_inputs, streamed_tables
-from .landing import changed_note
-from .rows import model_rows
-from .state import (
+from .checkpoints import (
     QueryStart,
     caught_up,
     definition_key,
@@ -37,6 +32,11 @@ from .state import (
     record_ran_once,
     refresh_done,
 )
+from .checks import check_table_properties, checked_rows
+from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
+from .inputs import commit_streams, committed_inputs, streamed_tables
+from .landing import changed_note
+from .rows import model_rows
 from .tally import BatchReport, StreamTally
 from .throughput import progress_listener, progress_reports, stream_stats
 from .writes import write_incremental
