@@ -7,6 +7,7 @@ The registering builds run as processes of their own: the catalog is chosen when
 (the suite's shared session has none), and a local Derby metastore serves one JVM at a time.
 """
 
+import json
 import subprocess
 import sys
 
@@ -47,6 +48,14 @@ FILES = {
     """,
     "landing/clicks/1.json": '{"click_id": 1}\n{"click_id": 2}\n',
     "landing/old_clicks/1.json": '{"click_id": 0}\n',
+    "macros/inspect.sql": """\
+        {% macro inspect(queries) %}
+          {% for query in queries %}
+            {% do log("-- query") %}
+            {% for row in run_query(query) %}{% do log(row | join(" | ")) %}{% endfor %}
+          {% endfor %}
+        {% endmacro %}
+    """,
     "models/properties.yml": """\
         models:
           - name: clean_orders
@@ -76,6 +85,13 @@ def medallion(root, *args, expect: int = 0) -> str:
     return done.stdout + (done.stderr if expect else "")
 
 
+def queried(root, *queries) -> list[list[str]]:
+    """Each query's rows ("a | b"), run by run-operation in one process on the metastore."""
+    out = medallion(root, "run-operation", "inspect", "--args", json.dumps({"queries": queries}))
+    return [[line for line in part.splitlines() if line.strip()]
+            for part in out.split("-- query\n")[1:]]
+
+
 @pytest.mark.parametrize("engine_name", ["delta-spark"])  # registration is delta-spark's: above
 def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_on_them(
         project, engine_name):
@@ -85,14 +101,13 @@ def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_o
     table = root / "warehouse/silver/clean_orders"
 
     # Compiled SQL names the catalog's relations: it runs as it is, in any session on the
-    # metastore, here a second process.
+    # metastore, here a second process (queries run through one, each a JVM's start).
     compiled = (root / "target/compiled/models/gold/big_orders.sql").read_text()
     assert "from `sales`.`orders` where" in compiled
-    shown = medallion(root, "show", "--inline", compiled)
-    assert shown.split() == ["id", "amount", "2", "40", "3", "60"]
-    described = medallion(root, "show", "--limit", "50", "--inline",
-                          "describe table extended gold.big_orders")
-    assert "The order's id" in described and "The big ones" in described
+    shown = queried(root, compiled, "describe table extended gold.big_orders")
+    assert shown[0] == ["2 | 40", "3 | 60"]
+    assert "id | int | The order's id" in shown[1]
+    assert any(row.startswith("Comment | The big ones") for row in shown[1])
 
     # The table is the model's own Delta table, its docs in its metadata for any Delta reader.
     delta = DeltaTable(str(table))
@@ -102,20 +117,18 @@ def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_o
     assert delta.metadata().configuration["quality"] == "silver"
     versions = delta.version()
 
-    # Rebuilt unchanged: registered already, docs the same, so no commit is added.
+    # A new alias names the same table anew (the old entry is the user's to drop, as in dbt);
+    # a name is no definition, so nothing is rebuilt, and the docs, the same, add no commit.
+    model = root / "models/silver/clean_orders.sql"
+    model.write_text(model.read_text().replace("alias='orders'", "alias='orders_v2'"))
     assert "4 up to date" in medallion(root, "build")
     assert DeltaTable(str(table)).version() == versions
-    # A new alias names the same table anew; the old entry is the user's to drop, as in dbt.
-    (root / "models/silver/clean_orders.sql").write_text(
-        FILES["models/silver/clean_orders.sql"].replace("alias='orders'", "alias='orders_v2'"))
-    medallion(root, "build", "-s", "clean_orders")
-    assert medallion(root, "show", "--inline", "select sum(amount) as total, "
-                     "(select count(*) from seeds.orders) as seeds, "
-                     "(select count(*) from bronze.clicks) as clicks from sales.orders_v2"
-                     ).split() == ["total", "seeds", "clicks", "120", "3", "3"]
+    total, tables = queried(root, "select sum(amount), (select count(*) from seeds.orders), "
+                            "(select count(*) from bronze.clicks) from sales.orders_v2",
+                            "show tables in bronze")
+    assert total == ["120 | 3 | 3"]
     # A flow's rows are in the table it flows into; it has no entry of its own.
-    tables = medallion(root, "show", "--inline", "show tables in bronze").split()
-    assert "clicks" in tables and "clicks_backfill" not in tables
+    assert [row.split(" | ")[1] for row in tables] == ["clicks"]
 
 
 @pytest.mark.parametrize("engine_name", ["delta-spark"])  # registration is delta-spark's
