@@ -74,7 +74,8 @@ def _with_flow_order(nodes: dict[str, CompiledNode]) -> dict[str, CompiledNode]:
     reads that table runs after them all, so it sees every flow's rows."""
     ordered = dict(nodes)
     for node in nodes.values():
-        read = next((r for r in node.refs if nodes[r].config.flow_into), None)
+        # (a ref to a disabled model is build_graph's to report)
+        read = next((r for r in node.refs if r in nodes and nodes[r].config.flow_into), None)
         if read:
             raise MedallionError(f"ref('{read}') names a flow, which has no table of its own",
                                  path=node.file.rel_path,
