@@ -80,9 +80,9 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
         origin = node.file.rel_path
         run_hooks(node_ctx, node.config.pre_hook, "pre_hook", origin, node,
                   after=" (nothing was written)")
-        check_name(node_ctx, node)
+        registered = check_name(node_ctx, node)
         outcome = build(node_ctx, node)
-        note = register(node_ctx, node)
+        note = register(node_ctx, node, registered)
         write = outcome.write
         run_hooks(node_ctx, node.config.post_hook, "post_hook", origin, node,
                   after=f" after the table was written (version {write.version})"

@@ -25,7 +25,11 @@ def _same_location(found: str, path: str) -> bool:
     return strip(found) == strip(path)
 
 
-def _registered(ctx: BuildContext, node: CompiledNode) -> tuple[str, str | None] | None:
+# What the catalog has under a node's name: (table type, location), or None
+Registered = tuple[str, str | None] | None
+
+
+def _registered(ctx: BuildContext, node: CompiledNode) -> Registered:
     """(table type, location) of what the catalog has under the node's name, or None; a
     managed table there (its data is the catalog's) is refused, naming it."""
     spark = ctx.engine.spark
@@ -47,14 +51,15 @@ def _registers(ctx: BuildContext, node: CompiledNode) -> bool:
     return ctx.project.target.metastore is not None and not node.config.flow_into
 
 
-def check_name(ctx: BuildContext, node: CompiledNode) -> None:
-    """Before the build writes: the node's catalog name is free or already its own."""
-    if _registers(ctx, node):
-        _registered(ctx, node)
+def check_name(ctx: BuildContext, node: CompiledNode) -> Registered:
+    """Before the build writes: the node's catalog name is free or already its own; returns
+    what is there, for register (the build between them changes no catalog entry)."""
+    return _registered(ctx, node) if _registers(ctx, node) else None
 
 
-def register(ctx: BuildContext, node: CompiledNode) -> str:
-    """Register the node; returns a note when it cannot be (a view over a file source)."""
+def register(ctx: BuildContext, node: CompiledNode, found: Registered) -> str:
+    """Register the node, given what check_name found under its name; returns a note when it
+    cannot be (a view over a file source)."""
     if not _registers(ctx, node):
         return ""
     spark = ctx.engine.spark
@@ -70,7 +75,6 @@ def register(ctx: BuildContext, node: CompiledNode) -> str:
         return (f"not registered in the catalog: it reads {', '.join(unnamed)}, which Spark "
                 "SQL cannot name with its reader options")
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS `{schema}`")
-    found = _registered(ctx, node)
     if found and (view != (found[0] == "VIEW")
                   or not view and not _same_location(found[1] or "", path)):
         spark.sql(f"DROP {'VIEW' if found[0] == 'VIEW' else 'TABLE'} {name}")

@@ -214,8 +214,8 @@ def duplicate_keys(spec: MergeSpec) -> MedallionError:
         hint="deduplicate in the SQL or set sequence_by so the latest row wins")
 
 
-# Commits that rewrite files without changing data; they do not hide the last build's metadata.
-# Commits that change no rows: maintenance, and properties or comments set after a write
+# Commits that change no rows (maintenance; properties or comments set after a write): they do
+# not hide the last build's metadata.
 ROWLESS_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
                       "CHANGE COLUMN")
 

@@ -231,8 +231,11 @@ class NativeEngine:
             writer = writer.partitionBy(*partition_by)
         writer.save(str(path))
         result = self._result(path, counted=True)
-        if not existed:  # other properties (a team's own keys) only ALTER TABLE sets
-            self._ensure_properties(path, properties)
+        # Writer options carry only delta.* keys: a team's own keys on a new table take an
+        # ALTER TABLE (asked only when there are some: reading the table's detail is a job).
+        own = {k: v for k, v in (properties or {}).items() if not k.startswith("delta.")}
+        if not existed and own:
+            self._ensure_properties(path, own)
         return result
 
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
