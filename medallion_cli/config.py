@@ -45,6 +45,7 @@ CONFIG_KEYS = {
     "track_history_columns": None,
     "track_history_except_columns": None,
     "zorder_by": None,
+    "cluster_by": None,
     "pre_hook": None,
     "post_hook": None,
     "schema": None,
@@ -60,8 +61,8 @@ SPELLINGS = {"pre-hook": "pre_hook", "post-hook": "post_hook", "tblproperties": 
 SPELLED_KEYS = tuple(CONFIG_KEYS) + tuple(SPELLINGS)
 # Keys that watch, check, name or lay out a table without deciding what it holds: changing
 # them rebuilds nothing.
-OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "pre_hook", "post_hook",
-                  "schema", "alias", "persist_docs", "meta")
+OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "cluster_by", "pre_hook",
+                  "post_hook", "schema", "alias", "persist_docs", "meta")
 PERSIST_DOCS = ("relation", "columns")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
@@ -113,6 +114,9 @@ class NodeConfig:
     # OPTIMIZE ZORDER BY these columns (medallion optimize, optimize_after_files): files hold
     # narrow ranges of them, so reads filtering on them skip most files
     zorder_by: tuple[str, ...] = ()
+    # Liquid clustering (delta-spark): the table's clustering columns, which OPTIMIZE clusters
+    # its rows by; changed at will without rewriting the table
+    cluster_by: tuple[str, ...] = ()
     # AUTO CDC's APPLY AS TRUNCATE WHEN, for SCD1 merge models: an event where this holds
     # empties the table of every row not newer than it (by sequence_by)
     truncate_when: str | None = None
@@ -359,6 +363,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         track_history_columns=as_tuple(raw.get("track_history_columns")),
         track_history_except_columns=as_tuple(raw.get("track_history_except_columns")),
         zorder_by=as_tuple(raw.get("zorder_by")),
+        cluster_by=as_tuple(raw.get("cluster_by")),
         truncate_when=raw.get("truncate_when"),
         pre_hook=hook_statements(raw.get("pre_hook"), "pre_hook", origin),
         post_hook=hook_statements(raw.get("post_hook"), "post_hook", origin),
@@ -416,6 +421,14 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         raise MedallionError("freshness needs event_time: the column saying when each row's "
                              "event happened", path=origin,
                              hint="add event_time='order_ts' beside freshness")
+    if config.cluster_by and (config.partition_by or config.zorder_by):
+        raise MedallionError("cluster_by replaces partition_by and zorder_by: Delta clusters a "
+                             "table by one of them only", path=origin,
+                             hint="keep cluster_by (liquid clustering) or the others, not both")
+    if config.cluster_by and (config.materialized == "view" or config.flow_into):
+        raise MedallionError("cluster_by lays out a table: a view has none, and a flow's "
+                             "rows go to its table, whose model says how it is clustered",
+                             path=origin, hint="set cluster_by on the table's own model")
     if config.scd_type == 2 and (config.strategy != "merge" or not config.sequence_by):
         raise MedallionError("scd_type 2 needs strategy 'merge', a unique_key and sequence_by",
                              path=origin,

@@ -26,6 +26,7 @@ class TableRef:
     path: str  # a location: local path or object-store URI
     zorder_by: tuple[str, ...] = ()  # its model's, for optimize
     origin: str = ""  # the model's file
+    cluster_by: tuple[str, ...] = ()  # its model's, for optimize
 
 
 def parse_hours(text: str) -> float:
@@ -63,7 +64,7 @@ def _selected_tables(inv: Invocation) -> tuple[Loaded, Engine, list[TableRef]]:
         if node.config.materialized == "view":
             continue
         refs = (TableRef(name, loaded.project.table_path(node.file), node.config.zorder_by,
-                         node.file.rel_path),
+                         node.file.rel_path, node.config.cluster_by),
                 TableRef(name + QUARANTINE_SUFFIX, loaded.project.quarantine_path(node.file)))
         tables += [t for t in refs if engine.table_exists(t.path)]
     return loaded, engine, tables
@@ -73,13 +74,17 @@ def optimize(inv: Invocation) -> list[tuple[str, dict]]:
     """Compact each selected table's small files (streaming writes many)."""
     loaded, engine, tables = _selected_tables(inv)
     for t in tables:
-        missing = [c for c in t.zorder_by if c not in (engine.table_columns(t.path) or {})]
-        if missing:
-            raise MedallionError(f"zorder_by names {', '.join(missing)}, which table '{t.name}' "
-                                 "does not have", path=t.origin,
-                                 hint="name columns the model returns")
+        if t.cluster_by and engine.clustering_problem:
+            raise MedallionError(engine.clustering_problem, path=t.origin,
+                                 hint="use a delta-spark target, or zorder_by instead")
+        for key, columns in (("zorder_by", t.zorder_by), ("cluster_by", t.cluster_by)):
+            missing = [c for c in columns if c not in (engine.table_columns(t.path) or {})]
+            if missing:
+                raise MedallionError(f"{key} names {', '.join(missing)}, which table "
+                                     f"'{t.name}' does not have", path=t.origin,
+                                     hint="name columns the model returns")
     with warehouse_lock(loaded.project.target.warehouse, "optimize"):
-        return [(t.name, engine.optimize(t.path, t.zorder_by)) for t in tables]
+        return [(t.name, engine.optimize(t.path, t.zorder_by, t.cluster_by)) for t in tables]
 
 
 def vacuum(inv: Invocation, retain: str, allow_short_retention: bool = False):

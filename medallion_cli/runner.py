@@ -14,6 +14,7 @@ from typing import Callable
 
 from .build.batch import build_batch
 from .build.catalog import check_name, register
+from .build.clustering import check_clustering, cluster_table
 from .build.context import BuildContext, Phases
 from .build.empty import check_on_no_rows
 from .build.execute import rendered_to_run
@@ -81,8 +82,9 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
         run_hooks(node_ctx, node.config.pre_hook, "pre_hook", origin, node,
                   after=" (nothing was written)")
         registered = check_name(node_ctx, node)
+        check_clustering(node_ctx, node)
         outcome = build(node_ctx, node)
-        note = register(node_ctx, node, registered)
+        notes = (cluster_table(node_ctx, node), register(node_ctx, node, registered))
         write = outcome.write
         run_hooks(node_ctx, node.config.post_hook, "post_hook", origin, node,
                   after=f" after the table was written (version {write.version})"
@@ -91,7 +93,7 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
                           rows=write.rows if write else None, rows_read=outcome.rows_read,
                           files_added=write.files_added if write else None,
                           version=write.version if write else None,
-                          message="; ".join(m for m in (outcome.message, note) if m),
+                          message="; ".join(m for m in (outcome.message, *notes) if m),
                           expectations=outcome.expectations,
                           rows_checked=outcome.rows_checked, stream=outcome.stream,
                           malformed=outcome.malformed, rescued=outcome.rescued,

@@ -97,7 +97,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
     if limit and ctx.engine.file_count(path) > limit:
         # Streaming writes small files; a compaction commit changes no data, so readers
         # downstream (streams included) do not see it as new rows.
-        ctx.engine.optimize(path, node.config.zorder_by)
+        ctx.engine.optimize(path, node.config.zorder_by, node.config.cluster_by)
     report = BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
                          rescued, counts, result.files_added or 0, rows_read, app_id=app_id,
                          rows_checked=checked)

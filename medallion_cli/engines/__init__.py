@@ -169,10 +169,20 @@ class Engine(Protocol):
 
     # Maintenance and time travel.
 
-    def optimize(self, path: str, zorder_by: tuple[str, ...] = ()) -> dict:
+    # Why this engine cannot keep a table's liquid clustering, or None when it can.
+    clustering_problem: str | None = None
+
+    def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
+        """Make `columns` the table's liquid clustering columns when they are not (a commit of
+        its own, no data change); whether it changed them."""
+
+    def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
+                 cluster_by: tuple[str, ...] = ()) -> dict:
         """Compact small files (a commit with no data change); {files_removed, files_added}.
         zorder_by: rewrite the rows clustered on these columns (Z-order), so that files hold
-        narrow ranges of them and reads filtering on them skip most files."""
+        narrow ranges of them and reads filtering on them skip most files. cluster_by: the
+        table's clustering columns (set first when they differ); its rows are clustered by
+        them (liquid clustering: only files not yet clustered are rewritten)."""
 
     def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
         """Delete unreferenced files older than the retention; returns them."""
@@ -217,7 +227,7 @@ def duplicate_keys(spec: MergeSpec) -> MedallionError:
 # Commits that change no rows (maintenance; properties or comments set after a write): they do
 # not hide the last build's metadata.
 ROWLESS_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
-                      "CHANGE COLUMN")
+                      "CHANGE COLUMN", "CLUSTER BY")
 
 
 def commit_metadata(metadata: dict) -> str:

@@ -61,6 +61,16 @@ EMBEDDED_REFUSED = {
 }
 
 
+def _writable(dt: DeltaTable, path: str) -> DeltaTable:
+    """The table, when delta-rs can commit to it: not one delta-spark clustered (cluster_by)."""
+    if "clustering" in (dt.protocol().writer_features or []):
+        raise MedallionError(
+            "this table has liquid clustering (cluster_by, on the delta-spark engine), which "
+            "the embedded engine cannot write", path=path,
+            hint="build it with a delta-spark target; the embedded engine still reads it")
+    return dt
+
+
 def _quote(column: str) -> str:
     return '"' + column.replace('"', '""') + '"'
 
@@ -336,7 +346,7 @@ class EmbeddedEngine:
         snapshot, so delta-rs refuses it when a concurrent commit took the same app transaction
         meanwhile, instead of adding its rows twice."""
         try:
-            dt = DeltaTable(str(path))
+            dt = _writable(DeltaTable(str(path)), path)
         except TableNotFoundError:
             return None
         changed = {k: v for k, v in (properties or {}).items()
@@ -345,6 +355,12 @@ class EmbeddedEngine:
             dt.alter.set_table_properties(changed)
             dt = self._open(path)
         return dt
+
+    clustering_problem = ("the embedded engine cannot cluster tables: delta-rs, which keeps "
+                          "its Delta log, cannot write a table with liquid clustering")
+
+    def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
+        raise MedallionError(self.clustering_problem, path=path)
 
     def property_problem(self, key: str, value: str) -> str | None:
         if key in EMBEDDED_PROPERTIES:
@@ -410,9 +426,12 @@ class EmbeddedEngine:
 
     # Maintenance and time travel: delta-rs alone, no Spark.
 
-    def optimize(self, path: str, zorder_by: tuple[str, ...] = ()) -> dict:
+    def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
+                 cluster_by: tuple[str, ...] = ()) -> dict:
         """Compact small files into larger ones (no data change); returns files removed/added."""
-        dt = self._open(path)
+        if cluster_by:
+            self.cluster(path, cluster_by)
+        dt = _writable(self._open(path), path)
         metrics = dt.optimize.z_order(list(zorder_by)) if zorder_by else dt.optimize.compact()
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 

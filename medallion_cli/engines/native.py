@@ -18,7 +18,7 @@ from ..errors import MedallionError
 from ..locations import join
 from ..project import Target
 from . import MergeSpec, WriteResult, commit_metadata, duplicate_keys, last_commit_value
-from .native_sql import merge_sql, snapshot_sql, table
+from .native_sql import merge_sql, quote, snapshot_sql, table
 from .spark import (
     is_local_master,
     read_text,
@@ -310,7 +310,22 @@ class NativeEngine:
         known = [set(stat.get("nullCount") or {}) for stat in stats]
         return {c: n for c, n in counts.items() if all(c in k for k in known)}
 
-    def optimize(self, path: str, zorder_by: tuple[str, ...] = ()) -> dict:
+    clustering_problem = None
+
+    def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
+        # Set after each build: Delta 4.4's DataFrame writes to a path ignore clusterBy and an
+        # overwrite drops the table's clustering columns.
+        current = self._table(path).detail().first()["clusteringColumns"] or []
+        if sorted(current) == sorted(columns):
+            return False
+        self.spark.sql(f"ALTER TABLE {table(str(path))} CLUSTER BY "
+                       f"({', '.join(quote(c) for c in columns)})")
+        return True
+
+    def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
+                 cluster_by: tuple[str, ...] = ()) -> dict:
+        if cluster_by:  # OPTIMIZE of a clustered table clusters it
+            self.cluster(path, cluster_by)
         builder = self._table(path).optimize()
         done = builder.executeZOrderBy(*zorder_by) if zorder_by else builder.executeCompaction()
         metrics = done.first()["metrics"]
