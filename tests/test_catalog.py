@@ -16,8 +16,9 @@ from conftest import PROFILE_TEMPLATE
 from deltalake import DeltaTable
 
 from medallion_cli.config import merge_layers, resolve_config
+from medallion_cli.engines.native import metastore_settings
 from medallion_cli.errors import MedallionError
-from medallion_cli.project import load_project
+from medallion_cli.project import load_project, load_target
 
 FILES = {
     "seeds/orders.csv": "id,amount\n1,10\n2,20\n3,30\n",
@@ -177,3 +178,13 @@ def test_catalog_config_mistakes_name_the_file(raw, problem):
 def test_tblproperties_is_dbt_spark_s_spelling_of_table_properties():
     config = resolve_config(merge_layers({"tblproperties": {"quality": "silver"}}), "m.sql")
     assert config.table_properties == {"quality": "silver"}
+
+
+def test_a_targets_java_options_are_added_to_medallions_own(project):
+    """Spark's log file (log4j) and the Derby home stay set when a target adds Java options
+    (the test profile adds some), instead of being replaced by them. No Spark starts."""
+    root = project({}, profile=with_metastore("delta-spark"))
+    options = metastore_settings(load_target(root, "test", None, None))[
+        "spark.driver.extraJavaOptions"]
+    assert "-Dlog4j2.configurationFile=" in options and "-Dderby.system.home=" in options
+    assert "-XX:TieredStopAtLevel=1" in options

@@ -97,7 +97,9 @@ def metastore_settings(target: Target) -> dict[str, str]:
             f"jdbc:derby:;databaseName={join(home, 'metastore')};create=true")
         java_options = spark_conf(target)["spark.driver.extraJavaOptions"]
         conf["spark.driver.extraJavaOptions"] = f"{java_options} -Dderby.system.home={home}"
-    return {**conf, **{k: v for k, v in target.spark_conf.items() if k in conf}}
+    # The target's own settings win, but its Java options are in java_options already.
+    return {**conf, **{k: v for k, v in target.spark_conf.items()
+                       if k in conf and k != "spark.driver.extraJavaOptions"}}
 
 
 def check_delta_loaded(spark, target: Target) -> None:

@@ -35,8 +35,12 @@ def spark_conf(target: Target) -> dict[str, str]:
         # Staged Parquet is read back by Arrow: standard microsecond timestamps, not INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.warehouse.dir": join(target.warehouse, "_spark"),
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
         **target.spark_conf,
+        # Spark's log goes to target/spark.log (its traces only with --debug) whatever Java
+        # options the target adds.
+        "spark.driver.extraJavaOptions": " ".join(filter(None, (
+            f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+            target.spark_conf.get("spark.driver.extraJavaOptions")))),
     }
 
 
