@@ -30,6 +30,11 @@ test:
         master: "local[2]"
         conf:
           spark.sql.shuffle.partitions: 2
+          # The suite is CPU-bound on CI's two cores, with tiny data: compiling each query's
+          # code and the JIT's second tier cost more than they save (test_cdc*.py: 255 s with
+          # neither, 184 s with both)
+          spark.sql.codegen.wholeStage: false
+          spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """
 
 
