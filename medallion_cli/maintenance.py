@@ -10,6 +10,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from .build.clustering import check_clustering, check_layout_columns
 from .engines import Engine
 from .errors import MedallionError, closest
 from .failures import error_message
@@ -74,15 +75,10 @@ def optimize(inv: Invocation) -> list[tuple[str, dict]]:
     """Compact each selected table's small files (streaming writes many)."""
     loaded, engine, tables = _selected_tables(inv)
     for t in tables:
-        if t.cluster_by and engine.clustering_problem:
-            raise MedallionError(engine.clustering_problem, path=t.origin,
-                                 hint="use a delta-spark target, or zorder_by instead")
-        for key, columns in (("zorder_by", t.zorder_by), ("cluster_by", t.cluster_by)):
-            missing = [c for c in columns if c not in (engine.table_columns(t.path) or {})]
-            if missing:
-                raise MedallionError(f"{key} names {', '.join(missing)}, which table "
-                                     f"'{t.name}' does not have", path=t.origin,
-                                     hint="name columns the model returns")
+        check_clustering(engine, t.cluster_by, t.origin)
+        if t.zorder_by or t.cluster_by:
+            check_layout_columns(engine, t.path, t.name, t.origin, zorder_by=t.zorder_by,
+                                 cluster_by=t.cluster_by)
     with warehouse_lock(loaded.project.target.warehouse, "optimize"):
         return [(t.name, engine.optimize(t.path, t.zorder_by, t.cluster_by)) for t in tables]
 

@@ -82,7 +82,7 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
         run_hooks(node_ctx, node.config.pre_hook, "pre_hook", origin, node,
                   after=" (nothing was written)")
         registered = check_name(node_ctx, node)
-        check_clustering(node_ctx, node)
+        check_clustering(node_ctx.engine, node.config.cluster_by, origin)
         outcome = build(node_ctx, node)
         notes = (cluster_table(node_ctx, node), register(node_ctx, node, registered))
         write = outcome.write

@@ -1,19 +1,33 @@
 """Liquid clustering of a node's table (`cluster_by`): refused before anything runs on an
 engine that cannot keep it; set after the build when the table's clustering columns differ
-(changing them rewrites nothing: `medallion optimize` clusters the rows by them)."""
+(changing them rewrites nothing: `medallion optimize` clusters the rows by them). The checks
+serve `medallion optimize` too."""
 
 from __future__ import annotations
 
+from ..engines import Engine
 from ..errors import MedallionError
 from ..rendering import CompiledNode
 from .context import BuildContext
 
 
-def check_clustering(ctx: BuildContext, node: CompiledNode) -> None:
-    if node.config.cluster_by and ctx.engine.clustering_problem:
-        raise MedallionError(ctx.engine.clustering_problem, path=node.file.rel_path,
+def check_clustering(engine: Engine, cluster_by: tuple[str, ...], origin: str) -> None:
+    if cluster_by and engine.clustering_problem:
+        raise MedallionError(engine.clustering_problem, path=origin,
                              hint="use a delta-spark target, or zorder_by (OPTIMIZE ZORDER BY, "
                                   "on both engines) instead of cluster_by")
+
+
+def check_layout_columns(engine: Engine, path: str, table: str, origin: str, after: str = "",
+                         **layouts: tuple[str, ...]) -> None:
+    """Each layout key (zorder_by, cluster_by) names only columns the table has."""
+    have = engine.table_columns(path) or {}
+    for key, columns in layouts.items():
+        missing = [c for c in columns if c not in have]
+        if missing:
+            raise MedallionError(f"{key} names {', '.join(missing)}, which table '{table}' "
+                                 f"does not have{after}", path=origin,
+                                 hint="name columns the model returns")
 
 
 def cluster_table(ctx: BuildContext, node: CompiledNode) -> str:
@@ -22,9 +36,6 @@ def cluster_table(ctx: BuildContext, node: CompiledNode) -> str:
     columns = node.config.cluster_by
     if not columns or not ctx.engine.table_exists(path):
         return ""
-    missing = [c for c in columns if c not in (ctx.engine.table_columns(path) or {})]
-    if missing:
-        raise MedallionError(f"cluster_by names {', '.join(missing)}, which the table does not "
-                             "have (its rows are written)", path=node.file.rel_path,
-                             hint="name columns the model returns")
-    return (f"clustered by {', '.join(columns)}" if ctx.engine.cluster(path, columns) else "")
+    check_layout_columns(ctx.engine, path, node.name, node.file.rel_path,
+                         " (its rows are written)", cluster_by=columns)
+    return f"clustered by {', '.join(columns)}" if ctx.engine.cluster(path, columns) else ""
