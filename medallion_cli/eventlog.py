@@ -9,6 +9,8 @@ One row per event (the columns: EVENT_COLUMNS; documented in the README):
   app transactions). A process killed after a batch's data commit but before its event was
   written loses the event; the next run of the query records it at its first batch (every
   batch its table has committed beyond the last the log has for the query, marked as such).
+  So that it need not read the log to know there is nothing to record, the last batch the log
+  has for a query is noted beside its checkpoint (LOGGED_FILE) after each append.
 Events go through a background writer, one commit per second at most, so they never hold up a
 build or a micro-batch (an append costs a Spark job on delta-spark); a failure to write them is
 reported once and the data stays as built.
@@ -17,6 +19,7 @@ reported once and the data stays as built.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import queue
 import threading
 import time
@@ -52,6 +55,7 @@ EVENT_COLUMNS = pa.schema([
     ("rows_checked", pa.int64()),
 ])
 FLUSH_SECONDS = 1.0  # how long the background writer gathers events into one commit
+LOGGED_FILE = "medallion_logged.json"  # beside a checkpoint: {query_id, batch_id} in the log
 RECOVERED = "committed by an earlier run that stopped before recording it; counts not known"
 
 
@@ -136,7 +140,7 @@ class EventLog:
     def batches_committed(self, model: str, query_id: str, committed: int | None) -> None:
         """At a query's first batch: record the batches up to `committed` (the last its table
         has) that are not in the log, which a killed run committed but never recorded."""
-        if committed is None:
+        if committed is None or self._logged(model, query_id) >= committed:
             return
         self.queued.join()  # this run's earlier events for the query are in the log first
         try:
@@ -194,7 +198,8 @@ class EventLog:
                               if node is not None else event)
             if events:
                 self.flushes += 1
-                self._append(events, (f"medallion-run:{self.run.run_id}", self.flushes))
+                if self._append(events, (f"medallion-run:{self.run.run_id}", self.flushes)):
+                    self._note_logged(events)
             for action in actions:
                 self._run(action)
             for _ in events + actions:
@@ -208,12 +213,37 @@ class EventLog:
         except Exception as exc:  # a skipped record only costs the next build a query start
             self.on_problem(f"after writing the event log: {exc}")
 
-    def _append(self, events: list[dict], txn: tuple[str, int]) -> None:
+    def _append(self, events: list[dict], txn: tuple[str, int]) -> bool:
         try:
             rows = pa.Table.from_pylist(events, schema=EVENT_COLUMNS)
             self.engine.append_rows(rows, self.path, txn)
+            return True
         except Exception as exc:  # the data is built; the log only misses these events
             if self.problem is None:
                 self.problem = f"the event log {self.path} was not written: {exc}"
                 self.on_problem(self.problem)
+            return False
+
+    def _logged_file(self, model: str) -> str:
+        return join(self.project.checkpoint_path(self.graph.nodes[model].file), LOGGED_FILE)
+
+    def _logged(self, model: str, query_id: str) -> int:
+        """The last batch of the query the log is known to have; -1 when not known."""
+        try:
+            noted = json.loads(self.engine.read_text(self._logged_file(model)))
+        except (FileNotFoundError, ValueError):
+            return -1
+        return noted["batch_id"] if noted.get("query_id") == query_id else -1
+
+    def _note_logged(self, events: list[dict]) -> None:
+        last: dict[str, tuple[str, int]] = {}
+        for event in events:
+            if event["event_type"] == "batch":
+                last[event["node"]] = (event["query_id"], event["batch_id"])
+        for model, (query_id, batch_id) in last.items():
+            try:
+                self.engine.write_text(self._logged_file(model),
+                                       json.dumps({"query_id": query_id, "batch_id": batch_id}))
+            except Exception:  # without the note, the query's next run reads the log instead
+                pass
 

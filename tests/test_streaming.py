@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from conftest import read_delta
-from medallion_cli.eventlog import RECOVERED
+from medallion_cli.eventlog import LOGGED_FILE, RECOVERED
 
 SOURCES = """\
 sources:
@@ -286,6 +286,9 @@ def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, cr
         commits = [c for c in DeltaTable(str(root / "warehouse" / table / model)).history()
                    if c["operation"] != "OPTIMIZE"]
         assert batches == list(range(len(commits))), (model, batches)
+        # what lets the next run skip reading the log: the last batch it has, never more
+        noted = json.loads((root / "warehouse/_checkpoints" / table / model / LOGGED_FILE).read_text())
+        assert noted["batch_id"] == batches[-1]
     recovered = {(r["node"], r["batch_id"]) for r in log if r["message"] == RECOVERED}
     model, _, batch = crash_at.partition(":committed:")
     if batch:
