@@ -169,8 +169,23 @@ class NativeEngine:
         return (self.spark.read.format("delta").option("readChangeFeed", "true")
                 .option("startingVersion", first).option("endingVersion", last).load(str(path)))
 
+    def _delta_log(self, path: str):
+        """Delta's DeltaLog of the table (cached by Delta per path). Its snapshot's version and
+        its commit history are read from the log files by the driver, with no Spark job: a
+        DataFrame of the history (DeltaTable.history) costs a query's planning each time, and
+        builds ask for versions and commit metadata many times."""
+        return self.spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+            self.spark._jsparkSession, str(path))
+
+    def _snapshot(self, path: str):
+        none = self.spark._jvm.scala.Option.empty()
+        return self._delta_log(path).update(False, none, none)
+
     def table_version(self, path: str) -> int:
-        return self.history(path, 1)[0]["version"]
+        version = int(self._snapshot(path).version())
+        if version < 0:  # Delta's empty snapshot: raise, as delta-rs and DeltaTable.forPath do
+            raise MedallionError(f"{path} is not a Delta table")
+        return version
 
     def last_commit_value(self, path: str, key: str) -> str | None:
         return last_commit_value(self.history(path, 10), key)
@@ -180,11 +195,19 @@ class NativeEngine:
         app transactions (delta-spark keeps them in its DeltaLog; Python has no API for them)."""
         if not self.table_exists(path):
             return None
-        jvm = self.spark._jvm
-        none = jvm.scala.Option.empty()
-        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, str(path))
-        version = log.update(False, none, none).transactions().get(app_id)
+        snapshot = self._snapshot(path)
+        known = snapshot.setTransactionsIfKnown()  # from the commit's checksum file: no job
+        if known.isDefined():
+            versions = [t["version"] for t in json.loads(self._json(known.get()))
+                        if t["appId"] == app_id]
+            return max(versions, default=None)
+        version = snapshot.transactions().get(app_id)  # a Spark job replaying the log
         return None if version.isEmpty() else int(version.get())
+
+    def _json(self, value) -> str:
+        """A Delta object (actions, history) as JSON, by Delta's own mapper: one call."""
+        return self.spark._jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper() \
+            .writeValueAsString(value)
 
     def _replayed(self, path: str, txn: tuple[str, int] | None) -> bool:
         """Whether this app transaction's version is already in the table. Delta itself would
@@ -276,7 +299,9 @@ class NativeEngine:
         """Set the properties the table lacks or has otherwise (a commit of its own)."""
         if not properties:
             return
-        current = self._table(path).detail().first()["properties"] or {}
+        jvm = self.spark._jvm
+        current = dict(jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+            self._snapshot(path).metadata().configuration()))
         changed = {k: v for k, v in properties.items() if current.get(k) != v}
         if changed:
             pairs = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
@@ -353,9 +378,15 @@ class NativeEngine:
         return self.read_table(path).count()  # Delta answers a bare count from its log
 
     def history(self, path: str, limit: int | None = None) -> list[dict]:
-        rows = self._table(path).history(limit).collect()
-        return [{**row.asDict(recursive=True),
-                 "timestamp": int(row["timestamp"].timestamp() * 1000)} for row in rows]
+        """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left
+        out): Delta's own history, serialized by Delta's JSON mapper in one call."""
+        if not self.table_exists(path):
+            raise MedallionError(f"{path} is not a Delta table")
+        jvm = self.spark._jvm
+        none = jvm.scala.Option.empty()
+        commits = self._delta_log(path).history().getHistory(
+            none if limit is None else jvm.scala.Option.apply(limit), none)
+        return json.loads(self._json(commits))
 
     def restore(self, path: str, version: int) -> int:
         self._table(path).restoreToVersion(version)
