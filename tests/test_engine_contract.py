@@ -46,6 +46,10 @@ def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
     engine.write(frame(spark, [(2, "b", 1)]), path, "append", txn=("app", 1))
     assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
     assert engine.committed_version(path, "app") == 1
+    # every app's last version is kept by the table, not only by the commit that wrote it
+    engine.write(frame(spark, [(3, "c", 1)]), path, "append", txn=("other", 7))
+    engine.write(frame(spark, [(4, "d", 1)]), path, "append")
+    assert (engine.committed_version(path, "app"), engine.committed_version(path, "other")) == (1, 7)
 
 
 def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, tmp_path):

@@ -196,12 +196,17 @@ class NativeEngine:
         if not self.table_exists(path):
             return None
         snapshot = self._snapshot(path)
-        known = snapshot.setTransactionsIfKnown()  # from the commit's checksum file: no job
-        if known.isDefined():
+        # Delta lists a version's app transactions in its checksum file (.crc): read there,
+        # they cost no Spark job (Snapshot.transactions and setTransactionsIfKnown run 1-3).
+        # A version without one (a delta-rs commit, a writer killed before writing it) has
+        # them found by replaying the log.
+        checksum = snapshot.checksumOpt()
+        known = checksum.get().setTransactions() if checksum.isDefined() else None
+        if known is not None and known.isDefined():
             versions = [t["version"] for t in json.loads(self._json(known.get()))
                         if t["appId"] == app_id]
             return max(versions, default=None)
-        version = snapshot.transactions().get(app_id)  # a Spark job replaying the log
+        version = snapshot.transactions().get(app_id)
         return None if version.isEmpty() else int(version.get())
 
     def _json(self, value) -> str:
