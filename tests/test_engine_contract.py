@@ -54,12 +54,15 @@ def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
 
 def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, tmp_path):
     path = tmp_path / "wh/t"
-    engine.write(frame(spark, [(1, "a", 2), (2, "b", 1), (3, "c", 1)]), path, "overwrite")
+    engine.write(frame(spark, [(1, "a", 2), (2, "b", 1), (3, "c", 1), (6, "f", 1)]), path,
+                 "overwrite")
     source = spark.createDataFrame(
         [(1, "old", 1, False), (2, "new", 2, False), (3, "gone", 2, True), (4, "d", 1, False),
          (5, "never", 1, True)], "id long, v string, seq int, _medallion_delete boolean")
-    engine.merge(source, path, MergeSpec(("id",), ("seq",), "_medallion_delete"))
-    assert rows(engine, path) == [(1, "a", 2), (2, "new", 2), (4, "d", 1)]
+    merged = engine.merge(source, path, MergeSpec(("id",), ("seq",), "_medallion_delete"))
+    assert rows(engine, path) == [(1, "a", 2), (2, "new", 2), (4, "d", 1), (6, "f", 1)]
+    # the rows it changed (1 updated, 1 deleted, 1 inserted), not the unchanged ones it copied
+    assert (merged.version, merged.rows) == (1, 3)
 
 
 @pytest.mark.parametrize("through, kept", [

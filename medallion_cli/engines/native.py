@@ -320,9 +320,11 @@ class NativeEngine:
         append or overwrite), so its files' statistics count their non-null values."""
         last = self.history(path, 1)[0]
         metrics = last.get("operationMetrics") or {}
-        rows = metrics.get("numOutputRows") or sum(
-            int(metrics.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated",
-                                             "numTargetRowsDeleted"))
+        merged = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
+        # A MERGE's numOutputRows counts the unchanged rows it copied too: count what changed,
+        # as the embedded engine does
+        rows = (sum(int(metrics.get(k, 0)) for k in merged) if merged[0] in metrics
+                else metrics.get("numOutputRows"))
         return WriteResult(version=last["version"], rows=int(rows or 0),
                            files_added=int(metrics.get("numFiles", metrics.get(
                                "numTargetFilesAdded", 0)) or 0),
