@@ -11,9 +11,9 @@ One row per event (the columns: EVENT_COLUMNS; documented in the README):
   batch its table has committed beyond the last the log has for the query, marked as such).
   So that it need not read the log to know there is nothing to record, the last batch the log
   has for a query is noted beside its checkpoint (LOGGED_FILE) after each append.
-Events go through a background writer, one commit per second at most, so they never hold up a
-build or a micro-batch (an append costs a Spark job on delta-spark); a failure to write them is
-reported once and the data stays as built.
+Events go through a background writer, one commit per second at most (fewer when commits are
+slow: FLUSH_SHARE), so they never hold up a build or a micro-batch (an append costs a Spark job
+on delta-spark); a failure to write them is reported once and the data stays as built.
 """
 
 from __future__ import annotations
@@ -54,7 +54,10 @@ EVENT_COLUMNS = pa.schema([
     # added later: older logs gain it (null) on their next append
     ("rows_checked", pa.int64()),
 ])
-FLUSH_SECONDS = 1.0  # how long the background writer gathers events into one commit
+FLUSH_SECONDS = 1.0  # how long the background writer gathers events into one commit, at least
+# ...and at least this many times as long as the last commit took: on delta-spark an append is
+# a Spark job (1-2 s) that would otherwise take a core from the build it records.
+FLUSH_SHARE = 2
 LOGGED_FILE = "medallion_logged.json"  # beside a checkpoint: {query_id, batch_id} in the log
 RECOVERED = "committed by an earlier run that stopped before recording it; counts not known"
 
@@ -91,6 +94,7 @@ class EventLog:
         self.problem: str | None = None  # the first failure to write, reported once
         self.queued: queue.Queue = queue.Queue()
         self.flushes = 0
+        self.last_append = 0.0  # seconds the last commit took
         self.closed = threading.Event()
         self.writer = threading.Thread(target=self._write_queued, daemon=True,
                                        name="medallion-event-log")
@@ -186,7 +190,7 @@ class EventLog:
 
     def _write_queued(self) -> None:
         while True:
-            closing = self.closed.wait(FLUSH_SECONDS)
+            closing = self.closed.wait(max(FLUSH_SECONDS, FLUSH_SHARE * self.last_append))
             events, actions = [], []
             while not self.queued.empty():
                 event = self.queued.get()
@@ -198,8 +202,10 @@ class EventLog:
                               if node is not None else event)
             if events:
                 self.flushes += 1
+                started = time.perf_counter()
                 if self._append(events, (f"medallion-run:{self.run.run_id}", self.flushes)):
                     self._note_logged(events)
+                self.last_append = time.perf_counter() - started
             for action in actions:
                 self._run(action)
             for _ in events + actions:
