@@ -77,8 +77,8 @@ def optimize(inv: Invocation) -> list[tuple[str, dict]]:
     for t in tables:
         check_clustering(engine, t.cluster_by, t.origin)
         if t.zorder_by or t.cluster_by:
-            check_layout_columns(engine, t.path, t.name, t.origin, zorder_by=t.zorder_by,
-                                 cluster_by=t.cluster_by)
+            check_layout_columns(engine.table_columns(t.path) or {}, f"table '{t.name}'",
+                                 t.origin, zorder_by=t.zorder_by, cluster_by=t.cluster_by)
     with warehouse_lock(loaded.project.target.warehouse, "optimize"):
         return [(t.name, engine.optimize(t.path, t.zorder_by, t.cluster_by)) for t in tables]
 

@@ -109,3 +109,20 @@ def test_cluster_by_mistakes_are_refused_when_the_project_loads(project, config,
     with pytest.raises(MedallionError) as caught:
         load(Invocation(project_dir=str(root)))
     assert problem in str(caught.value) and "models/gold/orders_by_status.sql" in str(caught.value)
+
+
+def test_a_layout_column_the_rows_lack_fails_the_build_before_anything_is_written(
+        project, build, engine_name):
+    """zorder_by (both engines) or cluster_by (delta-spark) naming a column the model does not
+    return: checked on the rows, so the table stays as it was."""
+    key = "cluster_by" if engine_name == "delta-spark" else "zorder_by"
+    root = project({"models/gold/totals.sql": "{{ config(materialized='table') }} "
+                                              "select 1 as id, 'a' as status"})
+    assert build(root)["totals"].status == "success"
+    (root / "models/gold/totals.sql").write_text(  # new rows, so it builds again
+        f"{{{{ config(materialized='table', {key}='region') }}}} select 2 as id, 'b' as status")
+    failed = build(root)["totals"]
+    assert failed.status == "error"
+    assert (f"{key} names region, which the rows of model 'totals' does not have; nothing was "
+            "written") in failed.message and "models/gold/totals.sql" in failed.message
+    assert DeltaTable(str(root / "warehouse/gold/totals")).version() == 0

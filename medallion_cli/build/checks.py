@@ -7,7 +7,8 @@ from contextlib import contextmanager
 
 from ..errors import MedallionError
 from ..rendering import CompiledNode
-from .context import FAILED_RULES, BuildContext
+from .clustering import check_layout_columns
+from .context import FAILED_RULES, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext
 
 CHECKED = "_medallion_rows_checked"  # beside the rule names in the one counting pass
 
@@ -20,8 +21,14 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
     Yields (rows to write, {rule: failing rows}, rows checked: None without rules). A `fail` rule that any row breaks raises before
     anything is written; rows breaking a `drop` rule go to the `<model>_quarantine` table (with
     `_failed_rules` and `_quarantined_at`) instead of the model's table; `warn` only counts. A
-    condition that is null for a row counts as broken. A model's contract is checked first."""
+    condition that is null for a row counts as broken. A model's contract and the columns its
+    table is laid out by are checked first."""
     check_contract(node, df)
+    history = (VALID_FROM, VALID_TO, IS_CURRENT) if node.config.scd_type == 2 else ()
+    check_layout_columns((*df.columns, *history), f"the rows of model '{node.name}'",
+                         node.file.rel_path,
+                         "; nothing was written", zorder_by=node.config.zorder_by,
+                         cluster_by=node.config.cluster_by)
     rules = node.config.expectations
     if not rules:
         yield df, {}, None
