@@ -178,14 +178,16 @@ class NativeEngine:
             self.spark._jsparkSession, str(path))
 
     def _snapshot(self, path: str):
+        """The table's current snapshot; raises, as delta-rs and DeltaTable.forPath do, where
+        there is no table (Delta gives an empty snapshot, version -1)."""
         none = self.spark._jvm.scala.Option.empty()
-        return self._delta_log(path).update(False, none, none)
+        snapshot = self._delta_log(path).update(False, none, none)
+        if snapshot.version() < 0:
+            raise MedallionError(f"{path} is not a Delta table")
+        return snapshot
 
     def table_version(self, path: str) -> int:
-        version = int(self._snapshot(path).version())
-        if version < 0:  # Delta's empty snapshot: raise, as delta-rs and DeltaTable.forPath do
-            raise MedallionError(f"{path} is not a Delta table")
-        return version
+        return int(self._snapshot(path).version())
 
     def last_commit_value(self, path: str, key: str) -> str | None:
         return last_commit_value(self.history(path, 10), key)
@@ -387,11 +389,9 @@ class NativeEngine:
     def history(self, path: str, limit: int | None = None) -> list[dict]:
         """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left
         out): Delta's own history, serialized by Delta's JSON mapper in one call."""
-        if not self.table_exists(path):
-            raise MedallionError(f"{path} is not a Delta table")
         jvm = self.spark._jvm
         none = jvm.scala.Option.empty()
-        commits = self._delta_log(path).history().getHistory(
+        commits = self._snapshot(path).deltaLog().history().getHistory(
             none if limit is None else jvm.scala.Option.apply(limit), none)
         return json.loads(self._json(commits))
 
