@@ -79,17 +79,15 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
     replace = refreshing or not ctx.engine.table_exists(path)
     txn = (app_id, batch_id)
     new_rows, rows_read = rows_of(batch, batch_id)
-    if rows_read is None:
-        # Spark's own source fed the query: count the batch once. (Spark's numInputRows counts
-        # a source's rows again each time the batch is computed: expectations, MERGE.)
-        rows_read = new_rows.count()
-    if not replace and not rows_read:
+    if not replace and (rows_read == 0 or rows_read is None and new_rows.isEmpty()):
         return  # commits that added no rows (compaction): nothing to write
     with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts, checked), \
             ctx.phases.timing("write"):
         result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn,
                                    metadata={definition_key(node): start.definition})
         malformed, rescued = (_kept(rows, result, c) for c in (CORRUPT_COLUMN, RESCUED_COLUMN))
+    if rows_read is None:
+        rows_read = _rows_in_batch(node, new_rows, result, checked)
     crash_point(node.name, "committed", batch_id)
     if refreshing:
         refresh_done(ctx, node)
@@ -116,6 +114,18 @@ def _committed(ctx: BuildContext, node: CompiledNode, tally: StreamTally) -> int
     if first:
         ctx.record_committed(node.name, tally.app_id, done)
     return done
+
+
+def _rows_in_batch(node: CompiledNode, rows, result: WriteResult, checked: int | None) -> int:
+    """The model's rows in a batch Spark's own source fed, from a pass already made where
+    there was one: the expectations' count, or an append's written rows. (Spark's
+    numInputRows counts a source's rows again each time the batch is computed.) Counting them
+    beforehand was a pass of its own over the batch: for landing files, parsing them again."""
+    if checked is not None:
+        return checked
+    if node.config.strategy == "append" and result.rows is not None:
+        return result.rows
+    return rows.count()
 
 
 def _kept(rows, result: WriteResult, column: str) -> int:

@@ -279,10 +279,10 @@ class EmbeddedEngine:
         dt = self._snapshot(path, properties)
         if self._replayed(dt, txn):
             return self._unchanged(dt)
-        Path(path).mkdir(parents=True, exist_ok=True)
         with self._staged(df) as (data, staged):
             if not staged.rows and mode == "append" and dt is not None:
                 return self._unchanged(dt, staged)  # nothing to add: no empty commit
+            Path(path).mkdir(parents=True, exist_ok=True)  # once the rows are computed
             with _one_writer(path):
                 if _adoptable(dt, staged, mode, partition_by):
                     return self._adopt(dt, path, staged, mode, metadata, txn, properties)
