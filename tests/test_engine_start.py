@@ -114,3 +114,17 @@ def test_delta_settings_size_log_replay_and_vacuum_listing_to_the_target(delta_j
     assert [settings({"spark.sql.shuffle.partitions": "64"})[k] for k in keys] == ["64", "64"]
     own = settings({"spark.sql.sources.parallelPartitionDiscovery.parallelism": "10000"})
     assert [own[k] for k in keys] == ["4", "10000"]  # the profile's own value wins
+
+
+def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
+    """Both engines start the driver JVM with these options (no Spark starts here)."""
+    from medallion_cli.engines.spark import driver_java_options
+
+    assert driver_java_options("").split()[1:] == ["-XX:+UseParallelGC"]
+    assert driver_java_options("-Xss4m -Xlog:gc*:file=gc.log").split()[1:] == [
+        "-XX:+UseParallelGC", "-Xss4m", "-Xlog:gc*:file=gc.log"]
+    # two collectors stop the JVM from starting: the target's choice is the only one
+    for own in ("-XX:+UseG1GC", "-XX:+UseZGC -Xmx2g", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+                "-XX:+UseShenandoahGC"):
+        assert driver_java_options(own).split()[1:] == own.split()
+    assert driver_java_options("").startswith("-Dlog4j2.configurationFile=")
