@@ -3,19 +3,21 @@ one-line errors with Spark's log in target/spark.log, edited streaming models fl
 caught, and nulls, integers and commit counts printed as they are."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import read_delta
+from test_streaming import BATCH_1, BATCH_2, MODELS, land
+
 from medallion_cli import maintenance, tasks
 from medallion_cli.cli import main
 from medallion_cli.errors import MedallionError
 from medallion_cli.project import load_project
-from test_streaming import BATCH_1, BATCH_2, MODELS, land
 
 
 def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(tmp_path):
@@ -173,3 +175,49 @@ def test_unit_test_differences_say_expected_and_actual(project, engine_name):
     assert "expected" in result[0].message and "actual" in result[0].message
     assert "df1" not in result[0].message and "df2" not in result[0].message
 
+
+
+def driver_jvm_arguments(cwd: Path, archives: Path, java_options: str = "") -> list[str]:
+    """The Java options of a driver JVM start_spark started in a fresh process (which exits
+    without stopping Spark, as a command does)."""
+    script = textwrap.dedent(f"""
+        import json
+        from medallion_cli.engines.spark import start_spark
+        from medallion_cli.project import Target
+        target = Target("t", "embedded", {str(cwd)!r}, "local[1]",
+                        {{"spark.driver.extraJavaOptions": {java_options!r}}}, 1)
+        jvm = start_spark(target).sparkContext._jvm
+        print(json.dumps(list(
+            jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600, cwd=cwd,
+                         env={**os.environ, "MEDALLION_CLASS_ARCHIVE_DIR": str(archives)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_path):
+    """One engine only: both engines start the driver JVM with the same start_spark() (the
+    archive's key includes the Delta JARs, so each engine records its own)."""
+    archives = tmp_path / "classes"
+    first = driver_jvm_arguments(tmp_path, archives)
+    assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in first), first
+    kept = list(archives.iterdir())
+    assert [p.suffix for p in kept] == [".jsa"] and kept[0].stat().st_size > 10**6, kept
+    assert f"-XX:SharedArchiveFile={kept[0]}" in driver_jvm_arguments(tmp_path, archives)
+
+    # An archive a JVM cannot map (cut short: a JVM given one crashes) is removed and Spark
+    # starts without it; the next start records a new one.
+    kept[0].chmod(0o644)
+    os.truncate(kept[0], 4096)
+    third = driver_jvm_arguments(tmp_path, archives)
+    assert not any("Archive" in a for a in third), third
+    assert not kept[0].exists()
+    assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in
+               driver_jvm_arguments(tmp_path, archives))
+    assert kept[0].stat().st_size > 10**6
+
+    # a target that says anything about class sharing decides alone
+    own = driver_jvm_arguments(tmp_path, archives, "-Xshare:off")
+    assert "-Xshare:off" in own and not any("Archive" in a for a in own), own

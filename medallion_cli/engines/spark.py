@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from ..errors import MedallionError
 from ..locations import is_remote, join
 from ..project import Target
+from .class_archive import class_archive, forget, keep_when_recorded, with_archive
 
 LOG_CONFIG = Path(__file__).resolve().parent.parent / "log4j2.properties"
 
@@ -161,28 +162,43 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     check_master_reachable(target)
     # Set before the JVM starts: some Python worker launches read only the environment.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master(target.spark_master).appName("medallion")
     conf = {**spark_conf(target), **(extra_conf or {})}
-    for key, value in conf.items():
-        if not is_secret(key):
-            builder = builder.config(key, value)
+    archive = class_archive(conf)
     try:
         with _jvm_output_to(log_file):
-            spark = builder.getOrCreate()
+            try:
+                spark = _session(target, with_archive(conf, archive))
+            except Exception:
+                from pyspark import SparkContext
+
+                if archive is None or SparkContext._gateway is not None:
+                    raise  # not the archive: the JVM started
+                forget(archive)  # a Java or an archive that cannot share classes
+                archive = None
+                spark = _session(target, conf)
     except Exception as exc:  # the JVM failed to start: say so plainly
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise MedallionError(f"target '{target.name}': Spark did not start: {reason}",
                              path=target.profiles_file,
                              hint="check Java 17 and the target's spark settings (--debug shows "
                                   "the whole error)") from exc
+    keep_when_recorded(archive, spark)
     # Spark's log: warnings and errors into the log file; on the terminal only with --debug.
     spark.sparkContext.setLogLevel("WARN" if log_file else "ERROR")
     _quiet_python_error_log(quiet=log_file is not None)
     _set_secrets(spark, target, {k: v for k, v in conf.items() if is_secret(k)})
     check_file_system(spark, target)
     return spark
+
+
+def _session(target: Target, conf: dict[str, str]):
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(target.spark_master).appName("medallion")
+    for key, value in conf.items():
+        if not is_secret(key):
+            builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def _quiet_python_error_log(quiet: bool) -> None:
