@@ -15,12 +15,13 @@ def parsed_json(lines, source: SourceTable, schema: str, options: dict, position
     `_rescued_data`, with `lines`' other columns carried along. position: a column saying where
     a text came from, for errors (its file, its topic and offset)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     value = F.col("value")
     parsed = F.from_json(value, f"{schema}, {CORRUPT_COLUMN} string",
                          {**options, "columnNameOfCorruptRecord": CORRUPT_COLUMN,
                           "mode": "PERMISSIVE"})
-    names = [f.name for f in lines.sparkSession.createDataFrame([], schema).schema.fields]
+    names = StructType.fromDDL(schema).fieldNames()
     extra_names = F.array_except(F.json_object_keys(value), F.array(*map(F.lit, names)))
     extra = F.to_json(F.map_filter(F.from_json(value, "map<string,variant>"),
                                    lambda k, v: ~k.isin(names)))

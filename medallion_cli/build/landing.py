@@ -90,7 +90,9 @@ def inferred_schema(spark, source: SourceTable, kept: str) -> str:
         # a schema kept before this mode was set: its files count as seen
         seen = set(json.loads(seen_path.read_text())) if seen_path.is_file() else set(landed)
         new = [f for f in landed if f not in seen]
-        known = {name.lower() for name in _names(spark, ddl)}
+        from pyspark.sql.types import StructType
+
+        known = {name.lower() for name in StructType.fromDDL(ddl).fieldNames()}
         added = [f for f in _fields(spark, source, new) if f.name.lower() not in known]
         ddl = ", ".join([ddl] + [_ddl(f) for f in added])
     else:
@@ -127,9 +129,6 @@ def _fields(spark, source: SourceTable, files: list[str]) -> list:
 def _ddl(field) -> str:
     return f"`{field.name}` {field.dataType.simpleString()}"
 
-
-def _names(spark, ddl: str) -> list[str]:
-    return [f.name for f in spark.createDataFrame([], ddl).schema.fields]
 
 
 def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
