@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -217,6 +218,21 @@ def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_
     assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in
                driver_jvm_arguments(tmp_path, archives))
     assert kept[0].stat().st_size > 10**6
+
+    # A command killed while its JVM recorded leaves the recording to the JVM: once settled, a
+    # whole one becomes the archive and one cut short is removed.
+    settled = time.time() - 120
+    whole = kept[0].rename(kept[0].with_name(f"{kept[0].stem}.1.recording"))
+    os.utime(whole, (settled, settled))
+    assert f"-XX:SharedArchiveFile={kept[0]}" in driver_jvm_arguments(tmp_path, archives)
+    assert not whole.exists()
+    cut = kept[0].rename(whole)
+    cut.chmod(0o644)
+    os.truncate(cut, 10**6)
+    os.utime(cut, (settled, settled))
+    assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in
+               driver_jvm_arguments(tmp_path, archives))
+    assert not cut.exists() and kept[0].stat().st_size > 10**6
 
     # a target that says anything about class sharing decides alone
     own = driver_jvm_arguments(tmp_path, archives, "-Xshare:off")

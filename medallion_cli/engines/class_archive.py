@@ -5,9 +5,12 @@ first run; with the archive, a sample build's increment took 18 s instead of 23 
 
 The first JVM of a kind (the same Java, pyspark and JARs) records the archive when it exits; the
 command waits for that (about ten seconds, once) and only then puts the archive in place under
-its final name, because a JVM given an incomplete archive crashes. An archive a JVM cannot start
-with is removed and Spark started without one. A target whose Java options say anything about
-class sharing (-Xshare, SharedArchiveFile, ArchiveClassesAtExit) decides alone.
+its final name, because a JVM given an incomplete archive crashes. A command killed meanwhile
+leaves its JVM to finish the recording alone: a later start takes that recording once it has
+not changed for a minute and a JVM reads it whole (so killed builds do not each record again).
+An archive a JVM cannot start with is removed and Spark started without one. A target whose Java
+options say anything about class sharing (-Xshare, SharedArchiveFile, ArchiveClassesAtExit)
+decides alone.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import atexit
 import hashlib
 import os
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +28,7 @@ CACHE_ENV = "MEDALLION_CLASS_ARCHIVE_DIR"
 OPTIONS = "spark.driver.extraJavaOptions"
 TARGET_DECIDES = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # its notes would fill Spark's log
-STALE_SECONDS = 3600  # a recording this old belongs to a JVM that was killed
+SETTLED_SECONDS = 60  # a recording unchanged this long is finished, whole or cut short
 EXIT_SECONDS = 300
 
 
@@ -58,13 +62,13 @@ def class_archive(conf: dict[str, str]) -> ClassArchive | None:
                       conf.get("spark.jars", ""), conf.get("spark.driver.extraClassPath", "")))
     root = cache_root()
     path = root / f"{hashlib.sha256(kind.encode()).hexdigest()[:16]}.jsa"
-    if path.is_file():
-        return ClassArchive(path)
     try:
         root.mkdir(parents=True, exist_ok=True)
-        _remove_stale_recordings(root)
+        _take_settled_recordings(java, path)
     except OSError:
         return None  # no cache folder: start without an archive
+    if path.is_file():
+        return ClassArchive(path)
     return ClassArchive(path, path.with_name(f"{path.stem}.{os.getpid()}.recording"))
 
 
@@ -111,10 +115,24 @@ def _java() -> Path | None:
     return Path(found).resolve()
 
 
-def _remove_stale_recordings(root: Path) -> None:
-    for stale in root.glob("*.recording"):
+def _take_settled_recordings(java: Path, path: Path) -> None:
+    """Recordings of this kind left by JVMs whose command was killed: the first that a JVM
+    reads whole becomes the archive (unless there is one); the rest are removed."""
+    for recording in path.parent.glob(f"{path.stem}.*.recording"):
         try:
-            if time.time() - stale.stat().st_mtime > STALE_SECONDS:
-                stale.unlink()
-        except OSError:
+            if time.time() - recording.stat().st_mtime < SETTLED_SECONDS:
+                continue  # maybe still being written
+            if not path.is_file() and _readable(java, recording):
+                os.replace(recording, path)
+            else:
+                recording.unlink()
+        except (OSError, subprocess.SubprocessError):
             pass
+
+
+def _readable(java: Path, archive: Path) -> bool:
+    """A JVM reads the whole archive and checks it (a cut-short one crashes it)."""
+    return subprocess.run(
+        [str(java), f"-XX:SharedArchiveFile={archive}", "-XX:+VerifySharedSpaces", "-Xshare:auto",
+         "-XX:ErrorFile=/dev/null", "-XX:-CreateCoredumpOnCrash", "-version"],
+        capture_output=True, timeout=60).returncode == 0
