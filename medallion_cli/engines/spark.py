@@ -48,8 +48,8 @@ def driver_java_options(own: str) -> str:
 
     Spark's log goes to target/spark.log (its traces only with --debug) whatever options the
     target adds. The parallel collector, unless the target picks one: a build is a batch job
-    on few cores, where G1's concurrent work competes with the queries (a sample build of
-    500k events took 2 s less of 20 s)."""
+    on few cores, where G1's concurrent work competes with the queries (a fresh JVM parsing
+    and writing 500k events took 2 s less of 20 s)."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     return " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *collector, *own.split()))
 
