@@ -130,7 +130,6 @@ def _ddl(field) -> str:
     return f"`{field.name}` {field.dataType.simpleString()}"
 
 
-
 def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
     """JSON lines read as text and parsed here, so that the fields outside the schema can be
     seen: Spark's JSON reader drops them."""
