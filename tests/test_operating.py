@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import read_delta
-from test_streaming import BATCH_1, BATCH_2, MODELS, land
 
+from conftest import read_delta
 from medallion_cli import maintenance, tasks
 from medallion_cli.cli import main
 from medallion_cli.errors import MedallionError
 from medallion_cli.project import load_project
+from test_streaming import BATCH_1, BATCH_2, MODELS, land
 
 
 def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(tmp_path):
@@ -175,7 +175,6 @@ def test_unit_test_differences_say_expected_and_actual(project, engine_name):
     assert result[0].status == "error"
     assert "expected" in result[0].message and "actual" in result[0].message
     assert "df1" not in result[0].message and "df2" not in result[0].message
-
 
 
 def driver_jvm_arguments(cwd: Path, archives: Path, java_options: str = "") -> list[str]:
