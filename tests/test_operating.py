@@ -197,6 +197,45 @@ def driver_jvm_arguments(cwd: Path, archives: Path, java_options: str = "") -> l
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+CHOOSE_ARCHIVE = """
+import sys
+from medallion_cli.engines.class_archive import class_archive
+archive = class_archive({})
+print("none" if archive is None else "record" if archive.recording else "map", flush=True)
+sys.stdin.read()  # a command's life: its claim lasts until it ends
+"""
+
+
+def test_one_command_of_a_kind_records_its_class_archive_at_a_time(tmp_path):
+    """Engine-independent (which archive a JVM gets, decided before any JVM starts): builds
+    killed one after another must not each record one more archive as their JVMs exit."""
+    env = {**os.environ, "MEDALLION_CLASS_ARCHIVE_DIR": str(tmp_path)}
+
+    def command():
+        return subprocess.Popen([sys.executable, "-c", CHOOSE_ARCHIVE], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, env=env)
+
+    def choice(process, end=True):
+        said = process.stdout.readline().strip()
+        if end:
+            process.communicate("", timeout=60)
+        return said
+
+    recording = command()
+    assert choice(recording, end=False) == "record"
+    assert choice(command()) == "none"  # while it runs
+    recording.communicate("", timeout=60)
+    assert choice(command()) == "none"  # a minute for its JVM to write the recording
+    claim, = tmp_path.glob("*.claim")
+    long_ago = time.time() - 120
+    os.utime(claim, (long_ago, long_ago))
+    young = claim.with_name(f"{claim.stem}.1.recording")
+    young.write_bytes(b"being written")
+    assert choice(command()) == "none"  # a killed command's JVM is writing its recording
+    young.unlink()  # (a settled one is taken or removed: the test below)
+    assert choice(command()) == "record"
+
+
 def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_path):
     """One engine only: both engines start the driver JVM with the same start_spark() (the
     archive's key includes the Delta JARs, so each engine records its own)."""

@@ -7,8 +7,11 @@ The first JVM of a kind (the same Java, pyspark and JARs) records the archive wh
 command waits for that (about ten seconds, once) and only then puts the archive in place under
 its final name, because a JVM given an incomplete archive crashes. A command killed meanwhile
 leaves its JVM to finish the recording alone: a later start takes that recording once it has
-not changed for a minute and a JVM reads it whole (so killed builds do not each record again).
-An archive a JVM cannot start with is removed and Spark started without one. A target whose Java
+not changed for a minute and a JVM reads it whole. One JVM of a kind records at a time: the
+command that records holds a claim, and others start without the archive meanwhile (so builds
+killed one after another do not each write one more archive as their JVMs exit, and a killed
+command's recording has a minute to settle). An archive a JVM cannot start with is removed and
+Spark started without one. A target whose Java
 options say anything about class sharing (-Xshare, SharedArchiveFile, ArchiveClassesAtExit)
 decides alone.
 """
@@ -16,6 +19,7 @@ decides alone.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import hashlib
 import os
 import shutil
@@ -68,7 +72,10 @@ def class_archive(conf: dict[str, str]) -> ClassArchive | None:
     except OSError:
         return None  # no cache folder: start without an archive
     if path.is_file():
+        _claim_file(path).unlink(missing_ok=True)
         return ClassArchive(path)
+    if not _claimed(path):
+        return None  # another command records it
     return ClassArchive(path, path.with_name(f"{path.stem}.{os.getpid()}.recording"))
 
 
@@ -93,6 +100,7 @@ def keep_when_recorded(archive: ClassArchive | None, spark) -> None:
             process.stdin.close()  # the JVM exits when its parent's pipe closes
             if process.wait(timeout=EXIT_SECONDS) == 0 and archive.recording.is_file():
                 os.replace(archive.recording, archive.path)
+                _claim_file(archive.path).unlink(missing_ok=True)
         except Exception:  # an archive is only ever a saving; a build never fails for one
             pass
         finally:
@@ -113,6 +121,35 @@ def _java() -> Path | None:
     if not found or not Path(found).is_file():
         return None
     return Path(found).resolve()
+
+
+def _claim_file(path: Path) -> Path:
+    return path.with_suffix(".claim")
+
+
+_claims: list[int] = []  # held open, so the claim lasts as long as this process
+
+
+def _claimed(path: Path) -> bool:
+    """Claim the recording of this archive for this process (an OS file lock, which goes with
+    its process however it ends): False while another command holds it, or for a minute after
+    one last claimed it or a recording was written (a killed command's JVM records as it
+    exits, after its command is gone)."""
+    claim = _claim_file(path)
+    descriptor = os.open(claim, os.O_CREAT | os.O_WRONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        newest = max(p.stat().st_mtime for p in (
+            claim, *path.parent.glob(f"{path.stem}.*.recording")))
+        fresh = claim.stat().st_size == 0  # never claimed before
+        if not fresh and time.time() - newest < SETTLED_SECONDS:
+            raise BlockingIOError
+        os.write(descriptor, b".")  # marks the file claimed, and its time
+    except OSError:
+        os.close(descriptor)
+        return False
+    _claims.append(descriptor)
+    return True
 
 
 def _take_settled_recordings(java: Path, path: Path) -> None:
