@@ -122,7 +122,9 @@ def main() -> None:
             seconds, _ = build(root, target, ("customer_value",), full_refresh=True)
             full.append(seconds)
             print(f"  {share:.4%} of orders changed ({changed} rows): incremental "
-                  f"{incremental[-1]:.2f} s, full recompute {full[-1]:.2f} s", flush=True)
+                  f"{incremental[-1]:.2f} s, full recompute {full[-1]:.2f} s "
+                  f"({results['customer_value'].message}; phases "
+                  f"{results['customer_value'].phases})", flush=True)
         inc, whole = statistics.median(incremental), statistics.median(full)
         print(f"{args.engine} {share:.4%} ({changed} rows): median incremental {inc:.2f} s, "
               f"full {whole:.2f} s, ratio {whole / inc:.1f}x", flush=True)

@@ -102,7 +102,8 @@ def test_sample_builds_every_table(sample, build, spark, monkeypatch, engine_nam
     finally:
         new_day.unlink()  # the module's other engine starts from the sample as it is
     recomputed = "2 group(s) recomputed from their input rows (not added up from the changes: "
-    assert [changed[n].message for n in gold] == [
+    # (how the groups were put in place, MERGE or rewrite, follows from the tables' files)
+    assert [changed[n].message.split("; the table rewritten")[0] for n in gold] == [
         recomputed + "it reads more than one relation)",
         recomputed + "it is not grouped by exactly order_date)",
         recomputed + "it reads more than one relation)"]

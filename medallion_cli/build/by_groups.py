@@ -1,7 +1,12 @@
 """The batch build of a table maintained per group (`incremental_by`): the groups its inputs'
-changes touch are brought up to date in one MERGE, by adding the changes to their sums and
-counts (aggregates.py) or by computing them again from their input rows (incremental.py); or,
-when that cannot be shown equal to a full recompute, the whole table is written again."""
+changes touch are brought up to date, by adding the changes to their sums and counts
+(aggregates.py) or by computing them again from their input rows (incremental.py); or, when that
+cannot be shown equal to a full recompute, the whole table is written again.
+
+The touched groups replace the stored ones in one MERGE when they are few next to the table's
+files; when they reach most files, a MERGE would rewrite them all anyway, in two passes and with
+its source materialized (on delta-spark it then cost 1.5-2x a full recompute), so the table is
+rewritten in one pass instead: its untouched groups as stored, the touched ones as computed."""
 
 from __future__ import annotations
 
@@ -95,14 +100,14 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
         with checked_rows(ctx, node, current, replace=False) as (df, counts, checked), \
                 ctx.phases.timing("write"):
             gone = updated.where(F.col(DELETE_COLUMN)).drop(RECOMPUTE)
-            source = df.withColumn(DELETE_COLUMN, F.lit(False)).unionByName(gone)
-            spec = MergeSpec(cfg.incremental_by, null_safe_keys=cfg.incremental_by,
-                             delete_column=DELETE_COLUMN)
-            write = ctx.engine.merge(source, path, spec, metadata,
-                                     properties=cfg.delta_properties(df.columns))
+            write, how = replace_groups(
+                ctx, node, path, metadata, df, updated.select(*cfg.incremental_by), groups,
+                merge_source=lambda: df.withColumn(DELETE_COLUMN, F.lit(False)).unionByName(gone),
+                spec=MergeSpec(cfg.incremental_by, null_safe_keys=cfg.incremental_by,
+                               delete_column=DELETE_COLUMN))
         message = (f"{groups} group(s) updated by adding their inputs' changes"
                    + (f" ({recomputed} recomputed: a sum adding cannot tell from null)"
-                      if recomputed else ""))
+                      if recomputed else "") + how)
     finally:
         updated.unpersist()
     return Outcome("success", write, message, counts, rows_checked=checked)
@@ -114,14 +119,47 @@ def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata:
     cfg = node.config
     groups = groups.persist()
     try:
+        count = groups.count()
         with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as (df, counts, checked), \
                 ctx.phases.timing("write"):
-            spec = MergeSpec(cfg.incremental_by, null_safe_keys=cfg.incremental_by,
-                             delete_column=DELETE_COLUMN, replace_groups=True)
-            write = ctx.engine.merge(group_replacement(df, groups), path, spec, metadata,
-                                     properties=cfg.delta_properties(df.columns))
-        message = (f"{groups.count()} group(s) recomputed from their input rows (not added up "
-                   f"from the changes: {why_not_added})")
+            write, how = replace_groups(
+                ctx, node, path, metadata, df, groups, count,
+                merge_source=lambda: group_replacement(df, groups),
+                spec=MergeSpec(cfg.incremental_by, null_safe_keys=cfg.incremental_by,
+                               delete_column=DELETE_COLUMN, replace_groups=True))
+        message = (f"{count} group(s) recomputed from their input rows (not added up "
+                   f"from the changes: {why_not_added}){how}")
     finally:
         groups.unpersist()
     return Outcome("success", write, message, counts, rows_checked=checked)
+
+
+def replace_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,
+                   groups, group_count: int, merge_source, spec: MergeSpec):
+    """Put `rows` in place of the stored rows of `groups` (the touched groups' keys, of which
+    there are `group_count`): (the write, how it was done, for the message).
+
+    Rows land in files by no order of their keys, so `group_count` touched groups reach about
+    1 - (1 - 1/files)^group_count of the table's files: most of them once there are as many
+    groups as files. Then the table is rewritten rather than MERGEd, unless a model reads its
+    change feed: a rewrite's feed has every row deleted and inserted again, which would make
+    such a model redo all its groups (or see every row as new), where a MERGE's has only the
+    rows that changed."""
+    cfg = node.config
+    properties = cfg.delta_properties(rows.columns)
+    files = ctx.engine.file_count(path)
+    if group_count < files or _feed_is_read(ctx, node):
+        return ctx.engine.merge(merge_source(), path, spec, metadata, properties=properties), ""
+    untouched = in_groups(ctx.engine.read_table(path), groups, inside=False)
+    whole = untouched.select(*rows.columns).unionByName(rows)
+    write = ctx.engine.write(whole, path, "overwrite", cfg.partition_by, metadata=metadata,
+                             properties=properties)
+    return write, f"; the table rewritten, as they reach most of its {files} file(s)"
+
+
+def _feed_is_read(ctx: BuildContext, node: CompiledNode) -> bool:
+    """Whether a model reads this one's changes: as a table maintained per group, or through
+    ref(.., changes=true)."""
+    children = (ctx.graph.nodes[name] for name in ctx.graph.children.get(node.name, ()))
+    return any(child.config.incremental_by or node.name in child.change_refs
+               for child in children)

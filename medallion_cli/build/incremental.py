@@ -1,5 +1,5 @@
 """Tables maintained per group (`incremental_by`): a build recomputes only the groups whose input
-rows changed since the table was last written, and replaces those groups in one MERGE.
+rows changed since the table was last written, and puts those groups in place (by_groups.py).
 
 The contract a model makes by naming `incremental_by` columns: each of its rows belongs to one
 group (those columns' values), and a group's rows are computed from the input rows that carry
@@ -112,11 +112,12 @@ def touched_groups(feeds: dict, keys: tuple[str, ...]):
                   ).distinct()
 
 
-def in_groups(rows, groups):
-    """The rows of the given groups (null matching null, as GROUP BY puts nulls together)."""
+def in_groups(rows, groups, inside: bool = True):
+    """The rows of the given groups, or with inside=False of all other groups (null matching
+    null, as GROUP BY puts nulls together)."""
     keys = groups.columns
     return rows.join(groups, on=reduce(lambda a, b: a & b, [
-        rows[k].eqNullSafe(groups[k]) for k in keys]), how="left_semi")
+        rows[k].eqNullSafe(groups[k]) for k in keys]), how="left_semi" if inside else "left_anti")
 
 
 def group_replacement(rows, groups):
