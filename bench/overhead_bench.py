@@ -13,7 +13,9 @@ cluster), from an empty warehouse, each command its own process (JVM start inclu
   increment  the held-back files landed, the same command again
   no-op      `medallion build` twice (the first runs the data tests, which pass): the second
 and then the hand-written pipeline (handwritten.py: seeds and models, no data tests) over the
-whole feed, which is also what a full-recompute tool does for the increment. Rounds alternate;
+whole feed, which is also what a full-recompute tool does for the increment: writing with
+delta-rs (the issue's reference), and when a delta-spark setup runs, also with Delta Lake for
+Spark (like for like for that engine). Rounds alternate;
 the report gives medians and their ratios (shared machines are noisy: single runs of the same
 work vary by a third). The hand-written run reads 1% more than medallion's first build.
 """
@@ -119,9 +121,13 @@ def run_results(project: Path) -> dict:
     return json.loads((project / "target/run_results.json").read_text())
 
 
-def run_handwritten(project: Path) -> dict:
+WRITERS = {"embedded": "delta-rs", "delta-spark": "delta-spark", "cluster": "delta-spark"}
+
+
+def run_handwritten(project: Path, writer: str) -> dict:
     shutil.rmtree(project / "handwritten_warehouse", ignore_errors=True)
-    out = subprocess.run([sys.executable, str(HERE / "handwritten.py"), str(project)],
+    flags = ["--delta-spark"] if writer == "delta-spark" else []
+    out = subprocess.run([sys.executable, str(HERE / "handwritten.py"), str(project), *flags],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -139,28 +145,41 @@ def main() -> None:
 
     project, feed = make_project(args.orders, args.files)
     runs: dict[str, list[dict]] = {setup: [] for setup in chosen}
-    handwritten_runs = []
+    writers = ["delta-rs"] + sorted({WRITERS[s] for s in chosen} - {"delta-rs"})
+    handwritten_runs: dict[str, list[dict]] = {writer: [] for writer in writers}
     with setups.prepared(project, chosen):
         for _ in range(args.repeat):
             for setup in chosen:
                 runs[setup].append(run_medallion(project, setup))
-            handwritten_runs.append(run_handwritten(project))
-    handwritten = statistics.median(h["seconds"] for h in handwritten_runs)
+            for writer in writers:
+                handwritten_runs[writer].append(run_handwritten(project, writer))
+    handwritten_by = {writer: statistics.median(h["seconds"] for h in done)
+                      for writer, done in handwritten_runs.items()}
+    handwritten = handwritten_by["delta-rs"]
 
     def median(setup: str, phase: str) -> float:
         return statistics.median(run[phase] for run in runs[setup])
 
+    def like_for_like(setup: str) -> float:
+        return handwritten_by[WRITERS[setup]]
+
     report = {
         "feed": feed,
         "runs": args.repeat,
-        "handwritten_seconds": [h["seconds"] for h in handwritten_runs],
+        "handwritten_seconds": {writer: [h["seconds"] for h in done]
+                                for writer, done in handwritten_runs.items()},
         "medallion_seconds": {setup: {phase: [round(run[phase], 1) for run in done] for phase in
                                       ("first", "increment", "noop", "noop_after_spark_start")}
                               for setup, done in runs.items()},
-        "first_build_to_handwritten (ratio of medians)": {
+        "first_build_to_handwritten_delta_rs (ratio of medians)": {
             setup: round(median(setup, "first") / handwritten, 2) for setup in chosen},
-        "increment_speedup_over_full_recompute (handwritten / increment, medians)": {
+        "first_build_to_handwritten_same_writer (ratio of medians)": {
+            setup: round(median(setup, "first") / like_for_like(setup), 2) for setup in chosen},
+        "increment_speedup_over_full_recompute (handwritten delta-rs / increment, medians)": {
             setup: round(handwritten / median(setup, "increment"), 2) for setup in chosen},
+        "increment_speedup_over_full_recompute_same_writer (medians)": {
+            setup: round(like_for_like(setup) / median(setup, "increment"), 2)
+            for setup in chosen},
         "noop_seconds (median; after Spark started)": {
             setup: [round(median(setup, "noop"), 1),
                     round(median(setup, "noop_after_spark_start"), 1)] for setup in chosen},
@@ -170,8 +189,8 @@ def main() -> None:
             r["name"]: round((r["rows"] or 0) / r["seconds"]) for r in done[-1]["results"]
             if r["kind"] == "model" and r["rows"]} for setup, done in runs.items()},
         "handwritten_rows_per_second": {
-            n: round(t["rows"] / t["seconds"]) for n, t in handwritten_runs[-1]["tables"].items()
-            if t["seconds"]},
+            n: round(t["rows"] / t["seconds"]) for n, t in
+            handwritten_runs["delta-rs"][-1]["tables"].items() if t["seconds"]},
     }
     shutil.rmtree(project, ignore_errors=True)
     wide = make_wide_project(Path(tempfile.mkdtemp(prefix="medallion-wide-")), args.models)
