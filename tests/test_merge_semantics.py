@@ -2,8 +2,10 @@
 null sequence is older than any value, and ties are refused unless a tiebreak orders them."""
 
 import json
+import time
 
 import pytest
+from deltalake import DeltaTable
 
 from conftest import read_delta
 
@@ -71,6 +73,28 @@ def test_a_delete_sticks_against_a_later_older_event(project, build):
     build(in_turns)
     assert state(in_turns) == [(1, "back"), (2, "b2")]
     assert [r["id"] for r in read_delta(in_turns / "warehouse/silver/m_tombstones")] == [3]
+
+
+def test_a_delete_past_its_retention_is_forgotten_and_quiet_batches_write_no_tombstones(
+        project, build):
+    root = project({"models/sources.yml": SOURCES,
+                    "models/silver/m.sql": model(", tombstone_retention='1 second'")})
+    tombstones = root / "warehouse/silver/m_tombstones"
+    land(root, "000.json", [{"id": 1, "v": "a", "op": "I", "seq": 1}])
+    build(root)
+    land(root, "001.json", [{"id": 1, "op": "D", "seq": 3}])
+    build(root)
+    version = DeltaTable(str(tombstones)).version()
+    time.sleep(1.5)  # past the retention
+    land(root, "002.json", [{"id": 2, "v": "b", "op": "I", "seq": 1}])
+    assert build(root)["m"].status == "success"
+    # nothing to remember or forget: no tombstones commit (the expired one stays until one)
+    assert DeltaTable(str(tombstones)).version() == version
+    assert [r["id"] for r in read_delta(tombstones)] == [1]
+    # an event older than the forgotten delete brings the key back, as if it never was deleted
+    land(root, "003.json", [{"id": 1, "v": "late", "op": "U", "seq": 2}])
+    build(root)
+    assert state(root) == [(1, "late"), (2, "b")]
 
 
 def test_scd2_history_is_the_same_however_events_fall_into_batches(project, build):

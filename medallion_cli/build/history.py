@@ -13,14 +13,15 @@ from .context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildConte
 
 
 def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
-                 tombstones: str | None = None):
+                 remembered=None):
     """SCD type 2 rows for every key the new events touch, recomputed from the whole timeline.
 
     The timeline of a key is its stored versions, its remembered delete, and the new events,
     ordered by sequence_by; each version is valid from its own sequence value to the next one's,
     and the last is current unless a delete ends it. Validity comes from the data, not the clock,
     so a replayed or late batch yields the same rows. A closed version with no successor is one
-    that a delete closed, and is read back as that delete."""
+    that a delete closed, and is read back as that delete. remembered: the deletes remembered
+    within the retention (writes.remembered_deletes), or None."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -48,8 +49,8 @@ def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
         versions = stored.select(*columns, F.lit(False).alias(DELETE_COLUMN),
                                  F.lit(0).alias("_medallion_new"))
         events = events.unionByName(versions).unionByName(deletes)
-        if tombstones is not None:
-            remembered = ctx.engine.read_table(tombstones).join(touched, keys, "left_semi")
+        if remembered is not None:
+            remembered = remembered.join(touched, keys, "left_semi")
             events = events.unionByName(remembered.select(*[
                 F.col(c) if c in keys or c in seqs else F.lit(None).cast(types[c]).alias(c)
                 for c in columns], F.lit(True).alias(DELETE_COLUMN),

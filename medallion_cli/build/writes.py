@@ -81,14 +81,15 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
         df = filled_from_earlier(df, cfg)
     events = flag_deletes(distinct_events(df, cfg), cfg).drop(*cfg.except_columns)
     known = tombstones is not None and existing is not None and ctx.engine.table_exists(tombstones)
+    remembered = remembered_deletes(ctx, cfg, tombstones) if known else None
     if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
-        events = without_superseded(ctx, events, cfg, tombstones)
+        events = without_superseded(events, cfg, remembered)
     if tombstones is not None:
         write_tombstones(ctx, events, cfg, tombstones, replace=not known, txn=txn)
     if cfg.scd_type == 2:
         # A version is its key's row at one sequence (valid_from holds its first column).
         later = cfg.sequence_by[1:]
-        return (scd2_history(ctx, events, cfg, existing, tombstones if known else None),
+        return (scd2_history(ctx, events, cfg, existing, remembered),
                 MergeSpec(keys=cfg.unique_key + (VALID_FROM,) + later, null_safe_keys=later,
                           delete_column=DELETE_COLUMN))
     return latest(events, cfg), MergeSpec(
@@ -192,12 +193,25 @@ def latest(events, cfg):
         .where("_medallion_rank = 1").drop("_medallion_rank"))
 
 
-def without_superseded(ctx: BuildContext, events, cfg, tombstones: str):
+def _retention_cutoff(cfg) -> str:
+    """SQL: the time before which a remembered delete is forgotten."""
+    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
+        seconds=interval_seconds(cfg.tombstone_retention))
+    return f"CAST('{cutoff:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"
+
+
+def remembered_deletes(ctx: BuildContext, cfg, tombstones: str):
+    """The deletes remembered within the retention: older ones are forgotten whether or not a
+    MERGE of the tombstones has removed them yet."""
+    return ctx.engine.read_table(tombstones).where(f"{DELETED_AT} >= {_retention_cutoff(cfg)}")
+
+
+def without_superseded(events, cfg, remembered):
     """The events minus those older than a remembered delete of their key."""
     from pyspark.sql import functions as F
 
     keys = list(cfg.unique_key)
-    deleted = ctx.engine.read_table(tombstones).select(
+    deleted = remembered.select(
         *keys, *[F.col(c).alias(f"_tomb_{c}") for c in cfg.sequence_by],
         F.lit(True).alias("_tomb"))
     newer = newer_condition(cfg.sequence_by, quote, lambda c: quote(f"_tomb_{c}")) or "true"
@@ -212,19 +226,19 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
     the key back and is forgotten), for SCD2 every delete (each ends a version, which a late
     event's recomputed history must still see). Deletes older than the retention are forgotten.
     Written before the model's table, under the same app transaction: a batch replayed after a
-    crash between the two writes finds it done."""
+    crash between the two writes finds it done. A batch with nothing to remember or forget
+    writes nothing (a MERGE costs seconds on delta-spark even with nothing to merge): the
+    deletes past the retention, which readers ignore already, go with the next MERGE."""
     from pyspark.sql import functions as F
 
     keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
-    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
-        seconds=interval_seconds(cfg.tombstone_retention))
-    expire = f"t.{DELETED_AT} < CAST('{cutoff:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"
+    expire = f"t.{DELETED_AT} < {_retention_cutoff(cfg)}"
     deleted_at = F.current_timestamp().alias(DELETED_AT)
     if cfg.scd_type == 2:  # a delete is one row of history: nothing brings it back
         deletes = events.where(DELETE_COLUMN).select(*keys, *seq, deleted_at)
         if replace:
             ctx.engine.write(deletes, path, "overwrite", txn=txn)
-        else:
+        elif not deletes.isEmpty():
             ctx.engine.merge(deletes, path, MergeSpec(
                 keys=tuple(keys + seq), null_safe_keys=tuple(seq), expire=expire), txn=txn)
         return
@@ -237,6 +251,8 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
     known = ctx.engine.read_table(path).select(*keys)
     relevant = rows.join(known.withColumn("_known", F.lit(True)), keys, "left").where(
         f"NOT {DELETE_COLUMN} OR _known").drop("_known")  # deletes, and keys that have one
+    if relevant.isEmpty():
+        return
     ctx.engine.merge(relevant, path, MergeSpec(
         keys=tuple(keys), sequence_by=tuple(seq), delete_column=DELETE_COLUMN, expire=expire),
         txn=txn)
