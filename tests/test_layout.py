@@ -7,7 +7,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 BUILD_STEPS = {"inputs", "landing", "json_values", "debezium", "kafka", "rows", "checks", "writes",
                "state", "checkpoints", "throughput", "incremental", "aggregates", "history",
-               "tally", "catalog", "execute"}
+               "tally", "catalog", "execute", "tombstones"}
 BUILD_DRIVERS = {"batch", "by_groups", "streaming", "empty"}
 
 

@@ -21,7 +21,7 @@ def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
     and the last is current unless a delete ends it. Validity comes from the data, not the clock,
     so a replayed or late batch yields the same rows. A closed version with no successor is one
     that a delete closed, and is read back as that delete. remembered: the deletes remembered
-    within the retention (writes.remembered_deletes), or None."""
+    within the retention (tombstones.remembered_deletes), or None."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 

@@ -9,7 +9,8 @@ MERGE semantics, the same however rows fall into batches:
   `sequence_by` (a batch is a set: no row in it is later than another).
 - `delete_when` deletes a key. Deleted keys are remembered in `<model>_tombstones` (the key, its
   sequence and when it was deleted) for `tombstone_retention` (30 days): an event older than the
-  delete that arrives later does not bring the key back, as a full recompute would not.
+  delete that arrives later does not bring the key back, as a full recompute would not
+  (tombstones.py).
 - `truncate_when` (SCD1) empties the table of every row not newer than the truncate event, in
   the MERGE that applies the events after it. The latest truncate is remembered in
   `<model>_truncates`: an event older than it that arrives later stays out, as in a full
@@ -20,17 +21,14 @@ MERGE semantics, the same however rows fall into batches:
 
 from __future__ import annotations
 
-import datetime as dt
-
-from ..config import interval_seconds
 from ..engines import MergeSpec, WriteResult, newer_condition, sql_literal
 from ..engines.native_sql import quote
 from ..errors import MedallionError
 from ..rendering import CompiledNode
 from .context import DELETE_COLUMN, VALID_FROM, BuildContext
 from .history import scd2_history
+from .tombstones import remembered_deletes, without_superseded, write_tombstones
 
-DELETED_AT = "_deleted_at"
 TRUNCATED_AT = "_truncated_at"
 
 
@@ -191,71 +189,6 @@ def latest(events, cfg):
     return (events.withColumn("_medallion_rank", F.row_number().over(
         Window.partitionBy(*cfg.unique_key).orderBy(*order)))
         .where("_medallion_rank = 1").drop("_medallion_rank"))
-
-
-def _retention_cutoff(cfg) -> str:
-    """SQL: the time before which a remembered delete is forgotten."""
-    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
-        seconds=interval_seconds(cfg.tombstone_retention))
-    return f"CAST('{cutoff:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"
-
-
-def remembered_deletes(ctx: BuildContext, cfg, tombstones: str):
-    """The deletes remembered within the retention: older ones are forgotten whether or not a
-    MERGE of the tombstones has removed them yet."""
-    return ctx.engine.read_table(tombstones).where(f"{DELETED_AT} >= {_retention_cutoff(cfg)}")
-
-
-def without_superseded(events, cfg, remembered):
-    """The events minus those older than a remembered delete of their key."""
-    from pyspark.sql import functions as F
-
-    keys = list(cfg.unique_key)
-    deleted = remembered.select(
-        *keys, *[F.col(c).alias(f"_tomb_{c}") for c in cfg.sequence_by],
-        F.lit(True).alias("_tomb"))
-    newer = newer_condition(cfg.sequence_by, quote, lambda c: quote(f"_tomb_{c}")) or "true"
-    joined = events.join(deleted, keys, "left")
-    keep = F.expr(f"_tomb IS NULL OR {DELETE_COLUMN} OR ({newer})")
-    return joined.where(keep).drop("_tomb", *[f"_tomb_{c}" for c in cfg.sequence_by])
-
-
-def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
-                     txn: tuple[str, int] | None) -> None:
-    """Remember deletes: for SCD1 the keys whose latest event is a delete (a newer row brings
-    the key back and is forgotten), for SCD2 every delete (each ends a version, which a late
-    event's recomputed history must still see). Deletes older than the retention are forgotten.
-    Written before the model's table, under the same app transaction: a batch replayed after a
-    crash between the two writes finds it done. A batch with nothing to remember or forget
-    writes nothing (a MERGE costs seconds on delta-spark even with nothing to merge): the
-    deletes past the retention, which readers ignore already, go with the next MERGE."""
-    from pyspark.sql import functions as F
-
-    keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
-    expire = f"t.{DELETED_AT} < {_retention_cutoff(cfg)}"
-    deleted_at = F.current_timestamp().alias(DELETED_AT)
-    if cfg.scd_type == 2:  # a delete is one row of history: nothing brings it back
-        deletes = events.where(DELETE_COLUMN).select(*keys, *seq, deleted_at)
-        if replace:
-            ctx.engine.write(deletes, path, "overwrite", txn=txn)
-        elif not deletes.isEmpty():
-            ctx.engine.merge(deletes, path, MergeSpec(
-                keys=tuple(keys + seq), null_safe_keys=tuple(seq), expire=expire), txn=txn)
-        return
-    rows = latest(events, cfg).select(*keys, *seq, deleted_at,
-                                      (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
-    if replace:
-        ctx.engine.write(rows.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN), path, "overwrite",
-                         txn=txn)
-        return
-    known = ctx.engine.read_table(path).select(*keys)
-    relevant = rows.join(known.withColumn("_known", F.lit(True)), keys, "left").where(
-        f"NOT {DELETE_COLUMN} OR _known").drop("_known")  # deletes, and keys that have one
-    if relevant.isEmpty():
-        return
-    ctx.engine.merge(relevant, path, MergeSpec(
-        keys=tuple(keys), sequence_by=tuple(seq), delete_column=DELETE_COLUMN, expire=expire),
-        txn=txn)
 
 
 def without_deletes(df):
