@@ -147,8 +147,8 @@ def replace_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: d
     rows that changed."""
     cfg = node.config
     properties = cfg.delta_properties(rows.columns)
-    files = ctx.engine.file_count(path)
-    if group_count < files or _feed_is_read(ctx, node):
+    # the graph first: counting files reads the table's log
+    if _feed_is_read(ctx, node) or group_count < (files := ctx.engine.file_count(path)):
         return ctx.engine.merge(merge_source(), path, spec, metadata, properties=properties), ""
     untouched = in_groups(ctx.engine.read_table(path), groups, inside=False)
     whole = untouched.select(*rows.columns).unionByName(rows)

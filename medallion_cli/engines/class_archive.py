@@ -11,9 +11,8 @@ not changed for a minute and a JVM reads it whole. One JVM of a kind records at 
 command that records holds a claim, and others start without the archive meanwhile (so builds
 killed one after another do not each write one more archive as their JVMs exit, and a killed
 command's recording has a minute to settle). An archive a JVM cannot start with is removed and
-Spark started without one. A target whose Java
-options say anything about class sharing (-Xshare, SharedArchiveFile, ArchiveClassesAtExit)
-decides alone.
+Spark started without one. A target whose Java options say anything about class sharing
+(-Xshare, SharedArchiveFile, ArchiveClassesAtExit) decides alone.
 """
 
 from __future__ import annotations

@@ -381,7 +381,7 @@ class NativeEngine:
         return doomed
 
     def file_count(self, path: str) -> int:
-        return int(self._table(path).detail().first()["numFiles"])
+        return int(self._snapshot(path).numOfFiles())  # from the checksum: no query planned
 
     def row_count(self, path: str) -> int | None:
         return self.read_table(path).count()  # Delta answers a bare count from its log
