@@ -12,8 +12,9 @@ One row per event (the columns: EVENT_COLUMNS; documented in the README):
   So that it need not read the log to know there is nothing to record, the last batch the log
   has for a query is noted beside its checkpoint (LOGGED_FILE) after each append.
 Events go through a background writer, one commit per second at most (fewer when commits are
-slow: FLUSH_SHARE), so they never hold up a build or a micro-batch (an append costs a Spark job
-on delta-spark); a failure to write them is reported once and the data stays as built.
+slow: FLUSH_SHARE), so they never hold up a build or a micro-batch; a failure to write them is
+reported once and the data stays as built. On a local warehouse delta-rs appends them whatever
+the engine; on object storage the target's engine does (on delta-spark a Spark job).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
-from .locations import join
+from .engines.embedded import append_rows
+from .locations import is_remote, join
 from .runner import NodeResult
 from .tablefacts import newest_value
 
@@ -222,7 +224,11 @@ class EventLog:
     def _append(self, events: list[dict], txn: tuple[str, int]) -> bool:
         try:
             rows = pa.Table.from_pylist(events, schema=EVENT_COLUMNS)
-            self.engine.append_rows(rows, self.path, txn)
+            # On a local warehouse delta-rs appends, whatever the engine: 0.02 s against 0.8-1.5
+            # s of the build's cores for a Spark job on delta-spark. Object storage takes the
+            # target's engine, with the cluster's credentials.
+            append = self.engine.append_rows if is_remote(self.path) else append_rows
+            append(rows, self.path, txn)
             return True
         except Exception as exc:  # the data is built; the log only misses these events
             if self.problem is None:

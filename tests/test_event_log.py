@@ -102,6 +102,8 @@ def test_a_build_records_runs_nodes_tests_and_failures(project, build):
     # Its schema is the documented one, readable by any Delta reader.
     log = DeltaTable(str(root / "warehouse/_medallion/events"))
     assert [f.name for f in log.schema().fields] == EVENT_COLUMNS.names
+    # On a local warehouse delta-rs appends the events, on either engine: no Spark job.
+    assert {c["clientVersion"].split(".")[0] for c in log.history()} == {"delta-rs"}
 
 
 def test_models_read_the_event_log_as_a_source(project, build):

@@ -84,6 +84,21 @@ def _commit(metadata: dict | None, txn: tuple[str, int] | None) -> CommitPropert
         app_transactions=[Transaction(*txn)] if txn else None)
 
 
+def append_rows(rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
+    """Rows made in Python appended to a local table by delta-rs alone, no Spark job (the
+    Engine contract's append_rows); nothing when `txn` is already in the table."""
+    try:
+        dt = _writable(DeltaTable(str(path)), path)
+    except TableNotFoundError:
+        dt = None
+    if EmbeddedEngine._replayed(dt, txn):
+        return
+    with _one_writer(path):
+        write_deltalake(dt if dt is not None else str(path), rows, mode="append",
+                        schema_mode="merge" if dt is not None else None,
+                        commit_properties=_commit(None, txn))
+
+
 def remove_dead_staging(staging: Path) -> None:
     """Remove staging folders that no running process owns: a build killed mid-write leaves
     its staged Parquet behind (folders are named <pid>-<uuid>)."""
@@ -318,14 +333,7 @@ class EmbeddedEngine:
                            files_added=len(actions), non_null=staged.non_null)
 
     def append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
-        """Rows made in Python, appended by delta-rs alone: no Spark job."""
-        dt = self._snapshot(path, None)
-        if self._replayed(dt, txn):
-            return
-        with _one_writer(path):
-            write_deltalake(dt if dt is not None else str(path), rows, mode="append",
-                            schema_mode="merge" if dt is not None else None,
-                            commit_properties=_commit(None, txn))
+        append_rows(rows, path, txn)
 
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,
