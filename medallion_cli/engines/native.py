@@ -13,9 +13,12 @@ import json
 from functools import cached_property
 from pathlib import Path
 
+import deltalake
+from deltalake.exceptions import DeltaError
+
 from .. import jars
 from ..errors import MedallionError
-from ..locations import join
+from ..locations import is_remote, join
 from ..project import Target
 from . import MergeSpec, WriteResult, commit_metadata, duplicate_keys, last_commit_value
 from .native_sql import merge_sql, quote, snapshot_sql, table
@@ -388,7 +391,17 @@ class NativeEngine:
 
     def history(self, path: str, limit: int | None = None) -> list[dict]:
         """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left
-        out): Delta's own history, serialized by Delta's JSON mapper in one call."""
+        out). A local table's read by delta-rs: 1 ms, where Delta's history manager takes
+        0.1-0.2 s warm and 2 s cold, and builds ask for it once per model (fingerprints) and
+        per write. Else Delta's own, serialized by Delta's JSON mapper in one call."""
+        if not is_remote(str(path)):
+            try:
+                return deltalake.DeltaTable(str(path), without_files=True).history(limit)
+            except DeltaError:  # no table (said below, as Delta says it), or one delta-rs lacks
+                pass
+        return self.delta_history(path, limit)
+
+    def delta_history(self, path: str, limit: int | None = None) -> list[dict]:
         jvm = self.spark._jvm
         none = jvm.scala.Option.empty()
         commits = self._snapshot(path).deltaLog().history().getHistory(
