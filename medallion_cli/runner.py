@@ -21,7 +21,7 @@ from .build.execute import rendered_to_run
 from .build.hooks import run_hooks
 from .build.inputs import register_relations
 from .build.rows import with_views
-from .build.state import inputs_fingerprint, passed_on, record_test
+from .build.state import inputs_fingerprint, record_test, verdict_on
 from .build.streaming import build_streaming
 from .datatests import DataTest, run_test
 from .engines import in_session
@@ -138,19 +138,22 @@ def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
 
 
 def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) -> NodeResult:
-    """Run a data test. With skip_passed (a build), one that passed on its inputs as they are
-    now is reported up to date instead: its SQL, thresholds and every table it reads are
-    unchanged, so it would pass again."""
+    """Run a data test. With skip_passed (a build), one that passed or warned on its inputs as
+    they are now is not run: its SQL, thresholds and every table it reads are unchanged, so it
+    would reach the same verdict. A pass is reported up to date, a warning again as recorded."""
     def work() -> NodeResult:
         test_ctx = own_session(ctx)
         with test_ctx.phases.timing("fingerprint"):
             state = inputs_fingerprint(test_ctx, test.sql, test.refs, test.sources,
                                        [test.severity, test.error_if, test.warn_if])
-            passed_at = passed_on(test_ctx, test.name, state) if skip_passed else None
-        if passed_at:
-            return NodeResult(test.name, "test", "test", "up_to_date",
-                              message=f"passed at {passed_at} on its inputs as they are; "
-                                      "--rerun-tests runs it again")
+            known = verdict_on(test_ctx, test.name, state) if skip_passed else None
+        if known:
+            again = "on its inputs as they are; --rerun-tests runs it again"
+            if known["status"] == "success":
+                return NodeResult(test.name, "test", "test", "up_to_date",
+                                  message=f"passed at {known['at']} {again}")
+            return NodeResult(test.name, "test", "test", "warn", rows=known["failures"],
+                              message=f"warned at {known['at']} {again}\n{known['message']}")
         with test_ctx.phases.timing("query"):
             register_relations(test_ctx, test.refs, test.sources,
                                given=with_views(test_ctx, test.refs))
@@ -161,12 +164,12 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) 
                 where = test_ctx.project.test_failures_path(test.name)
                 test_ctx.engine.write(run.rows, where, "overwrite")
                 kept = f"; kept in {where}"
-        record_test(test_ctx, test.name, state, run.status == "success")
         word = {"success": "passed", "warn": "warned", "error": "failed"}[run.status]
         message = (f"{word}: {run.failures} failing row(s) ({test.origin}, {test.key}){kept}\n"
-                   f"{run.sample}" if run.failures else "")
+                   f"{run.sample}" if run.failures else "").rstrip()
+        record_test(test_ctx, test.name, state, run.status, run.failures, message)
         return NodeResult(test.name, "test", "test", run.status, rows=run.failures,
-                          message=message.rstrip(), phases=test_ctx.phases.rounded())
+                          message=message, phases=test_ctx.phases.rounded())
 
     return timed(test.name, "test", "test", work)
 

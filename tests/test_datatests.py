@@ -203,8 +203,8 @@ models:
 
 def test_build_skips_tests_that_passed_on_unchanged_inputs(project, build):
     """A data test is a query over tables: on the same SQL and table versions it gives the same
-    verdict, so a build reports a pass as up to date instead of running it again. Warnings and
-    failures run every time; `medallion test` and --rerun-tests always run."""
+    verdict, so a build reports a pass as up to date, and a warning again as it was, instead of
+    running it again. Failures run every time; `medallion test` and --rerun-tests always run."""
     root = project({
         "seeds/countries.csv": "code\nNL\nGB\n",
         "models/people.sql": "select * from values (1, 'ann', 'NL'), (2, null, 'GB') "
@@ -233,6 +233,10 @@ models:
                                "not_null_people_name": "warn", "country_known": "up_to_date"}
     assert "passed at" in again["country_known"].message
     assert "--rerun-tests" in again["country_known"].message
+    warned = again["not_null_people_name"]  # not run: its recorded verdict, failing rows and all
+    assert warned.message.startswith("warned at ") and "--rerun-tests" in warned.message
+    assert warned.rows == 1 and "warned: 1 failing row(s)" in warned.message
+    assert "query" not in warned.phases
 
     # A new version of one input runs the tests that read it, and only those.
     (root / "seeds/countries.csv").write_text("code\nNL\nGB\nDE\n")

@@ -63,24 +63,31 @@ def inputs_fingerprint(ctx: BuildContext, content: str, refs, sources,
 
 
 def test_record(ctx: BuildContext, name: str) -> str:
-    """Where a data test's last pass is recorded: beside the tables it checked."""
+    """Where a data test's last verdict is recorded: beside the tables it checked."""
     return join(ctx.project.target.warehouse, "_medallion", "tests", f"{name}.json")
 
 
-def passed_on(ctx: BuildContext, name: str, state: str | None) -> str | None:
-    """When the data test last passed on inputs in this state (UTC, ISO), or None: then it
-    would pass again, and a build need not run it."""
+def verdict_on(ctx: BuildContext, name: str, state: str | None) -> dict | None:
+    """The data test's last verdict when it was reached on inputs in this state, or None:
+    {status: success or warn, at: when (UTC, ISO), failures, message}. The test would reach it
+    again, so a build need not run it."""
     recorded = read_json(ctx, test_record(ctx, name)) if state else None
-    return recorded["passed_at"] if recorded and recorded.get("state") == state else None
+    if not recorded or recorded.get("state") != state:
+        return None
+    # a record written before warnings were kept holds passes only, as passed_at
+    return {"status": "success", "at": recorded.get("passed_at"), "failures": 0,
+            "message": "", **recorded}
 
 
-def record_test(ctx: BuildContext, name: str, state: str | None, passed: bool) -> None:
-    """Keep a pass with the state of its inputs; forget it otherwise, so a test that warned
-    or failed runs again next time."""
+def record_test(ctx: BuildContext, name: str, state: str | None, status: str,
+                failures: int, message: str) -> None:
+    """Keep a pass or a warning with the state of its inputs; forget it otherwise, so a test
+    that failed runs again next time (it is what a user is fixing)."""
     location = test_record(ctx, name)
-    if passed and state:
+    if status in ("success", "warn") and state:
         ctx.engine.write_text(location, json.dumps({
-            "state": state, "passed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
+            "state": state, "status": status, "failures": failures, "message": message,
+            "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
     else:
         ctx.engine.remove_folder(location)
 
