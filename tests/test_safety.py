@@ -135,3 +135,36 @@ def test_staging_left_by_a_killed_build_is_removed(project, build, engine_name):
         (folder / "part-0.parquet").write_bytes(b"PAR1")
     assert build(root)["a"].status == "success"
     assert not dead.exists() and alive.exists()
+
+
+def test_a_state_file_is_written_whole_or_not_at_all(tmp_path):
+    # Both engines write their local state files (checkpoint notes, test verdicts) with this
+    # one function, and no Spark is involved: one run covers both. A --watch killed while a
+    # query started left an empty medallion_reader.json, and every later build failed to parse
+    # it; now a killed writer leaves the file as it was.
+    state = tmp_path / "checkpoint/medallion_reader.json"
+    state.parent.mkdir()
+    state.write_text('{"reader": "delta-source"}')
+    # a writer that stops halfway through its text, killed there
+    writer = subprocess.Popen([sys.executable, "-c", """if True:
+        import pathlib, sys, time
+        from medallion_cli.engines import write_local_text
+
+        def halfway(path, text):
+            with open(path, "w") as out:
+                out.write(text[:len(text) // 2])
+                out.flush()
+                time.sleep(120)
+
+        pathlib.Path.write_text = halfway
+        write_local_text(sys.argv[1], '{"reader": "commit-log"}')
+        """, str(state)])
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.stat().st_size for p in state.parent.glob("*.tmp")):
+            assert writer.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert state.read_text() == '{"reader": "delta-source"}'

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -209,7 +210,8 @@ class Engine(Protocol):
         """The content of a file (a checkpoint's metadata); FileNotFoundError if none."""
 
     def write_text(self, location: str, text: str) -> None:
-        """Write a small file (beside a checkpoint's), replacing one that is there."""
+        """Write a small file (beside a checkpoint's), replacing one that is there: whole, or
+        not at all when the process is killed meanwhile."""
 
     def remove_folder(self, location: str) -> None:
         """Delete a folder and everything in it (a checkpoint), or a file; nothing there is
@@ -247,6 +249,17 @@ def last_commit_value(history: list[dict], key: str) -> str | None:
         except ValueError:
             return None  # someone else's free-text userMetadata
     return None
+
+
+def write_local_text(location: str, text: str) -> None:
+    """Write a small local file whole or not at all (written beside it, then renamed over it):
+    a process killed mid-write leaves the file as it was, never an empty one that the next
+    build cannot parse."""
+    path = Path(location)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    written.write_text(text)
+    os.replace(written, path)
 
 
 def in_session(engine: Engine, session: SparkSession) -> Engine:

@@ -40,6 +40,7 @@ from . import (
     newer_condition,
     removed_condition,
     updated_value,
+    write_local_text,
 )
 from .spark import start_spark
 from .staged import StagedFiles, table_schema
@@ -484,8 +485,7 @@ class EmbeddedEngine:
         return Path(location).read_text()
 
     def write_text(self, location: str, text: str) -> None:
-        Path(location).parent.mkdir(parents=True, exist_ok=True)
-        Path(location).write_text(text)
+        write_local_text(location, text)
 
     def remove_folder(self, location: str) -> None:
         if Path(location).is_file():

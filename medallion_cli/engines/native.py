@@ -20,7 +20,14 @@ from .. import jars
 from ..errors import MedallionError
 from ..locations import is_remote, join
 from ..project import Target
-from . import MergeSpec, WriteResult, commit_metadata, duplicate_keys, last_commit_value
+from . import (
+    MergeSpec,
+    WriteResult,
+    commit_metadata,
+    duplicate_keys,
+    last_commit_value,
+    write_local_text,
+)
 from .native_sql import merge_sql, quote, snapshot_sql, table
 from .spark import (
     is_local_master,
@@ -338,7 +345,7 @@ class NativeEngine:
     def _non_null(self, path: str, version: int) -> dict[str, int]:
         """Non-null values per column in the files a commit added, from the statistics Delta
         keeps for them (its first 32 columns by default); columns without them are left out."""
-        commit = read_text(self.spark, join(str(path), "_delta_log", f"{version:020d}.json"))
+        commit = self.read_text(join(str(path), "_delta_log", f"{version:020d}.json"))
         actions = [json.loads(line) for line in commit.splitlines() if line.strip()]
         stats = [json.loads(a["add"].get("stats") or "{}") for a in actions if "add" in a]
         counts: dict[str, int] = {}
@@ -424,10 +431,16 @@ class NativeEngine:
     # Checkpoints live beside the tables, on whatever storage the warehouse is.
 
     def read_text(self, location: str) -> str:
-        return read_text(self.spark, location)
+        return read_text(self.spark, location) if is_remote(location) else Path(
+            location).read_text()
 
     def write_text(self, location: str, text: str) -> None:
-        write_text(self.spark, location, text)
+        # Object stores show an object whole when its writer closes it; a local file is
+        # written beside and renamed over.
+        if is_remote(location):
+            write_text(self.spark, location, text)
+        else:
+            write_local_text(location, text)
 
     def remove_folder(self, location: str) -> None:
         remove_folder(self.spark, location)

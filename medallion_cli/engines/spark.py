@@ -223,19 +223,10 @@ def _hadoop_file(spark, location: str):
     return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
 
 
-def _text_file(spark, location: str):
-    """(Hadoop Path, FileSystem) for medallion's own small files. On local disk, Hadoop's raw
-    file system, without the `.crc` checksum files: the embedded engine writes the same files
-    from Python, which would leave a checksum file stale and fail the next read here."""
-    path, fs = _hadoop_file(spark, location)
-    checksummed = spark._jvm.org.apache.hadoop.fs.ChecksumFileSystem
-    return path, fs.getRawFileSystem() if checksummed._java_lang_class.isInstance(fs) else fs
-
-
 def read_text(spark, location: str) -> str:
     """A (small) file's content as UTF-8 text; FileNotFoundError when there is none."""
     jvm = spark._jvm
-    path, fs = _text_file(spark, location)
+    path, fs = _hadoop_file(spark, location)
     if not fs.exists(path):
         raise FileNotFoundError(location)
     out = jvm.java.io.ByteArrayOutputStream()
@@ -244,8 +235,9 @@ def read_text(spark, location: str) -> str:
 
 
 def write_text(spark, location: str, text: str) -> None:
-    """Write a (small) UTF-8 file, replacing one that is there."""
-    path, fs = _text_file(spark, location)
+    """Write a (small) UTF-8 file, replacing one that is there (on object storage, where an
+    object appears whole when closed; local files: engines.write_local_text)."""
+    path, fs = _hadoop_file(spark, location)
     out = fs.create(path, True)
     try:
         out.write(bytearray(text.encode()))
