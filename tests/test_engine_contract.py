@@ -53,17 +53,20 @@ def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
 
 
 def test_append_rows_appends_python_rows_once_per_app_transaction(engine, tmp_path):
-    # The event log's append on object storage (on a local warehouse delta-rs appends it
-    # whatever the engine: test_event_log).
+    # The event log's append. delta-spark appends a local table with delta-rs (test_event_log),
+    # and with Delta's own writer on object storage: both run here.
     import pyarrow as pa
 
-    path = str(tmp_path / "wh/events")
+    writers = [engine.append_rows] + (
+        [engine.delta_append_rows] if engine.name == "delta-spark" else [])
     batch = pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})
-    engine.append_rows(batch, path, ("run", 1))
-    engine.append_rows(batch, path, ("run", 1))  # replayed: nothing
-    engine.append_rows(batch.slice(1), path, ("run", 2))
-    assert rows(engine, path) == [(1, "a"), (2, "b"), (2, "b")]
-    assert engine.committed_version(path, "run") == 2
+    for n, append in enumerate(writers):
+        path = str(tmp_path / f"wh/events{n}")
+        append(batch, path, ("run", 1))
+        append(batch, path, ("run", 1))  # replayed: nothing
+        append(batch.slice(1), path, ("run", 2))
+        assert rows(engine, path) == [(1, "a"), (2, "b"), (2, "b")]
+        assert engine.committed_version(path, "run") == 2
 
 
 def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, tmp_path):

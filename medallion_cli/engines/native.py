@@ -28,6 +28,7 @@ from . import (
     last_commit_value,
     write_local_text,
 )
+from .embedded import append_rows
 from .native_sql import merge_sql, quote, snapshot_sql, table
 from .spark import (
     is_local_master,
@@ -247,6 +248,15 @@ class NativeEngine:
         return writer
 
     def append_rows(self, rows, path: str, txn: tuple[str, int]) -> None:
+        """A local table's by delta-rs: 0.02 s, against 0.8-1.5 s of the build's cores for a
+        Spark job (the event log appends every second or two). Object storage takes Delta's
+        own writer, with the cluster's credentials."""
+        if is_remote(str(path)):
+            self.delta_append_rows(rows, path, txn)
+        else:
+            append_rows(rows, path, txn)
+
+    def delta_append_rows(self, rows, path: str, txn: tuple[str, int]) -> None:
         """One append job and nothing around it (no history read for a WriteResult): Delta
         itself skips a write whose app transaction is in the table (idempotent writes)."""
         (self.spark.createDataFrame(rows).write.format("delta").mode("append")
