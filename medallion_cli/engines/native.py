@@ -74,13 +74,11 @@ def spark_settings(target: Target) -> dict[str, str]:
     """Spark conf for Delta: the extension and catalog, and the JARs when they are here."""
     conf = dict(DELTA_CONF)
     # Delta rebuilds a table's state from its log with a shuffle of 50 partitions by default,
-    # which costs seconds per small table, and VACUUM lists a table's files in Spark's
-    # partition-discovery parallelism (10000 tasks: 40 s for a table of six files on two
-    # cores). As many as the target's shuffles suits any size; the profile's conf still wins.
-    shuffles = target.spark_conf.get("spark.sql.shuffle.partitions", "4")
-    for key in ("spark.databricks.delta.snapshotPartitions",
-                "spark.sql.sources.parallelPartitionDiscovery.parallelism"):
-        conf[key] = target.spark_conf.get(key, shuffles)
+    # which costs seconds per small table. As many as the target's shuffles suits any size;
+    # the profile's conf still wins. (Listing, VACUUM's too: spark.py's spark_conf.)
+    conf["spark.databricks.delta.snapshotPartitions"] = target.spark_conf.get(
+        "spark.databricks.delta.snapshotPartitions",
+        target.spark_conf.get("spark.sql.shuffle.partitions", "4"))
     conf.update(metastore_settings(target))
     found = delta_jar_files(target)
     own = target.spark_conf.get("spark.jars")
