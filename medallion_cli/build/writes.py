@@ -21,6 +21,8 @@ MERGE semantics, the same however rows fall into batches:
 
 from __future__ import annotations
 
+from contextlib import ExitStack, contextmanager
+
 from ..engines import MergeSpec, WriteResult, newer_condition, sql_literal
 from ..engines.native_sql import quote
 from ..errors import MedallionError
@@ -39,13 +41,19 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, repl
 
     Used for incremental batch models and for each micro-batch of a streaming model (with txn,
     the app transaction that makes a replayed batch a no-op)."""
+    with ExitStack() as held:
+        return _write(ctx, node, df, path, replace, txn, metadata, held)
+
+
+def _write(ctx: BuildContext, node: CompiledNode, df, path: str, replace: bool,
+           txn: tuple[str, int] | None, metadata: dict | None, held: ExitStack) -> WriteResult:
     cfg = node.config
     spec = None
     if cfg.strategy == "merge":
         tombstones = ctx.project.tombstone_path(node.file) if cfg.delete_when else None
         truncates = ctx.project.truncate_path(node.file) if cfg.truncate_when else None
         df, spec = merge_rows(ctx, cfg, df, None if replace else path, tombstones, txn,
-                              truncates)
+                              truncates, held)
     if replace:
         return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
                                 txn=txn, properties=cfg.delta_properties(df.columns))
@@ -66,12 +74,13 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, repl
 
 def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
                tombstones: str | None = None, txn: tuple[str, int] | None = None,
-               truncates: str | None = None):
+               truncates: str | None = None, held: ExitStack | None = None):
     """The rows a MERGE writes and how it matches them: one row per key (the latest) with a
     delete flag, or, for scd_type 2, the recomputed history of the keys touched. existing: the
     table to merge into (None on a first build or without a table, as in unit tests);
     tombstones: where deleted keys are remembered (None when the model has no deletes);
-    truncates: where the latest truncate is (None without truncate_when)."""
+    truncates: where the latest truncate is (None without truncate_when); held: where the
+    events, read by the tombstones' write and the table's, stay cached until both are done."""
     truncated_through = None
     if cfg.truncate_when:
         df, truncated_through = after_truncates(ctx, cfg, df, existing, truncates, txn)
@@ -83,6 +92,10 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
     if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
         events = without_superseded(events, cfg, remembered)
     if tombstones is not None:
+        if held is not None:
+            # Computed once for both writes (their windows over a 285k-row batch: 1.5 s for
+            # both writes instead of 2 s, in a warm JVM).
+            events = held.enter_context(cached(events))
         write_tombstones(ctx, events, cfg, tombstones, replace=not known, txn=txn)
     if cfg.scd_type == 2:
         # A version is its key's row at one sequence (valid_from holds its first column).
@@ -94,6 +107,16 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
         keys=cfg.unique_key, sequence_by=cfg.sequence_by,
         delete_column=DELETE_COLUMN if cfg.delete_when else None,
         ignore_nulls=cfg.ignore_null_updates, truncated_through=truncated_through)
+
+
+@contextmanager
+def cached(df):
+    """The DataFrame, computed once for the reads within the block."""
+    df = df.persist()
+    try:
+        yield df
+    finally:
+        df.unpersist()
 
 
 def after_truncates(ctx: BuildContext | None, cfg, df, existing: str | None,
@@ -153,9 +176,12 @@ def distinct_events(df, cfg):
     # kept must be one row per group.
     group = keys + seq if cfg.scd_type == 2 else keys
     order = [F.col(c).desc_nulls_last() for c in seq] or [F.lit(1)]
-    top = (df.dropDuplicates()
-           .withColumn("_medallion_rank", F.rank().over(Window.partitionBy(*group).orderBy(*order)))
-           .where("_medallion_rank = 1").drop("_medallion_rank"))
+    # Ranked before duplicates go: the duplicates of a top row are top rows too, and the one
+    # shuffle by group serves the window, the dropping and the ties' count (dropping first
+    # shuffled every row by all its columns as well: 0.2-0.3 s more of 1.1-1.3 s on 490k rows).
+    top = (df.withColumn("_medallion_rank",
+                         F.rank().over(Window.partitionBy(*group).orderBy(*order)))
+           .where("_medallion_rank = 1").drop("_medallion_rank").dropDuplicates())
     tied = F.col("_medallion_ties") > 1
     what = (f"rows with the same unique_key ({', '.join(keys)}) and sequence_by "
             f"({', '.join(seq)}) differ" if seq else
