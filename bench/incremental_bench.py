@@ -14,6 +14,7 @@ All in one process and one Spark session per engine; seconds are each build's wa
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 import time
@@ -97,6 +98,13 @@ def main() -> None:
     rng = np.random.default_rng(15)
     target = TARGETS[args.engine]
     root = Path(tempfile.mkdtemp(prefix="incremental-bench-"))
+    try:
+        measure(root, target, args, rng)
+    finally:  # gigabytes at 20M rows
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def measure(root: Path, target: str, args, rng) -> None:
     for rel, text in {**FILES, "profiles/profiles.yml": PROFILE}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
