@@ -10,12 +10,14 @@ rewritten in one pass instead: its untouched groups as stored, the touched ones 
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from ..engines import MergeSpec
 from ..errors import MedallionError
 from ..rendering import CompiledNode
 from .aggregates import RECOMPUTE, aggregates_of, inexact_sum, sides, updated_groups
 from .checks import checked_rows
-from .context import DELETE_COLUMN, BuildContext, Outcome
+from .context import DELETE_COLUMN, BuildContext, Outcome, cached
 from .incremental import (
     group_replacement,
     in_groups,
@@ -51,17 +53,14 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
                        rows_checked=checked)
     # The changes are read several times (rows added, rows removed, the groups they touch):
     # kept in memory, they are small next to the tables.
-    feeds = {relation: feed.persist() for relation, feed in feeds.items()}
-    try:
+    with ExitStack() as held:
+        feeds = {relation: held.enter_context(cached(feed)) for relation, feed in feeds.items()}
         with ctx.phases.timing("add_changes"):
             updated, why_not_added = added_up(ctx, node, path, feeds)
         if updated is None:
             return recompute_groups(ctx, node, path, metadata, rows, touched_groups(
                 feeds, cfg.incremental_by), why_not_added)
         return merge_updated(ctx, node, path, metadata, rows, updated)
-    finally:
-        for feed in feeds.values():
-            feed.unpersist()
 
 
 def added_up(ctx: BuildContext, node: CompiledNode, path: str, feeds: dict):
@@ -88,8 +87,7 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
     from pyspark.sql import functions as F
 
     cfg = node.config
-    updated = updated.persist()
-    try:
+    with cached(updated) as updated:
         unclear = updated.where(RECOMPUTE).select(*cfg.incremental_by)
         with ctx.phases.timing("add_changes"):  # one pass counts both
             groups, recomputed = updated.select(F.count(F.lit(1)), F.count_if(RECOMPUTE)).first()
@@ -108,8 +106,6 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
         message = (f"{groups} group(s) updated by adding their inputs' changes"
                    + (f" ({recomputed} recomputed: a sum adding cannot tell from null)"
                       if recomputed else "") + how)
-    finally:
-        updated.unpersist()
     return Outcome("success", write, message, counts, rows_checked=checked)
 
 
@@ -117,8 +113,7 @@ def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata:
                      groups, why_not_added: str) -> Outcome:
     """Compute the touched groups again from their input rows and replace them."""
     cfg = node.config
-    groups = groups.persist()
-    try:
+    with cached(groups) as groups:
         count = groups.count()
         with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as (df, counts, checked), \
                 ctx.phases.timing("write"):
@@ -129,8 +124,6 @@ def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata:
                                delete_column=DELETE_COLUMN, replace_groups=True))
         message = (f"{count} group(s) recomputed from their input rows (not added up "
                    f"from the changes: {why_not_added}){how}")
-    finally:
-        groups.unpersist()
     return Outcome("success", write, message, counts, rows_checked=checked)
 
 

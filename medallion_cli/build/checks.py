@@ -3,12 +3,19 @@ quarantine table (`<model>_quarantine`) for rows a `drop` rule rejects."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from ..errors import MedallionError
 from ..rendering import CompiledNode
 from .clustering import check_layout_columns
-from .context import FAILED_RULES, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext
+from .context import (
+    FAILED_RULES,
+    IS_CURRENT,
+    VALID_FROM,
+    VALID_TO,
+    BuildContext,
+    cached,
+)
 
 CHECKED = "_medallion_rows_checked"  # beside the rule names in the one counting pass
 
@@ -56,18 +63,13 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
     dropped = F.arrays_overlap(F.col(FAILED_RULES), F.array(*map(F.lit, dropping or [""])))
     quarantine = ctx.project.quarantine_path(node.file)
     split = any(counts[n] for n in dropping)
-    if split:
-        checked = checked.persist()
-    try:
+    with cached(checked) if split else nullcontext(checked) as checked:
         # A replaced table starts a new quarantine too, so old bad rows do not linger there.
         if split or (replace and ctx.engine.table_exists(quarantine)):
             bad = checked.where(dropped).withColumn("_quarantined_at", F.current_timestamp())
             ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
                              merge_schema=True, txn=txn)
         yield checked.where(~dropped).drop(FAILED_RULES), counts, totals[CHECKED]
-    finally:
-        if split:
-            checked.unpersist()
 
 
 def check_table_properties(ctx: BuildContext, node: CompiledNode) -> None:

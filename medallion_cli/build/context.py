@@ -80,3 +80,13 @@ class Outcome:
     malformed: int | None = None  # rows kept in _corrupt_record (streaming reads of files)
     rescued: int | None = None  # rows with fields outside the schema kept in _rescued_data
     rows_checked: int | None = None  # rows its expectations were evaluated on (None: none)
+
+
+@contextmanager
+def cached(df):
+    """The DataFrame, computed once for the reads within the block, then released."""
+    df = df.persist()
+    try:
+        yield df
+    finally:
+        df.unpersist()

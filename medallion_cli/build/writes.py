@@ -21,13 +21,13 @@ MERGE semantics, the same however rows fall into batches:
 
 from __future__ import annotations
 
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 from ..engines import MergeSpec, WriteResult, newer_condition, sql_literal
 from ..engines.native_sql import quote
 from ..errors import MedallionError
 from ..rendering import CompiledNode
-from .context import DELETE_COLUMN, VALID_FROM, BuildContext
+from .context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .history import scd2_history
 from .tombstones import remembered_deletes, without_superseded, write_tombstones
 
@@ -107,16 +107,6 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
         keys=cfg.unique_key, sequence_by=cfg.sequence_by,
         delete_column=DELETE_COLUMN if cfg.delete_when else None,
         ignore_nulls=cfg.ignore_null_updates, truncated_through=truncated_through)
-
-
-@contextmanager
-def cached(df):
-    """The DataFrame, computed once for the reads within the block."""
-    df = df.persist()
-    try:
-        yield df
-    finally:
-        df.unpersist()
 
 
 def after_truncates(ctx: BuildContext | None, cfg, df, existing: str | None,
