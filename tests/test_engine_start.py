@@ -103,23 +103,30 @@ def test_a_missing_object_store_connector_is_one_line(project):
 @pytest.mark.parametrize("engine", ["embedded", "delta-spark"])
 def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
     """Both engines list a batch of landing files in as many tasks as the target's shuffles
-    (Spark's default is one task per path: 99 new files cost seconds of both cores); the
-    delta-spark engine also rebuilds a table's state in as many. No Spark starts here."""
+    (Spark's default is one task per path: 99 new files cost seconds of both cores), and in the
+    driver on a local master; the delta-spark engine also rebuilds a table's state in as many
+    tasks. No Spark starts here."""
     from medallion_cli.engines.native import spark_settings
     from medallion_cli.engines.spark import spark_conf
     from medallion_cli.project import Target
 
-    def settings(conf):
-        target = Target("t", engine, "/w", "local[2]", conf, 1, delta_jars=str(delta_jars))
+    def settings(conf, master="local[2]"):
+        target = Target("t", engine, "/w", master, conf, 1, delta_jars=str(delta_jars))
         return {**spark_conf(target),
                 **(spark_settings(target) if engine == "delta-spark" else {})}
-    keys = ("spark.sql.sources.parallelPartitionDiscovery.parallelism",
-            "spark.databricks.delta.snapshotPartitions")[:2 if engine == "delta-spark" else 1]
-    assert [settings({})[k] for k in keys] == ["4", "4"][:len(keys)]
-    assert [settings({"spark.sql.shuffle.partitions": "64"})[k] for k in keys] == [
-        "64", "64"][:len(keys)]
-    own = settings({"spark.sql.sources.parallelPartitionDiscovery.parallelism": "10000"})
-    assert [own[k] for k in keys] == ["10000", "4"][:len(keys)]  # the profile's own value wins
+    tasks = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+    past = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    replay = "spark.databricks.delta.snapshotPartitions"
+    own = settings({tasks: "10000"})
+    assert settings({})[tasks] == "4"
+    assert settings({"spark.sql.shuffle.partitions": "64"})[tasks] == "64"
+    assert own[tasks] == "10000"  # the profile's own value wins
+    assert settings({})[past] == "100000"  # a local session's driver lists them itself
+    assert past not in settings({}, master="spark://127.0.0.1:7077")  # a cluster's tasks do
+    if engine == "delta-spark":
+        assert settings({})[replay] == "4"
+        assert settings({"spark.sql.shuffle.partitions": "64"})[replay] == "64"
+        assert own[replay] == "4"
 
 
 def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():

@@ -24,7 +24,8 @@ def spark_conf(target: Target) -> dict[str, str]:
     # A local session serves no one else: its RPC and block-manager ports listen on loopback
     # only, not on the host's network address.
     local = is_local_master(target.spark_master)
-    loopback = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+    loopback = ({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+                if local else {})
     # Spark lists more than 32 paths (a stream's batch of landing files, VACUUM's table) in a
     # Spark job of one task per path (10000 at most): 99 new files cost 1.5-3.4 s of both of two
     # cores. As many tasks as the target's shuffles suits a cluster; a local session's driver
@@ -34,7 +35,7 @@ def spark_conf(target: Target) -> dict[str, str]:
     if local:
         listing["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
     return {
-        **(loopback if local else {}),
+        **loopback,
         **listing,
         # Python workers must run the driver's interpreter, or UDFs and Arrow break.
         "spark.pyspark.python": sys.executable,
