@@ -189,6 +189,13 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
         for p in ps:
             children.setdefault(p, []).append(name)
     results: dict[str, NodeResult] = {}
+    # Of the nodes ready at once, those with the longest chain of work after them start first,
+    # so a short branch does not hold a thread while the longest one waits (the build's end is
+    # the longest chain's).
+    below = {name: 1 for name in order}
+    for name in reversed(order):
+        below[name] += max((below[c] for c in children.get(name, ())), default=0)
+    by_priority = sorted(order, key=lambda name: -below[name])
 
     def finish(result: NodeResult) -> None:
         results[result.name] = result
@@ -215,7 +222,7 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
                         finish(NodeResult(name, *labels[name], "skipped",
                                           message=f"--fail-fast: stopped after '{failed}' failed"))
                 break
-            for name in order:  # DAG order, so earlier layers start first
+            for name in by_priority:
                 if len(running) >= max(1, threads):  # a node starts when a thread takes it
                     break
                 if name not in results and name not in running.values() and not waiting[name]:

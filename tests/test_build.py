@@ -10,6 +10,7 @@ from deltalake import DeltaTable
 from conftest import read_delta
 from medallion_cli import tasks
 from medallion_cli.errors import MedallionError
+from medallion_cli.runner import NodeResult, execute
 
 
 def land(root, rel, rows):
@@ -173,11 +174,28 @@ def test_failed_model_keeps_its_table_and_skips_downstream(project, build):
     assert version(root / "warehouse/models/c") == 0
 
 
+def test_the_longest_chain_of_ready_nodes_starts_first():
+    started = []
+
+    def run(name):
+        started.append(name)
+        return NodeResult(name, "model", "table", "success")
+
+    # a stands alone; b -> c -> d is the longest chain, so b and c go before a, which goes
+    # before d (a tie: DAG order decides)
+    order, parents = ["a", "b", "c", "d"], {"c": {"b"}, "d": {"c"}}
+    results = execute(order, parents, run, {n: ("model", "table") for n in order}, threads=1)
+    assert started == ["b", "c", "a", "d"]
+    assert [r.name for r in results] == order  # reported in DAG order
+
+
 def test_fail_fast_stops_after_the_first_failure_and_retry_runs_the_rest(project, build):
     root = project({"models/a.sql": "select cast('x' as int) as id",  # fails when it runs
+                    "models/a_total.sql": "select count(*) as n from {{ ref('a') }}",
                     "models/b.sql": "select 2 as id", "models/c.sql": "select id from {{ ref('b') }}"})
     results = build(root, threads=1, fail_fast=True)
     assert results["a"].status == "error"
+    assert results["a_total"].message == "upstream 'a' error"
     assert {results[n].status for n in "bc"} == {"skipped"}
     assert results["b"].message == "--fail-fast: stopped after 'a' failed"
     assert not (root / "warehouse/models/b").exists()
@@ -187,7 +205,7 @@ def test_fail_fast_stops_after_the_first_failure_and_retry_runs_the_rest(project
     (root / "models/a.sql").write_text("select 1 as id")
     retried = {r.name: r for r in tasks.retry(tasks.Invocation(project_dir=str(root)))}
     assert {n: r.status for n, r in retried.items()} == {
-        "a": "success", "b": "up_to_date", "c": "up_to_date"}
+        "a": "success", "a_total": "success", "b": "up_to_date", "c": "up_to_date"}
     assert tasks.retry(tasks.Invocation(project_dir=str(root))) == []  # nothing failed last
 
 
