@@ -37,6 +37,22 @@ def test_overwrite_append_and_read(engine, spark, tmp_path):
     assert rows(engine, path) == [(3, "c", 1)] and engine.table_version(path) == 2
 
 
+def test_a_table_whose_early_commits_were_cleaned_up_still_exists(engine, spark, tmp_path):
+    from deltalake import DeltaTable
+
+    path = tmp_path / "wh/t"
+    for n in range(3):
+        engine.write(frame(spark, [(n, "a", 1)]), path, "append")
+    DeltaTable(str(path)).create_checkpoint()  # at version 2
+    (path / "_delta_log/00000000000000000000.json").unlink()  # as log retention does
+    (path / "_delta_log/00000000000000000001.json").unlink()
+    assert engine.table_exists(path) and engine.table_version(path) == 2
+    (path / "_delta_log/00000000000000000002.json").unlink()
+    (path / "_delta_log/_last_checkpoint").unlink()
+    (path / "_delta_log/00000000000000000002.checkpoint.parquet").rename(path / "elsewhere")
+    assert not engine.table_exists(path)  # a folder with a log but no commit is no table
+
+
 def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
     path = tmp_path / "wh/t"
     engine.write(frame(spark, [(1, "a", 1)]), path, "append", txn=("app", 0))
