@@ -28,6 +28,11 @@ class MedallionError(Exception):
         return text
 
 
+class StartError(MedallionError):
+    """Spark (or what it needs: Java, a master, the Delta JARs) did not start. Spark starts when
+    a node first needs it, so this stops the whole run as one usage error, not each node."""
+
+
 def closest(name: str, candidates) -> str:
     """A 'did you mean' phrase naming the closest candidates, or an empty string."""
     import difflib

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
+from .errors import StartError
 from .locations import join
 from .runner import NodeResult
 from .tablefacts import newest_value
@@ -225,6 +226,8 @@ class EventLog:
             rows = pa.Table.from_pylist(events, schema=EVENT_COLUMNS)
             self.engine.append_rows(rows, self.path, txn)
             return True
+        except StartError:  # said once, by the node it stops (the run ends there)
+            return False
         except Exception as exc:  # the data is built; the log only misses these events
             if self.problem is None:
                 self.problem = f"the event log {self.path} was not written: {exc}"

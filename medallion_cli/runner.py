@@ -24,7 +24,7 @@ from .build.rows import with_views
 from .build.state import inputs_fingerprint, record_test, verdict_on
 from .build.streaming import build_streaming
 from .datatests import DataTest, run_test
-from .engines import in_session
+from .errors import StartError
 from .failures import error_message
 
 
@@ -54,10 +54,13 @@ class NodeResult:
 
 
 def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult]) -> NodeResult:
-    """Run `work`, timing it; an exception becomes an error result instead of stopping the run."""
+    """Run `work`, timing it; an exception becomes an error result instead of stopping the run,
+    but for Spark failing to start, which stops it."""
     start = time.perf_counter()
     try:
         result = work()
+    except StartError:
+        raise
     except Exception as exc:
         return NodeResult(name, kind, materialized, "error", time.perf_counter() - start,
                           message=error_message(exc), detail=traceback.format_exc())
@@ -65,10 +68,9 @@ def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult
 
 
 def own_session(ctx: BuildContext) -> BuildContext:
-    """The context with a Spark session of its own (one SparkContext for all), timing its
-    own phases."""
-    return replace(ctx, engine=in_session(ctx.engine, ctx.engine.spark.newSession()),
-                   phases=Phases())
+    """The context with a Spark session of its own (one SparkContext for all), made when the
+    node first uses Spark, timing its own phases."""
+    return replace(ctx, engine=ctx.engine.for_node(), phases=Phases())
 
 
 def run_node(ctx: BuildContext, name: str) -> NodeResult:

@@ -246,18 +246,14 @@ def runner(ctx: BuildContext, tests: dict[str, DataTest],
 
 def _context(loaded: Loaded, inv: Invocation, selected=(),
              report: Reporter = Reporter()) -> BuildContext:
-    """The build context, with its engine started: a start that fails (no JARs, no master) is
-    a usage error before any node runs, not a failure of each node."""
+    """The build context. Its engine starts Spark when a node first needs it (a build of nodes
+    that are all up to date starts none); a start that fails (no JARs, no master) stops the
+    run as one usage error (errors.StartError)."""
     # The session lives as long as the process: one JVM start per invocation (and per test run).
     engine = loaded.engine or engine_of(loaded.project, inv)
-    report.phase("starting Spark")
-    began = time.perf_counter()
-    try:
-        _ = engine.spark
-    finally:
-        report.phase(None)
+    engine.on_start = lambda starting: report.phase("starting Spark" if starting else None)
     return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh,
-                        frozenset(selected), spark_start_seconds=time.perf_counter() - began,
+                        frozenset(selected),
                         deferred=deferred_tables(inv, loaded, engine, selected))
 
 
@@ -333,7 +329,7 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
                            inv.threads or project.target.threads, run.result, run.begin,
                            inv.fail_fast)
         results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)
-        write_run_results(loaded.project, command, results, started, ctx.spark_start_seconds)
+        write_run_results(loaded.project, command, results, started, ctx.engine.start_seconds)
         if watch:
             _watch(inv, run.ctx, chosen, results, kinds, run.result, run.batch)
     return results
@@ -378,7 +374,7 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
                           {n: ("test", "test") for n in names},
                           inv.threads or loaded.project.target.threads, run.result, run.begin,
                           inv.fail_fast)
-        write_run_results(loaded.project, "test", results, started, ctx.spark_start_seconds)
+        write_run_results(loaded.project, "test", results, started, ctx.engine.start_seconds)
     return results
 
 

@@ -44,6 +44,12 @@ def test_manifest_and_run_results(project, engine_name):
     assert set(runs["unique_counts_status"]["phases"]) == {"fingerprint", "query"}
     for run in runs.values():
         assert 0 < sum(run["phases"].values()) <= run["seconds"] + 0.01, run
+    # Built again with nothing new: every node is up to date and none asked for Spark
+    again = CliRunner().invoke(main, ["build", "--project-dir", str(root)])
+    assert again.exit_code == 0, again.output
+    rerun = json.loads((root / "target/run_results.json").read_text())
+    assert {r["status"] for r in rerun["results"]} == {"up_to_date"}
+    assert rerun["spark_start_seconds"] is None
 
 
 def test_json_log_format(project, engine_name):

@@ -58,7 +58,6 @@ class BuildContext:
     record_committed: Callable = lambda model, app_id, committed: None
     # Runs an action once the batches recorded so far are in the event log.
     after_recorded: Callable = lambda action: action()
-    spark_start_seconds: float | None = None  # this invocation's (0 when it was running already)
     phases: Phases = field(default_factory=Phases)  # the node's own (see runner.own_session)
     deferred: dict = field(default_factory=dict)  # --defer: model -> the --state run's table
 

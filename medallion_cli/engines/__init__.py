@@ -7,7 +7,6 @@ Tables and checkpoints are locations (str): local paths, or object-store URIs on
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -111,7 +110,11 @@ def removed_condition(spec: MergeSpec, target) -> str | None:
 
 
 class Engine(Protocol):
-    spark: SparkSession
+    spark: SparkSession  # started on first use (engines/session.py)
+    start_seconds: float | None
+
+    def for_node(self) -> Engine:
+        """The engine with a Spark session of its own for one node, made when first used."""
 
     def table_exists(self, path: str) -> bool: ...
 
@@ -260,15 +263,6 @@ def write_local_text(location: str, text: str) -> None:
     written = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     written.write_text(text)
     os.replace(written, path)
-
-
-def in_session(engine: Engine, session: SparkSession) -> Engine:
-    """The engine with its DataFrames made in `session`: a node's own session (same
-    SparkContext, its own temp views and SQL settings), so nodes built side by side never see
-    each other's views."""
-    bound = copy.copy(engine)
-    bound.__dict__["spark"] = session  # engines start their session lazily, as `spark`
-    return bound
 
 
 def make_engine(target: Target, spark_log: Path | None = None) -> Engine:

@@ -16,7 +16,6 @@ import os
 import shutil
 import uuid
 from contextlib import contextmanager
-from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,6 +41,7 @@ from . import (
     updated_value,
     write_local_text,
 )
+from .session import OnDemandSpark
 from .spark import start_spark
 from .staged import StagedFiles, table_schema
 
@@ -155,7 +155,7 @@ def _columns(schema: Schema) -> list[tuple[str, str]]:
             for f in json.loads(schema.to_json())["fields"]]
 
 
-class EmbeddedEngine:
+class EmbeddedEngine(OnDemandSpark):
     name = "embedded"
 
     def __init__(self, target: Target, spark_log: Path | None = None):
@@ -164,9 +164,7 @@ class EmbeddedEngine:
         self.staging = Path(target.warehouse) / "_staging"  # local: make_engine checks
         remove_dead_staging(self.staging)
 
-    @cached_property
-    def spark(self):
-        """Started on first use: history, show and maintenance need only the Delta log."""
+    def _start_session(self):
         return start_spark(self.target, log_file=self.spark_log)
 
     @contextmanager

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +31,7 @@ from . import (
 )
 from .embedded import append_rows
 from .native_sql import merge_sql, quote, snapshot_sql, table
+from .session import OnDemandSpark
 from .spark import (
     is_local_master,
     read_text,
@@ -144,15 +144,14 @@ def jars_error_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
-class NativeEngine:
+class NativeEngine(OnDemandSpark):
     name = "delta-spark"
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
         self.spark_log = spark_log
 
-    @cached_property
-    def spark(self):
+    def _start_session(self):
         spark = start_spark(self.target, spark_settings(self.target), self.spark_log)
         check_delta_loaded(spark, self.target)
         return spark
