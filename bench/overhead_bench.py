@@ -99,7 +99,8 @@ def run_medallion(project: Path, setup: str = "embedded") -> dict:
     noop = timed(medallion("build", *on))
     done = run_results(project)
     return {"first": first, "increment": increment, "noop": noop,
-            "noop_after_spark_start": done["elapsed_seconds"] - done["spark_start_seconds"],
+            # none starts when no node needs Spark (null in run_results)
+            "noop_after_spark_start": done["elapsed_seconds"] - (done["spark_start_seconds"] or 0),
             "results": first_results["results"],
             "first_spark_start": first_results["spark_start_seconds"],
             "first_in_medallion": first_results["elapsed_seconds"]}
