@@ -154,6 +154,10 @@ class NativeEngine(OnDemandSpark):
     def _start_session(self):
         spark = start_spark(self.target, spark_settings(self.target), self.spark_log)
         check_delta_loaded(spark, self.target)
+        # Imported for its effect: Delta's errors (a concurrent commit...) then reach Python
+        # with their error classes, which failures.py reads, whatever Delta API runs first.
+        import delta.exceptions  # noqa: F401
+
         return spark
 
     def _table(self, path: str):
