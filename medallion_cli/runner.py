@@ -193,8 +193,9 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
     results: dict[str, NodeResult] = {}
     # Of the nodes ready at once, those with the longest chain of work after them start first,
     # so a short branch does not hold a thread while the longest one waits (the build's end is
-    # the longest chain's).
-    below = {name: 1 for name in order}
+    # the longest chain's). A seed (a small CSV, loaded in a moment) counts for no work: of a
+    # seed and a silver model that the same gold model reads, the silver model goes first.
+    below = {name: 0 if labels[name][0] == "seed" else 1 for name in order}
     for name in reversed(order):
         below[name] += max((below[c] for c in children.get(name, ())), default=0)
     by_priority = sorted(order, key=lambda name: -below[name])

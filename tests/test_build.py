@@ -189,6 +189,22 @@ def test_the_longest_chain_of_ready_nodes_starts_first():
     assert [r.name for r in results] == order  # reported in DAG order
 
 
+def test_a_seed_counts_for_no_work_in_the_chain_below():
+    started = []
+
+    def run(name):
+        started.append(name)
+        return NodeResult(name, *labels[name], "success")
+
+    # gold reads the seed and the silver model: their chains are as long, but the seed's is
+    # no work, so the silver model starts first although the seed comes first in DAG order
+    order, parents = ["a_seed", "silver", "gold"], {"gold": {"a_seed", "silver"}}
+    labels = {"a_seed": ("seed", "seed"), "silver": ("model", "table"),
+              "gold": ("model", "table")}
+    execute(order, parents, run, labels, threads=1)
+    assert started == ["silver", "a_seed", "gold"]
+
+
 def test_fail_fast_stops_after_the_first_failure_and_retry_runs_the_rest(project, build):
     root = project({"models/a.sql": "select cast('x' as int) as id",  # fails when it runs
                     "models/a_total.sql": "select count(*) as n from {{ ref('a') }}",
