@@ -188,7 +188,7 @@ class EmbeddedEngine(OnDemandSpark):
         return self._open(path).transaction_version(app_id)
 
     def table_exists(self, path: str) -> bool:
-        return DeltaTable.is_deltatable(str(path))
+        return delta_log.table_exists(path)
 
     def _open(self, path: str) -> DeltaTable:
         try:

@@ -10,7 +10,6 @@ native_sql.py).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Callable
 
@@ -25,6 +24,7 @@ from . import (
     MergeSpec,
     WriteResult,
     commit_metadata,
+    delta_log,
     duplicate_keys,
     last_commit_value,
     write_local_text,
@@ -46,8 +46,6 @@ DELTA_CONF = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
 DELTA_CLASS = "io.delta.tables.DeltaTable"
-# A table has at least one commit, or a checkpoint where older commits were cleaned up.
-COMMIT_OR_CHECKPOINT = r"^\d{20}\.(json|checkpoint(\.[^.]+)*\.(parquet|json))$"
 
 
 def _fix(target: Target) -> str:
@@ -166,12 +164,10 @@ class NativeEngine(OnDemandSpark):
         return DeltaTable.forPath(self.spark, str(path))
 
     def table_exists(self, path: str) -> bool:
-        """A local table's from the commits in its log (Delta's own answer starts Spark, and
-        rendering asks, for is_incremental(), before a build starts its session)."""
+        """A local table's from its log's files, as on the embedded engine (Delta's own answer
+        starts Spark, and rendering asks, for is_incremental(), before a build starts it)."""
         if not is_remote(str(path)):
-            log = Path(path) / "_delta_log"
-            return log.is_dir() and any(re.match(COMMIT_OR_CHECKPOINT, p.name)
-                                        for p in log.iterdir())
+            return delta_log.table_exists(path)
         from delta.tables import DeltaTable
 
         return DeltaTable.isDeltaTable(self.spark, str(path))
