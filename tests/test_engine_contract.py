@@ -53,6 +53,19 @@ def test_a_table_whose_early_commits_were_cleaned_up_still_exists(engine, spark,
     assert not engine.table_exists(path)  # a folder with a log but no commit is no table
 
 
+def test_an_engine_that_skips_empty_writes_commits_nothing_for_no_rows(engine, spark, tmp_path):
+    # Callers look for rows before an append or MERGE only where the engine says it does not
+    # skip empty writes (delta-spark commits them): this is what that promise rests on.
+    path = tmp_path / "wh/t"
+    engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
+    none = frame(spark, [])
+    appended = engine.write(none, path, "append", txn=("app", 0))
+    merged = engine.merge(none, path, MergeSpec(keys=("id",), sequence_by=("seq",)),
+                          txn=("app", 1))
+    assert (appended.rows, merged.rows) == (0, 0) and rows(engine, path) == [(1, "a", 1)]
+    assert engine.table_version(path) == (0 if engine.skips_empty_writes else 2)
+
+
 def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
     path = tmp_path / "wh/t"
     engine.write(frame(spark, [(1, "a", 1)]), path, "append", txn=("app", 0))

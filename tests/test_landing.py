@@ -136,6 +136,20 @@ def test_a_file_with_an_old_mtime_is_still_read(project, build):
     assert [r["id"] for r in events(root)] == [0, 1]
 
 
+def test_an_empty_landed_file_adds_no_commit(project, build):
+    from deltalake import DeltaTable
+
+    root = landing_project(project)
+    land(root, "events", "1.json", lines({"id": 1, "kind": "new"}))
+    build(root, select=("bronze_events",))
+    land(root, "events", "2.json", "")
+    land(root, "events", "3.json", "\n\n")  # blank lines are no rows
+    result = build(root, select=("bronze_events",))["bronze_events"]
+    assert (result.status, result.message) == ("up_to_date", "no new data")
+    assert DeltaTable(str(root / "warehouse/bronze/bronze_events")).version() == 0
+    assert [r["id"] for r in events(root)] == [1]
+
+
 def test_a_file_that_grew_after_it_was_read_is_reported(project, build):
     root = landing_project(project)
     growing = land(root, "events", "1.json", lines({"id": 1, "kind": "a"}))

@@ -79,8 +79,9 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
     replace = refreshing or not ctx.engine.table_exists(path)
     txn = (app_id, batch_id)
     new_rows, rows_read = rows_of(batch, batch_id)
-    if not replace and (rows_read == 0 or rows_read is None and new_rows.isEmpty()):
-        return  # commits that added no rows (compaction): nothing to write
+    if not replace and (rows_read == 0 or rows_read is None and not
+                        ctx.engine.skips_empty_writes and new_rows.isEmpty()):
+        return  # commits that added no rows (compaction), an empty file: nothing to write
     with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts, checked), \
             ctx.phases.timing("write"):
         result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn,
@@ -88,6 +89,8 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
         malformed, rescued = (_kept(rows, result, c) for c in (CORRUPT_COLUMN, RESCUED_COLUMN))
     if rows_read is None:
         rows_read = _rows_in_batch(node, new_rows, result, checked)
+        if rows_read == 0 and not replace:
+            return  # an empty file, on an engine that skips empty writes: nothing was written
     crash_point(node.name, "committed", batch_id)
     if refreshing:
         refresh_done(ctx, node)

@@ -59,7 +59,7 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
         deletes = events.where(DELETE_COLUMN).select(*keys, *seq, deleted_at)
         if replace:
             ctx.engine.write(deletes, path, "overwrite", txn=txn)
-        elif not deletes.isEmpty():
+        elif ctx.engine.skips_empty_writes or not deletes.isEmpty():
             ctx.engine.merge(deletes, path, MergeSpec(
                 keys=tuple(keys + seq), null_safe_keys=tuple(seq), expire=expire), txn=txn)
         return
@@ -72,7 +72,7 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
     known = ctx.engine.read_table(path).select(*keys)
     relevant = rows.join(known.withColumn("_known", F.lit(True)), keys, "left").where(
         f"NOT {DELETE_COLUMN} OR _known").drop("_known")  # deletes, and keys that have one
-    if relevant.isEmpty():
+    if not ctx.engine.skips_empty_writes and relevant.isEmpty():
         return
     ctx.engine.merge(relevant, path, MergeSpec(
         keys=tuple(keys), sequence_by=tuple(seq), delete_column=DELETE_COLUMN, expire=expire),

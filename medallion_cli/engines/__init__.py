@@ -159,6 +159,11 @@ class Engine(Protocol):
         properties: Delta table properties the table must have (set in the commit that
         creates it, else by a commit of their own first when they differ)."""
 
+    # Whether an append or MERGE of no rows commits nothing and costs no more than a look for
+    # rows would (the embedded engine computes the rows before it commits). Where it does
+    # not, callers look for rows first: a MERGE of nothing costs seconds on delta-spark.
+    skips_empty_writes: bool
+
     def append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
         """Append a few rows made in Python (the event log's) in one commit with the app
         transaction `txn`; nothing when `txn` is already in the table."""

@@ -216,6 +216,7 @@ class EmbeddedEngine(OnDemandSpark):
     # 4.1 without the Delta JARs has no Delta streaming source, and a Python one costs a Python
     # process per query and reads rows through Python.
     follows_commit_log = True
+    skips_empty_writes = True  # rows are staged before the commit: none, no commit
 
     def commit_stream(self, path: str):
         """A streaming DataFrame with one row (column `version`) per commit of the table."""

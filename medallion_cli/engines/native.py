@@ -176,6 +176,7 @@ class NativeEngine(OnDemandSpark):
         return self.spark.read.format("delta").load(str(path))
 
     follows_commit_log = False  # Delta's own streaming source reads the tables
+    skips_empty_writes = False  # an empty append or MERGE still commits
 
     def read_stream(self, path: str, changes: bool = False):
         reader = self.spark.readStream.format("delta")
