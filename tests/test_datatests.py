@@ -343,6 +343,47 @@ def test_streaming_expectations_quarantine_each_batch(project, build):
         root / "warehouse/silver/orders_quarantine")) == [2, 3]
 
 
+def test_expectations_of_a_merge_with_deletes_are_counted_before_anything_is_written(
+        project, build):
+    # A MERGE with deletes computes its rows once for two writes (tombstones, then the table):
+    # the expectations are counted while they are computed, and still before either write.
+    from test_streaming import SOURCES, land
+
+    root = project({"models/sources.yml": SOURCES, "models/silver/orders.sql": """\
+        {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
+                  sequence_by='seq', delete_when="op = 'D'",
+                  expectations={'has_status': {'expect': 'status is not null',
+                                               'on_violation': 'drop'},
+                                'known': "status in ('placed', 'paid')",
+                                'sane_seq': {'expect': 'seq < 1000', 'on_violation': 'fail'}}) }}
+        select order_id, status, op, seq from {{ source('landing', 'orders') }}
+    """})
+    land(root, "1.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1},
+                          {"order_id": 2, "status": None, "op": "I", "seq": 1},
+                          {"order_id": 3, "status": "odd", "op": "I", "seq": 1},
+                          {"order_id": 4, "status": "paid", "op": "I", "seq": 1},
+                          {"order_id": 4, "status": "paid", "op": "D", "seq": 2}])
+    first = build(root)["orders"]
+    assert (first.status, first.expectations, first.rows_checked) == (
+        "success", {"has_status": 1, "known": 2, "sane_seq": 0}, 5)
+    assert "expectations" not in first.phases  # no counting pass of their own
+    table = root / "warehouse/silver/orders"
+    assert sorted(r["order_id"] for r in read_delta(table)) == [1, 3]
+    assert [r["order_id"] for r in read_delta(f"{table}_quarantine")] == [2]
+    assert [r["order_id"] for r in read_delta(f"{table}_tombstones")] == [4]
+    versions = {t: DeltaTable(f"{table}{t}").version()
+                for t in ("", "_quarantine", "_tombstones")}
+    land(root, "2.json", [{"order_id": 1, "status": "paid", "op": "D", "seq": 2},
+                          {"order_id": 5, "status": None, "op": "I", "seq": 1},
+                          {"order_id": 6, "status": "paid", "op": "I", "seq": 5000}])
+    failed = build(root)["orders"]
+    assert failed.status == "error"
+    assert "expectation 'sane_seq' failed on 1 row(s); nothing was written" in failed.message
+    assert versions == {t: DeltaTable(f"{table}{t}").version()
+                        for t in ("", "_quarantine", "_tombstones")}
+    assert sorted(r["order_id"] for r in read_delta(table)) == [1, 3]
+
+
 def test_bad_expectation_config_is_a_project_error(project):
     root = project({"models/m.sql": "{{ config(expectations={'x': {'expect': 'a > 0', "
                                     "'on_violation': 'explode'}}) }}select 1 as a"})

@@ -38,12 +38,14 @@ def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if cfg.incremental_by:
         return build_by_groups(ctx, node, path, metadata)
     replace = cfg.materialized == "table" or not node.is_incremental
-    with checked_rows(ctx, node, model_rows(ctx, node), replace) as (df, counts, checked), \
-            ctx.phases.timing("write"):
-        if cfg.materialized == "table":
-            write = ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata=metadata,
-                                     properties=cfg.delta_properties(df.columns))
+    incremental = cfg.materialized != "table"
+    with checked_rows(ctx, node, model_rows(ctx, node), replace,
+                      settled=not incremental) as checks, ctx.phases.timing("write"):
+        if incremental:
+            write = write_incremental(ctx, node, checks, path, replace=replace, metadata=metadata)
         else:
-            write = write_incremental(ctx, node, df, path, replace=replace, metadata=metadata)
-    return Outcome("success", write, expectations=counts, rows_read=rows_read(ctx, node),
-                   rows_checked=checked)
+            write = ctx.engine.write(checks.rows, path, "overwrite", cfg.partition_by,
+                                     metadata=metadata,
+                                     properties=cfg.delta_properties(checks.rows.columns))
+    return Outcome("success", write, expectations=checks.counts, rows_read=rows_read(ctx, node),
+                   rows_checked=checks.checked)

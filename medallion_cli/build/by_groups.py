@@ -44,13 +44,13 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
                              "not return", path=node.file.rel_path,
                              hint="name columns of its SELECT: the groups its rows are computed per")
     if feeds is None:
-        with checked_rows(ctx, node, rows, replace=True) as (df, counts, checked), \
-                ctx.phases.timing("write"):
-            write = ctx.engine.write(df, path, "overwrite", cfg.partition_by, metadata=metadata,
-                                     properties=cfg.delta_properties(df.columns))
+        with checked_rows(ctx, node, rows, replace=True) as checks, ctx.phases.timing("write"):
+            write = ctx.engine.write(checks.rows, path, "overwrite", cfg.partition_by,
+                                     metadata=metadata,
+                                     properties=cfg.delta_properties(checks.rows.columns))
         message = f"recomputed in full: {why_full}" if why_full else ""
-        return Outcome("success", write, message, counts, rows_read(ctx, node),
-                       rows_checked=checked)
+        return Outcome("success", write, message, checks.counts, rows_read(ctx, node),
+                       rows_checked=checks.checked)
     # The changes are read several times (rows added, rows removed, the groups they touch):
     # kept in memory, they are small next to the tables.
     with ExitStack() as held:
@@ -95,8 +95,9 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
             RECOMPUTE, DELETE_COLUMN)
         if recomputed:
             current = current.unionByName(in_groups(rows, unclear))
-        with checked_rows(ctx, node, current, replace=False) as (df, counts, checked), \
+        with checked_rows(ctx, node, current, replace=False) as checks, \
                 ctx.phases.timing("write"):
+            df = checks.rows
             gone = updated.where(F.col(DELETE_COLUMN)).drop(RECOMPUTE)
             write, how = replace_groups(
                 ctx, node, path, metadata, df, updated.select(*cfg.incremental_by), groups,
@@ -106,7 +107,7 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
         message = (f"{groups} group(s) updated by adding their inputs' changes"
                    + (f" ({recomputed} recomputed: a sum adding cannot tell from null)"
                       if recomputed else "") + how)
-    return Outcome("success", write, message, counts, rows_checked=checked)
+    return Outcome("success", write, message, checks.counts, rows_checked=checks.checked)
 
 
 def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,
@@ -115,8 +116,9 @@ def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata:
     cfg = node.config
     with cached(groups) as groups:
         count = groups.count()
-        with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as (df, counts, checked), \
+        with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as checks, \
                 ctx.phases.timing("write"):
+            df = checks.rows
             write, how = replace_groups(
                 ctx, node, path, metadata, df, groups, count,
                 merge_source=lambda: group_replacement(df, groups),
@@ -124,7 +126,7 @@ def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata:
                                delete_column=DELETE_COLUMN, replace_groups=True))
         message = (f"{count} group(s) recomputed from their input rows (not added up "
                    f"from the changes: {why_not_added}){how}")
-    return Outcome("success", write, message, counts, rows_checked=checked)
+    return Outcome("success", write, message, checks.counts, rows_checked=checks.checked)
 
 
 def replace_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,

@@ -3,7 +3,10 @@ quarantine table (`<model>_quarantine`) for rows a `drop` rule rejects."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+import uuid
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import MedallionError
 from ..rendering import CompiledNode
@@ -20,16 +23,31 @@ from .context import (
 CHECKED = "_medallion_rows_checked"  # beside the rule names in the one counting pass
 
 
+@dataclass
+class Checked:
+    """The rows to write and what the model's expectations found in them: failing rows per
+    rule and rows checked (None without rules), known once settled, which must be before
+    anything is written. settle(computed=True) once the rows have been computed (a cache
+    filled) takes the counts made on the way; settle() counts them in a pass of its own."""
+
+    rows: object  # DataFrame
+    settle: Callable[..., None] = lambda computed=False: None
+    pending: bool = False  # rules whose counts are not known yet
+    counts: dict[str, int] = field(default_factory=dict)
+    checked: int | None = None
+
+
 @contextmanager
 def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
-                 txn: tuple[str, int] | None = None):
-    """Evaluate the model's expectations on the rows it is about to write.
+                 txn: tuple[str, int] | None = None, settled: bool = True):
+    """Evaluate the model's expectations on the rows it is about to write; yields Checked.
 
-    Yields (rows to write, {rule: failing rows}, rows checked: None without rules). A `fail` rule that any row breaks raises before
-    anything is written; rows breaking a `drop` rule go to the `<model>_quarantine` table (with
-    `_failed_rules` and `_quarantined_at`) instead of the model's table; `warn` only counts. A
-    condition that is null for a row counts as broken. A model's contract and the columns its
-    table is laid out by are checked first."""
+    A `fail` rule that any row breaks raises before anything is written; rows breaking a `drop`
+    rule go to the `<model>_quarantine` table (with `_failed_rules` and `_quarantined_at`)
+    instead of the model's table; `warn` only counts. A condition that is null for a row counts
+    as broken. A model's contract and the columns its table is laid out by are checked first.
+    settled=False: the caller settles the checks before its first write (writes.py, which
+    counts them while it computes the rows once for several writes)."""
     check_contract(node, df)
     history = (VALID_FROM, VALID_TO, IS_CURRENT) if node.config.scd_type == 2 else ()
     check_layout_columns((*df.columns, *history), f"the rows of model '{node.name}'",
@@ -38,38 +56,59 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                          cluster_by=node.config.cluster_by)
     rules = node.config.expectations
     if not rules:
-        yield df, {}, None
+        yield Checked(df)
         return
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     broken = [F.when(~F.coalesce(F.expr(r["expect"]), F.lit(False)), F.lit(name))
               for name, r in rules.items()]
     checked = df.withColumn(FAILED_RULES, F.filter(F.array(*broken), lambda x: x.isNotNull()))
-    # Counting is a pass of its own, and the write computes the rows again: caching them for the
-    # write cost more than recomputing a typical silver model (a 500k-row batch: 2.7 s against
-    # 0.9 s). Only rows split between the table and the quarantine are cached, computed once.
-    with ctx.phases.timing("expectations"):
-        totals = checked.select([F.sum(F.array_contains(FAILED_RULES, name).cast("int"))
-                                 .alias(name) for name in rules]
-                                + [F.count(F.lit(1)).alias(CHECKED)]).first()
-    counts = {name: int(totals[name] or 0) for name in rules}
-    stopping = [n for n, r in rules.items() if r["on_violation"] == "fail" and counts[n]]
-    if stopping:
-        raise MedallionError(
-            "expectation " + ", ".join(f"'{n}' failed on {counts[n]} row(s)" for n in stopping)
-            + "; nothing was written", path=node.file.rel_path,
-            hint="fix the data or the rule; on_violation 'drop' would quarantine the rows")
+    measures = [F.sum(F.array_contains(FAILED_RULES, name).cast("int")).alias(name)
+                for name in rules] + [F.count(F.lit(1)).alias(CHECKED)]
+    counted = Observation(f"medallion_checks_{uuid.uuid4().hex}")
+    observed = checked.observe(counted, *measures)  # counted whenever the rows are computed
     dropping = [n for n, r in rules.items() if r["on_violation"] == "drop"]
     dropped = F.arrays_overlap(F.col(FAILED_RULES), F.array(*map(F.lit, dropping or [""])))
     quarantine = ctx.project.quarantine_path(node.file)
-    split = any(counts[n] for n in dropping)
-    with cached(checked) if split else nullcontext(checked) as checked:
-        # A replaced table starts a new quarantine too, so old bad rows do not linger there.
-        if split or (replace and ctx.engine.table_exists(quarantine)):
-            bad = checked.where(dropped).withColumn("_quarantined_at", F.current_timestamp())
-            ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
-                             merge_schema=True, txn=txn)
-        yield checked.where(~dropped).drop(FAILED_RULES), counts, totals[CHECKED]
+    with ExitStack() as held:
+        result = Checked(observed.where(~dropped).drop(FAILED_RULES), pending=True)
+
+        def settle(computed: bool = False) -> None:
+            if not result.pending:
+                return
+            if computed:
+                totals = counted.get
+            else:
+                # A pass of its own; the write computes the rows again: caching them for the
+                # write cost more than recomputing a typical silver model (a 500k-row batch:
+                # 2.7 s against 0.9 s). Only rows split between the table and the quarantine
+                # are cached, computed once.
+                with ctx.phases.timing("expectations"):
+                    totals = checked.select(measures).first().asDict()
+            counts = {name: int(totals[name] or 0) for name in rules}
+            stopping = [n for n, r in rules.items() if r["on_violation"] == "fail" and counts[n]]
+            if stopping:
+                raise MedallionError(
+                    "expectation " + ", ".join(f"'{n}' failed on {counts[n]} row(s)"
+                                               for n in stopping)
+                    + "; nothing was written", path=node.file.rel_path,
+                    hint="fix the data or the rule; on_violation 'drop' would quarantine the rows")
+            split = any(counts[n] for n in dropping)
+            if split and not computed:
+                held.enter_context(cached(observed))  # the table's rows are read from it too
+            # A replaced table starts a new quarantine too, so old bad rows do not linger there.
+            if split or (replace and ctx.engine.table_exists(quarantine)):
+                bad = observed.where(dropped).withColumn("_quarantined_at", F.current_timestamp())
+                ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
+                                 merge_schema=True, txn=txn)
+            result.counts.update(counts)
+            result.checked, result.pending = int(totals[CHECKED]), False
+
+        result.settle = settle
+        if settled:
+            settle()
+        yield result
 
 
 def check_table_properties(ctx: BuildContext, node: CompiledNode) -> None:

@@ -82,13 +82,14 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
     if not replace and (rows_read == 0 or rows_read is None and not
                         ctx.engine.skips_empty_writes and new_rows.isEmpty()):
         return  # commits that added no rows (compaction), an empty file: nothing to write
-    with checked_rows(ctx, node, new_rows, replace, txn) as (rows, counts, checked), \
+    with checked_rows(ctx, node, new_rows, replace, txn, settled=False) as checks, \
             ctx.phases.timing("write"):
-        result = write_incremental(ctx, node, rows, path, replace=replace, txn=txn,
+        result = write_incremental(ctx, node, checks, path, replace=replace, txn=txn,
                                    metadata={definition_key(node): start.definition})
-        malformed, rescued = (_kept(rows, result, c) for c in (CORRUPT_COLUMN, RESCUED_COLUMN))
+        malformed, rescued = (_kept(checks.rows, result, c)
+                              for c in (CORRUPT_COLUMN, RESCUED_COLUMN))
     if rows_read is None:
-        rows_read = _rows_in_batch(node, new_rows, result, checked)
+        rows_read = _rows_in_batch(node, new_rows, result, checks.checked)
         if rows_read == 0 and not replace:
             return  # an empty file, on an engine that skips empty writes: nothing was written
     crash_point(node.name, "committed", batch_id)
@@ -100,8 +101,8 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
         # downstream (streams included) do not see it as new rows.
         ctx.engine.optimize(path, node.config.zorder_by, node.config.cluster_by)
     report = BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
-                         rescued, counts, result.files_added or 0, rows_read, app_id=app_id,
-                         rows_checked=checked)
+                         rescued, checks.counts, result.files_added or 0, rows_read,
+                         app_id=app_id, rows_checked=checks.checked)
     ctx.record_batch(report)
     tally.add(report)
 

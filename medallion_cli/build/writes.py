@@ -22,6 +22,7 @@ MERGE semantics, the same however rows fall into batches:
 from __future__ import annotations
 
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 from ..engines import MergeSpec, WriteResult, newer_condition, sql_literal
 from ..engines.native_sql import quote
@@ -31,29 +32,34 @@ from .context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .history import scd2_history
 from .tombstones import remembered_deletes, without_superseded, write_tombstones
 
+if TYPE_CHECKING:
+    from .checks import Checked
+
 TRUNCATED_AT = "_truncated_at"
 
 
-def write_incremental(ctx: BuildContext, node: CompiledNode, df, path: str, replace: bool,
-                      txn: tuple[str, int] | None = None,
+def write_incremental(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str,
+                      replace: bool, txn: tuple[str, int] | None = None,
                       metadata: dict | None = None) -> WriteResult:
-    """Append or MERGE into the table, or create it (replace) on the first write.
+    """Append or MERGE the checked rows into the table, or create it (replace) on the first
+    write; their checks settled before the first write (see checks.py).
 
     Used for incremental batch models and for each micro-batch of a streaming model (with txn,
     the app transaction that makes a replayed batch a no-op)."""
     with ExitStack() as held:
-        return _write(ctx, node, df, path, replace, txn, metadata, held)
+        return _write(ctx, node, checks, path, replace, txn, metadata, held)
 
 
-def _write(ctx: BuildContext, node: CompiledNode, df, path: str, replace: bool,
+def _write(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str, replace: bool,
            txn: tuple[str, int] | None, metadata: dict | None, held: ExitStack) -> WriteResult:
     cfg = node.config
-    spec = None
+    spec, df = None, checks.rows
     if cfg.strategy == "merge":
         tombstones = ctx.project.tombstone_path(node.file) if cfg.delete_when else None
         truncates = ctx.project.truncate_path(node.file) if cfg.truncate_when else None
         df, spec = merge_rows(ctx, cfg, df, None if replace else path, tombstones, txn,
-                              truncates, held)
+                              truncates, held, checks)
+    checks.settle()  # (merge_rows may have settled them already)
     if replace:
         return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
                                 txn=txn, properties=cfg.delta_properties(df.columns))
@@ -74,15 +80,19 @@ def _write(ctx: BuildContext, node: CompiledNode, df, path: str, replace: bool,
 
 def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
                tombstones: str | None = None, txn: tuple[str, int] | None = None,
-               truncates: str | None = None, held: ExitStack | None = None):
+               truncates: str | None = None, held: ExitStack | None = None,
+               checks: Checked | None = None):
     """The rows a MERGE writes and how it matches them: one row per key (the latest) with a
     delete flag, or, for scd_type 2, the recomputed history of the keys touched. existing: the
     table to merge into (None on a first build or without a table, as in unit tests);
     tombstones: where deleted keys are remembered (None when the model has no deletes);
     truncates: where the latest truncate is (None without truncate_when); held: where the
-    events, read by the tombstones' write and the table's, stay cached until both are done."""
+    events, read by the tombstones' write and the table's, stay cached until both are done;
+    checks: the rows' checks, settled here before the first write."""
     truncated_through = None
     if cfg.truncate_when:
+        if checks is not None:
+            checks.settle()
         df, truncated_through = after_truncates(ctx, cfg, df, existing, truncates, txn)
     if cfg.ignore_null_updates:
         df = filled_from_earlier(df, cfg)
@@ -96,6 +106,11 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
             # Computed once for both writes (their windows over a 285k-row batch: 1.5 s for
             # both writes instead of 2 s, in a warm JVM).
             events = held.enter_context(cached(events))
+            if checks is not None and checks.pending:
+                events.count()  # computed before any write, the checks counted on the way
+                checks.settle(computed=True)
+        if checks is not None:
+            checks.settle()
         write_tombstones(ctx, events, cfg, tombstones, replace=not known, txn=txn)
     if cfg.scd_type == 2:
         # A version is its key's row at one sequence (valid_from holds its first column).
