@@ -9,8 +9,11 @@ exactly "has a scheme". Parts are joined with `/`, as both local paths and URIs 
 from __future__ import annotations
 
 import posixpath
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+COMMIT_OR_CHECKPOINT = r"^\d{20}\.(json|checkpoint(\.[^.]+)*\.(parquet|json))$"
 
 
 def _scheme(value: str) -> str:
@@ -49,6 +52,14 @@ def resolve(value: str, base: str | Path) -> str:
 def is_remote(location: str) -> bool:
     """Whether the location is on object storage (or HDFS...), not on this machine's disk."""
     return _scheme(location) not in ("", "file")
+
+
+def local_table_exists(path: str) -> bool:
+    """Whether a local folder holds a Delta table: its log has a commit or a checkpoint (early
+    commits may be cleaned up). Read from the files, not by loading the table: cheap, and a
+    table with a feature a reader lacks is still there, and must not be taken for none."""
+    log = Path(path) / "_delta_log"
+    return log.is_dir() and any(re.match(COMMIT_OR_CHECKPOINT, p.name) for p in log.iterdir())
 
 
 def join(location: str, *parts: str) -> str:

@@ -16,7 +16,7 @@ import jinja2
 
 from .config import NodeConfig, check_keys, merge_layers, resolve_config
 from .errors import MedallionError, closest
-from .locations import is_remote
+from .locations import is_remote, local_table_exists
 from .project import NodeFile, Project, env_var
 
 # env_var() values of variables named so are credentials: they are in the SQL Spark runs, but
@@ -334,11 +334,7 @@ def _delta_table_exists(path: str) -> bool:
     """Whether a table exists, as compile and ls see it without an engine: from the local disk.
     A remote warehouse is not read (that would need its credentials and network), so its
     tables count as not built; builds ask the engine instead."""
-    if is_remote(path):
-        return False
-    # A Delta table exists once its log has a commit; checking the folder avoids loading the log.
-    log = Path(path) / "_delta_log"
-    return log.is_dir() and any(log.glob("*.json"))
+    return not is_remote(path) and local_table_exists(path)
 
 
 def render_project(project: Project, full_refresh: bool = False) -> dict[str, CompiledNode]:

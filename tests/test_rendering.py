@@ -78,6 +78,10 @@ def test_this_and_is_incremental_follow_table_and_full_refresh(project):
     node = compiled(root)["m"]
     assert node.is_incremental is True and "from `m`" in node.sql
     assert compiled(root, full_refresh=True)["m"].is_incremental is False
+    # early commits cleaned up: the checkpoint still makes it a table
+    (root / "warehouse/models/m/_delta_log/00000000000000000000.json").unlink()
+    (root / "warehouse/models/m/_delta_log/00000000000000000003.checkpoint.parquet").touch()
+    assert compiled(root)["m"].is_incremental is True
 
 
 def test_is_incremental_on_a_remote_warehouse_asks_the_engine_or_is_false(project):

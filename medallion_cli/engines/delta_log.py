@@ -13,7 +13,6 @@ feed (ref('x', changes=true)) reads every commit's row-level changes instead (co
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -25,20 +24,11 @@ from ..config import CHANGE_FEED_COLUMNS
 from ..failures import changed_upstream
 
 LOG_FILE = r"^(\d{20})\.json$"
-COMMIT_OR_CHECKPOINT = r"^\d{20}\.(json|checkpoint(\.[^.]+)*\.(parquet|json))$"
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = CHANGE_FEED_COLUMNS
 
 
 class ChangeCommitError(Exception):
     pass
-
-
-def table_exists(path: str) -> bool:
-    """Whether a local folder holds a Delta table: its log has a commit or a checkpoint (early
-    commits may be cleaned up). Read from the files, not by loading the table: a table with a
-    feature delta-rs cannot read is still there, and must not be taken for none and replaced."""
-    log = Path(path) / "_delta_log"
-    return log.is_dir() and any(re.match(COMMIT_OR_CHECKPOINT, p.name) for p in log.iterdir())
 
 
 def commit_stream(spark, path: str):

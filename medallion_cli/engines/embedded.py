@@ -27,6 +27,7 @@ from deltalake.transaction import create_table_with_add_actions
 
 from ..errors import MedallionError
 from ..failures import CONCURRENT_COMMIT
+from ..locations import local_table_exists
 from ..project import Target
 from . import (
     MergeSpec,
@@ -188,7 +189,7 @@ class EmbeddedEngine(OnDemandSpark):
         return self._open(path).transaction_version(app_id)
 
     def table_exists(self, path: str) -> bool:
-        return delta_log.table_exists(path)
+        return local_table_exists(path)  # (delta-rs cannot read every table delta-spark writes)
 
     def _open(self, path: str) -> DeltaTable:
         try:

@@ -18,13 +18,12 @@ from deltalake.exceptions import DeltaError
 
 from .. import jars
 from ..errors import MedallionError
-from ..locations import is_remote, join
+from ..locations import is_remote, join, local_table_exists
 from ..project import Target
 from . import (
     MergeSpec,
     WriteResult,
     commit_metadata,
-    delta_log,
     duplicate_keys,
     last_commit_value,
     write_local_text,
@@ -167,7 +166,7 @@ class NativeEngine(OnDemandSpark):
         """A local table's from its log's files, as on the embedded engine (Delta's own answer
         starts Spark, and rendering asks, for is_incremental(), before a build starts it)."""
         if not is_remote(str(path)):
-            return delta_log.table_exists(path)
+            return local_table_exists(path)
         from delta.tables import DeltaTable
 
         return DeltaTable.isDeltaTable(self.spark, str(path))
