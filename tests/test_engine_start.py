@@ -136,11 +136,26 @@ def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
     """Both engines start the driver JVM with these options (no Spark starts here)."""
     from medallion_cli.engines.spark import driver_java_options
 
-    assert driver_java_options("").split()[1:] == ["-XX:+UseParallelGC"]
-    assert driver_java_options("-Xss4m -Xlog:gc*:file=gc.log").split()[1:] == [
+    assert driver_java_options("", local=False).split()[1:] == ["-XX:+UseParallelGC"]
+    assert driver_java_options("-Xss4m -Xlog:gc*:file=gc.log", local=False).split()[1:] == [
         "-XX:+UseParallelGC", "-Xss4m", "-Xlog:gc*:file=gc.log"]
     # two collectors stop the JVM from starting: the target's choice is the only one
-    for own in ("-XX:+UseG1GC", "-XX:+UseZGC -Xmx2g", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-                "-XX:+UseShenandoahGC"):
-        assert driver_java_options(own).split()[1:] == own.split()
-    assert driver_java_options("").startswith("-Dlog4j2.configurationFile=")
+    for own in ("-XX:+UseG1GC", "-XX:+UseZGC -Xmx2g", "-XX:+UseShenandoahGC"):
+        assert driver_java_options(own, local=False).split()[1:] == own.split()
+    assert driver_java_options("", local=False).startswith("-Dlog4j2.configurationFile=")
+
+
+def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
+    """A local session's JIT stops at C1 (a cluster's driver keeps the default); a target
+    that names its own tiers or turns tiering off decides alone (no Spark starts here; the
+    option reaching a real JVM: test_operating's class archive test)."""
+    from medallion_cli.engines.spark import driver_java_options
+
+    assert driver_java_options("", local=True).split()[1:] == [
+        "-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1"]
+    assert "-XX:TieredStopAtLevel=1" not in driver_java_options("-Xss4m", local=False)
+    for own in ("-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation -Xss4m"):
+        assert driver_java_options(own, local=True).split()[1:] == [
+            "-XX:+UseParallelGC", *own.split()]
+    own = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    assert driver_java_options(own, local=True).split()[1:] == own.split()

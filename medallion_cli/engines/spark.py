@@ -49,19 +49,28 @@ def spark_conf(target: Target) -> dict[str, str]:
         "spark.sql.warehouse.dir": join(target.warehouse, "_spark"),
         **target.spark_conf,
         "spark.driver.extraJavaOptions": driver_java_options(
-            target.spark_conf.get("spark.driver.extraJavaOptions", "")),
+            target.spark_conf.get("spark.driver.extraJavaOptions", ""), local),
     }
 
 
-def driver_java_options(own: str) -> str:
+def driver_java_options(own: str, local: bool) -> str:
     """Medallion's driver JVM options, then the target's own.
 
     Spark's log goes to target/spark.log (its traces only with --debug) whatever options the
     target adds. The parallel collector, unless the target picks one: a build is a batch job
     on few cores, where G1's concurrent work competes with the queries (a fresh JVM parsing
-    and writing 500k events took 2 s less of 20 s)."""
+    and writing 500k events took 2 s less of 20 s).
+
+    A local session's JIT compiles with C1 alone unless the target says how it compiles: a
+    command's JVM lives for seconds to minutes of many short queries, whose code C2 compiles
+    again at great cost. On 2 cores, C2 used 22 of a first build's 57 CPU-seconds (300k
+    orders feed); with C1 alone a 1% increment took 12.5 s instead of 19 s, a first build
+    28.5 s instead of 33.5 s (bench/overhead_bench.py). A cluster's driver only plans: its
+    executors, where the rows are, keep the JVM's default."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
-    return " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *collector, *own.split()))
+    jit = (("-XX:TieredStopAtLevel=1",) if local and not re.search(
+        r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own) else ())
+    return " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *collector, *jit, *own.split()))
 
 
 def is_local_master(master: str) -> bool:
