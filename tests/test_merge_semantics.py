@@ -121,12 +121,13 @@ def test_a_null_sequence_is_older_than_any_value(project, build):
 def test_differing_rows_with_one_key_and_sequence_in_a_batch_are_refused(project, build):
     root = project({"models/sources.yml": SOURCES, "models/silver/m.sql": model()})
     same = {"id": 1, "v": "x", "op": "I", "seq": 1}
-    land(root, "000.json", [same, same, {"id": 2, "v": "y", "op": "I", "seq": 1}])
+    older = {"id": 1, "v": "older", "op": "I", "seq": 0}  # differs, but is not the latest
+    land(root, "000.json", [same, older, same, {"id": 2, "v": "y", "op": "I", "seq": 1}])
     first = build(root)["m"]
     assert first.status == "success", first.message  # identical duplicates are one row
     assert state(root) == [(1, "x"), (2, "y")]
-    land(root, "001.json", [{"id": 2, "v": "p", "op": "U", "seq": 2},
-                            {"id": 2, "v": "q", "op": "U", "seq": 2}])
+    p = {"id": 2, "v": "p", "op": "U", "seq": 2}
+    land(root, "001.json", [p, p, {"id": 2, "v": "q", "op": "U", "seq": 2}, p])
     result = build(root)["m"]
     assert result.status == "error"
     assert 'rows with the same unique_key (id) and sequence_by (seq) differ, e.g. {"id":2,"seq":2}'\
