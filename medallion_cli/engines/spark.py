@@ -63,10 +63,10 @@ def driver_java_options(own: str, local: bool) -> str:
 
     A local session's JIT compiles with C1 alone unless the target says how it compiles: a
     command's JVM lives for seconds to minutes of many short queries, whose code C2 compiles
-    again at great cost. On 2 cores, C2 used 22 of a first build's 57 CPU-seconds (300k
-    orders feed); with C1 alone a 1% increment took 12.5 s instead of 19 s, a first build
-    28.5 s instead of 33.5 s (bench/overhead_bench.py). A cluster's driver only plans: its
-    executors, where the rows are, keep the JVM's default."""
+    again at a cost. On 2 cores, C2 used 22 of a first build's 57 CPU-seconds (300k orders
+    feed); with C1 alone a first build used 50 CPU-seconds instead of 55-65 and a 1%
+    increment 19-21 instead of 32-35, the wall time the same or less. A cluster's driver only
+    plans: its executors, where the rows are, keep the JVM's default."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     jit = (("-XX:TieredStopAtLevel=1",) if local and not re.search(
         r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own) else ())
