@@ -200,8 +200,8 @@ def distinct_events(df, cfg):
            "deduplicate in the SQL, or set sequence_by so the latest row wins")
     message = F.concat(F.lit(f"{what}, e.g. "), F.to_json(F.struct(*keys, *seq)),
                        F.lit(f"; MERGE needs one row per key: {fix}"))
-    # One condition: as two, Spark would move the first-row filter below the comparison with
-    # the row before, or find that a first row has none and drop the check.
+    # The tie flag does not test the row number: beside a filter that keeps first rows, Spark
+    # would prove such a flag false and drop the check.
     return (top.where(F.when(F.col("_medallion_tied"), F.raise_error(message))
                       .otherwise(F.col("_medallion_first") == 1))
             .drop("_medallion_rank", "_medallion_first", "_medallion_tied"))
