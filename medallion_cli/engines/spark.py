@@ -65,8 +65,8 @@ def driver_java_options(own: str, local: bool) -> str:
     command's JVM lives for seconds to minutes of many short queries, whose code C2 compiles
     again at a cost. On 2 cores, C2 used 22 of a first build's 57 CPU-seconds (300k orders
     feed); with C1 alone a first build used 48-56 CPU-seconds instead of 55-65 and a 1%
-    increment 19-22 instead of 32-38, the wall time the same or less (README). A cluster's driver only
-    plans: its executors, where the rows are, keep the JVM's default."""
+    increment 19-22 instead of 32-38, the wall time the same or less (README). A cluster's
+    driver only plans: its executors, where the rows are, keep the JVM's default."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     jit = (("-XX:TieredStopAtLevel=1",) if local and not re.search(
         r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own) else ())
