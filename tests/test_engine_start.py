@@ -146,14 +146,19 @@ def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
 
 
 def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
-    """A local session's JIT stops at C1 (a cluster's driver keeps the default); a target
-    that names its own tiers or turns tiering off decides alone (no Spark starts here; the
-    option reaching a real JVM: test_operating's class archive test)."""
+    """A local session's JIT stops at C1, with the code cache Java gives C2 (C1 alone would
+    get a fifth of it); a cluster's driver keeps the default; a target that names its own
+    tiers or turns tiering off decides alone, and its own cache size wins, coming last (no
+    Spark starts here; the options reaching a real JVM: test_operating's class archive
+    test)."""
     from medallion_cli.engines.spark import driver_java_options
 
-    assert driver_java_options("", local=True).split()[1:] == [
-        "-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1"]
-    assert "-XX:TieredStopAtLevel=1" not in driver_java_options("-Xss4m", local=False)
+    c1 = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
+    assert driver_java_options("", local=True).split()[1:] == ["-XX:+UseParallelGC", *c1]
+    assert driver_java_options("-XX:ReservedCodeCacheSize=64m", local=True).split()[1:] == [
+        "-XX:+UseParallelGC", *c1, "-XX:ReservedCodeCacheSize=64m"]
+    remote = driver_java_options("-Xss4m", local=False)
+    assert "-XX:TieredStopAtLevel=1" not in remote and "ReservedCodeCacheSize" not in remote
     for own in ("-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation -Xss4m"):
         assert driver_java_options(own, local=True).split()[1:] == [
             "-XX:+UseParallelGC", *own.split()]

@@ -65,11 +65,15 @@ def driver_java_options(own: str, local: bool) -> str:
     command's JVM lives for seconds to minutes of many short queries, whose code C2 compiles
     again at a cost. On 2 cores, C2 used 22 of a first build's 57 CPU-seconds (300k orders
     feed); with C1 alone a first build used 48-56 CPU-seconds instead of 55-65 and a 1%
-    increment 19-22 instead of 32-38, the wall time the same or less (README). A cluster's
-    driver only plans: its executors, where the rows are, keep the JVM's default."""
+    increment 19-22 instead of 32-38, the wall time the same or less (README). C1 alone
+    would also shrink the code cache from 240 MB to 48 MB, which Delta's code outgrows: Java
+    then evicts compiled code and compiles it again (delta-spark's increment: 55-57
+    CPU-seconds with 240 MB, 64-67 with 48). A cluster's driver only plans: its executors,
+    where the rows are, keep the JVM's default."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
-    jit = (("-XX:TieredStopAtLevel=1",) if local and not re.search(
-        r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own) else ())
+    own_tiers = re.search(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own)
+    jit = (("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
+           if local and not own_tiers else ())
     return " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *collector, *jit, *own.split()))
 
 
