@@ -15,7 +15,8 @@ import re
 from .errors import MedallionError
 
 PYTHON_ERROR_LINE = re.compile(r"^\s*[\w.]*(Error|Exception): .+")
-JAVA_CAUSE = re.compile(r"^(?:Caused by: )?(?:[\w$]+\.)+[\w$]*(?:Exception|Error|Throwable)"
+# A Java exception line: its causes say "Caused by: ", py4j puts ": " before the first one
+JAVA_CAUSE = re.compile(r"^(?:Caused by: |: )?(?:[\w$]+\.)+[\w$]*(?:Exception|Error|Throwable)"
                         r"(?:: (?P<message>.*))?$")
 ERROR_CLASS = re.compile(r"^\[(?P<name>[A-Z0-9_.]+)\]")
 SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?$")

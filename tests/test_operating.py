@@ -86,6 +86,27 @@ def test_runtime_errors_are_one_line_and_spark_logs_to_a_file(project, engine_na
     assert (root / "target/spark.log").stat().st_size > 0
 
 
+def test_a_java_error_a_foreach_batch_call_raises_is_said_by_its_class():
+    """Engine-independent (the text of an error, no engine runs): a Delta error without a
+    Python class of its own (here delta-spark's MERGE refusing its source, inside a streaming
+    model's batch) reaches Python as py4j's wrapper line over the Java exception; the user's
+    line is the exception's error class and message, not the wrapper."""
+    from medallion_cli.failures import error_message
+
+    raised = Exception(
+        "An error occurred while calling o533.sql.\n"
+        ": org.apache.spark.sql.delta.DeltaRuntimeException: "
+        "[DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION] The MERGE operation failed because (part "
+        "of) the source plan was cached while the MERGE operation was running.\n"
+        "\tat org.apache.spark.sql.delta.DeltaErrorsBase.mergeConcurrentOperationCachedSource"
+        "Exception(DeltaErrors.scala:1629)\n"
+        "\tSuppressed: org.apache.spark.util.Utils$OriginalTryStackTraceException: Full "
+        "stacktrace of original doTryWithCallerStacktrace caller\n")
+    assert error_message(raised) == (
+        "[DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION] The MERGE operation failed because (part "
+        "of) the source plan was cached while the MERGE operation was running.")
+
+
 def test_an_edited_streaming_model_is_flagged_with_what_to_run(project, build):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
