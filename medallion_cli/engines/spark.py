@@ -67,9 +67,8 @@ def driver_java_options(own: str, local: bool) -> str:
     feed); with C1 alone a first build used 48-56 CPU-seconds instead of 55-65 and a 1%
     increment 19-22 instead of 32-38, the wall time the same or less (README). C1 alone
     would also shrink the code cache from 240 MB to 48 MB, which Delta's code outgrows: Java
-    then evicts compiled code and compiles it again (delta-spark's increment: 55-57
-    CPU-seconds with 240 MB, 64-67 with 48). A cluster's driver only plans: its executors,
-    where the rows are, keep the JVM's default."""
+    then evicts compiled code and compiles it again (README has the figures). A cluster's
+    driver only plans: its executors, where the rows are, keep the JVM's default."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     own_tiers = re.search(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own)
     jit = (("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
