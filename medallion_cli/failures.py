@@ -3,9 +3,10 @@
 Spark errors arrive as a wrapper line ("An error occurred while calling o303.save.") over a Java
 stack with a chain of causes; the reason is the deepest cause that carries an error class
 ([CAST_INVALID_INPUT] ...), plus a deeper plain cause when there is one (the I/O error behind a
-[FAILED_READ_FILE]). A Python traceback inside Spark's (a foreachBatch function) has its reason
-on its last `SomeError: ...` line. A few Delta errors are said in medallion's words, the same
-words the embedded engine uses for the same situation.
+[FAILED_READ_FILE]), or, when no cause has a class, the deepest plain one. A Python traceback
+inside Spark's (a foreachBatch function) has its reason on its last `SomeError: ...` line. A few
+Delta errors are said in medallion's words, the same words the embedded engine uses for the same
+situation.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ PYTHON_ERROR_LINE = re.compile(r"^\s*[\w.]*(Error|Exception): .+")
 # A Java exception line: its causes say "Caused by: ", py4j puts ": " before the first one
 JAVA_CAUSE = re.compile(r"^(?:Caused by: |: )?(?:[\w$]+\.)+[\w$]*(?:Exception|Error|Throwable)"
                         r"(?:: (?P<message>.*))?$")
+PY4J_WRAPPER = re.compile(r"^An error occurred while calling [\w.]+\.$")
 ERROR_CLASS = re.compile(r"^\[(?P<name>[A-Z0-9_.]+)\]")
 SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?$")
 
@@ -99,7 +101,8 @@ def error_message(exc: BaseException) -> str:
 
 def _spark_reason(lines: list[str], text: str) -> str | None:
     """The deepest error-classed message among Java causes (or a Python error line), with the
-    deepest plain cause below it; None when there is no such line."""
+    deepest plain cause below it; without one, under py4j's wrapper line, the deepest plain
+    cause (the wrapper names only the Java object called); else None."""
     causes = []
     for line in lines:
         stripped = line.strip()
@@ -110,7 +113,7 @@ def _spark_reason(lines: list[str], text: str) -> str | None:
             causes.append(SQLSTATE.sub("", message).strip())
     classed = [i for i, c in enumerate(causes) if ERROR_CLASS.match(c)]
     if not classed:
-        return None
+        return causes[-1] if causes and PY4J_WRAPPER.match(lines[0]) else None
     reason = causes[classed[-1]]
     name = ERROR_CLASS.match(reason).group("name").split(".")[0]  # no sub-class
     if name in REWRITES:

@@ -107,6 +107,18 @@ def test_a_java_error_a_foreach_batch_call_raises_is_said_by_its_class():
         "of) the source plan was cached while the MERGE operation was running.")
 
 
+def test_a_java_error_without_an_error_class_is_said_by_its_message(spark, tmp_path):
+    """Engine-independent (a Hadoop call through py4j, no Delta): a Java exception with neither
+    an error class nor a Python class of its own (here Hadoop's FileNotFoundException) is said
+    by its message, not by py4j's wrapper line, which names only the Java object called."""
+    from medallion_cli.failures import error_message
+
+    missing = spark._jvm.org.apache.hadoop.fs.Path(f"file:{tmp_path}/missing.json")
+    with pytest.raises(Exception, match="An error occurred while calling") as raised:
+        missing.getFileSystem(spark._jsc.hadoopConfiguration()).open(missing)
+    assert error_message(raised.value) == f"File file:{tmp_path}/missing.json does not exist"
+
+
 def test_an_edited_streaming_model_is_flagged_with_what_to_run(project, build):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
