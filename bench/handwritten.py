@@ -35,7 +35,7 @@ def delta_spark_conf() -> dict:
     return {"spark.jars": ",".join(str(j) for j in jar_files(fetch("delta"))),
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "spark.databricks.delta.snapshotPartitions": "4",
+            "spark.databricks.delta.snapshotPartitions": "1",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4"}
 
 

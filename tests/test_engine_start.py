@@ -108,7 +108,7 @@ def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
     """Both engines list a batch of landing files in as many tasks as the target's shuffles
     (Spark's default is one task per path: 99 new files cost seconds of both cores), and in the
     driver on a local master; the delta-spark engine also rebuilds a table's state in as many
-    tasks. No Spark starts here."""
+    tasks on a cluster (one on a local master). No Spark starts here."""
     from medallion_cli.engines.native import spark_settings
     from medallion_cli.engines.spark import spark_conf
     from medallion_cli.project import Target
@@ -127,9 +127,12 @@ def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
     assert settings({})[past] == "100000"  # a local session's driver lists them itself
     assert past not in settings({}, master="spark://127.0.0.1:7077")  # a cluster's tasks do
     if engine == "delta-spark":
-        assert settings({})[replay] == "4"
-        assert settings({"spark.sql.shuffle.partitions": "64"})[replay] == "64"
-        assert own[replay] == "4"
+        cluster = "spark://127.0.0.1:7077"
+        assert settings({})[replay] == "1"  # locally one task: each compiles its code again
+        assert settings({"spark.sql.shuffle.partitions": "64"})[replay] == "1"
+        assert settings({}, master=cluster)[replay] == "4"
+        assert settings({"spark.sql.shuffle.partitions": "64"}, master=cluster)[replay] == "64"
+        assert settings({replay: "8"})[replay] == "8"  # the profile's own value wins
 
 
 def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
