@@ -30,8 +30,9 @@ EVENTS = ("event_id string, session_id string, customer_id bigint, event_type st
 def delta_spark_conf() -> dict:
     from medallion_cli.jars import fetch, jar_files
 
-    # Delta's settings medallion uses too (a tuned hand-written job, not a naive one): the
-    # default 50 partitions for rebuilding a table's state cost seconds per small table.
+    # Delta's settings medallion uses too on a local master (a tuned hand-written job, not a
+    # naive one): the default 50 tasks for rebuilding a table's state cost seconds per small
+    # table, and each task generates its code again (engines/native.py).
     return {"spark.jars": ",".join(str(j) for j in jar_files(fetch("delta"))),
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
