@@ -77,8 +77,8 @@ def spark_settings(target: Target) -> dict[str, str]:
     # Delta rebuilds a table's state from its log with a shuffle of 50 partitions by default,
     # which costs seconds per small table. On a cluster, as many as the target's shuffles. A
     # local session's logs are a laptop's, and each task there generates and compiles its
-    # code again on the same two cores: half the JVM's samples of a 1% increment; with one
-    # task it took 15-20% fewer CPU-seconds (README). The profile's conf still wins.
+    # code again on the same few cores: two fifths of the JVM's samples of an increment; with
+    # one task it took 15-20% fewer CPU-seconds (README). The profile's conf still wins.
     # (Listing, VACUUM's too: spark.py's spark_conf.)
     replay_tasks = ("1" if is_local_master(target.spark_master)
                     else target.spark_conf.get("spark.sql.shuffle.partitions", "4"))
