@@ -35,6 +35,7 @@ from .spark import (
     is_local_master,
     read_text,
     remove_folder,
+    shuffle_partitions,
     spark_conf,
     start_spark,
     write_text,
@@ -80,8 +81,7 @@ def spark_settings(target: Target) -> dict[str, str]:
     # code again on the same few cores: two fifths of the JVM's samples of an increment; with
     # one task it took 15-20% fewer CPU-seconds (README). The profile's conf still wins.
     # (Listing, VACUUM's too: spark.py's spark_conf.)
-    replay_tasks = ("1" if is_local_master(target.spark_master)
-                    else target.spark_conf.get("spark.sql.shuffle.partitions", "4"))
+    replay_tasks = "1" if is_local_master(target.spark_master) else shuffle_partitions(target)
     conf["spark.databricks.delta.snapshotPartitions"] = target.spark_conf.get(
         "spark.databricks.delta.snapshotPartitions", replay_tasks)
     conf.update(metastore_settings(target))

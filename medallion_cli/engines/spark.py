@@ -31,7 +31,7 @@ def spark_conf(target: Target) -> dict[str, str]:
     # cores. As many tasks as the target's shuffles suits a cluster; a local session's driver
     # lists them itself, not waiting for cores another node's query holds (3.3 s then).
     listing = {"spark.sql.sources.parallelPartitionDiscovery.parallelism":
-               target.spark_conf.get("spark.sql.shuffle.partitions", "4")}
+               shuffle_partitions(target)}
     if local:
         listing["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
     return {
@@ -43,7 +43,7 @@ def spark_conf(target: Target) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.shuffle.partitions": shuffle_partitions(target),
         # Staged Parquet is read back by Arrow: standard microsecond timestamps, not INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.warehouse.dir": join(target.warehouse, "_spark"),
@@ -51,6 +51,11 @@ def spark_conf(target: Target) -> dict[str, str]:
         "spark.driver.extraJavaOptions": driver_java_options(
             target.spark_conf.get("spark.driver.extraJavaOptions", ""), local),
     }
+
+
+def shuffle_partitions(target: Target):
+    """The target's shuffle partitions: its own, else 4 (a laptop's few cores)."""
+    return target.spark_conf.get("spark.sql.shuffle.partitions", "4")
 
 
 def driver_java_options(own: str, local: bool) -> str:
