@@ -143,6 +143,28 @@ def test_history_snapshot_restore_and_optimize(engine, spark, tmp_path):
     assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
 
 
+def test_file_count_reads_the_log_not_the_rows(engine, spark, tmp_path):
+    """file_count decides between a MERGE and a rewrite before every per-group write: from the
+    version's checksum it costs no Spark job; a version without one (delta-rs writes none)
+    is counted from the log all the same."""
+    path = tmp_path / "wh/t"
+    engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
+    engine.write(frame(spark, [(2, "b", 1)]), path, "append")
+    engine.write(frame(spark, [(3, "c", 1)]), path, "append")
+    group = f"file_count-{engine.name}"
+    spark.sparkContext.setJobGroup(group, "counting files")
+    try:
+        assert engine.file_count(path) == 3
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
+    for checksum in (path / "_delta_log").glob("*.crc"):
+        checksum.unlink()
+    engine.write(frame(spark, [(4, "d", 1)]), path, "append")
+    (path / "_delta_log" / f"{3:020d}.crc").unlink(missing_ok=True)
+    assert engine.file_count(path) == 4
+
+
 def _file_stats(path) -> dict:
     """Per column: (rows, nulls, min, max) over a table's files, from their Delta statistics."""
     import pyarrow as pa
