@@ -155,8 +155,9 @@ def test_file_count_reads_the_log_not_the_rows(engine, spark, tmp_path):
     spark.sparkContext.setJobGroup(group, "counting files")
     try:
         assert engine.file_count(path) == 3
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    finally:  # the session is shared: later tests' jobs keep neither group nor label
+        for key in ("spark.jobGroup.id", "spark.job.description"):
+            spark.sparkContext.setLocalProperty(key, None)
     assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
     for checksum in (path / "_delta_log").glob("*.crc"):
         checksum.unlink()
