@@ -79,10 +79,10 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
         # increment on delta-spark): one query says whether there is anything to write, and
         # whether any key has a tombstone. New deletes only, the usual batch, match nothing:
         # appended, under the same app transaction.
-        count, remembered = marked.agg(F.count(F.lit(1)), F.count("_known")).first()
+        count, with_tombstone = marked.agg(F.count(F.lit(1)), F.count("_known")).first()
         if not count:
             return
-        if not remembered:
+        if not with_tombstone:
             ctx.engine.write(relevant.drop(DELETE_COLUMN), path, "append", txn=txn)
             return
     ctx.engine.merge(relevant, path, MergeSpec(
