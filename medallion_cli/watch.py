@@ -20,6 +20,7 @@ from typing import Callable
 from .build.context import BuildContext
 from .build.streaming import start_query
 from .build.tally import BatchReport, StreamTally
+from .build.throughput import progress_reports
 from .failures import error_message
 from .runner import NodeResult, own_session
 
@@ -104,5 +105,9 @@ def stop_gracefully(query, tally: StreamTally, poll_seconds: float = 0.2) -> Non
     query.stop()
     if tally.detach_listener is not None:
         tally.detach_listener()
+        # Spark's event bus tells the listener of a batch after the batch ends, so a stop can
+        # come first (CI saw it); the query keeps its recent progress itself.
+        for progress in progress_reports(query):
+            tally.progressed(progress)
         for batch_id in sorted(tally.pending):  # batches whose progress never came
             tally.on_batch(tally.pending.pop(batch_id))

@@ -1,5 +1,6 @@
 """`medallion build --watch`: streaming models keep running, gold follows, Ctrl-C stops cleanly."""
 
+import json
 import re
 import signal
 import subprocess
@@ -7,8 +8,11 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 from conftest import read_delta
+from medallion_cli.build.tally import BatchReport, StreamTally
+from medallion_cli.watch import stop_gracefully
 from test_streaming import MODELS, land
 
 WATCHED = {**MODELS, "models/gold/order_count.sql": """\
@@ -92,3 +96,27 @@ def test_a_failing_query_under_watch_is_restarted_with_backoff_and_exits_non_zer
     assert "order_id" in said[0] and "breaks such ties" in said[0] and "restarting in 2s" in said[0]
     assert "restarting in 4s" in said[1]
     assert "Traceback" not in output and "\tat " not in output
+
+
+class StoppedQuery:
+    """A query stopped after a batch whose progress Spark's event bus had not yet brought to
+    the listener: the query itself has it."""
+    isActive = False
+    status = {"isTriggerActive": False}
+    recentProgress = [SimpleNamespace(json=json.dumps(
+        {"batchId": 1, "durationMs": {"triggerExecution": 1500}}))]
+
+    def stop(self):
+        pass
+
+
+def test_a_batch_whose_progress_had_not_arrived_at_the_stop_is_reported_with_its_duration():
+    # Engine-free: the race is between Spark's event bus and the stop, not in an engine.
+    reported = []
+    tally = StreamTally(on_batch=reported.append, detach_listener=lambda: None)
+    tally.add(BatchReport("m", 1, rows=2, version=3, malformed=0, rescued=0, expectations={},
+                          files_added=1, rows_read=2))
+    assert reported == []  # under --watch, reported once its progress is in
+    stop_gracefully(StoppedQuery(), tally)
+    assert [(r.batch_id, r.seconds) for r in reported] == [(1, 1.5)]
+    assert tally.pending == {}
