@@ -23,6 +23,7 @@ from .errors import MedallionError
 from .graph import Graph, build_graph, check_flow_refresh
 from .locations import is_remote
 from .locking import warehouse_lock
+from .new_input import LONG_QUERIES_BYTES, new_landing_bytes
 from .project import Project, load_project
 from .rendering import CompiledNode, Renderer
 from .results import (
@@ -245,13 +246,15 @@ def runner(ctx: BuildContext, tests: dict[str, DataTest],
 
 
 def _context(loaded: Loaded, inv: Invocation, selected=(),
-             report: Reporter = Reporter()) -> BuildContext:
+             report: Reporter = Reporter(), long_queries: bool = False) -> BuildContext:
     """The build context. Its engine starts Spark when a node first needs it (a build of nodes
     that are all up to date starts none); a start that fails (no JARs, no master) stops the
-    run as one usage error (errors.StartError)."""
+    run as one usage error (errors.StartError). long_queries: the nodes will read much new
+    data (new_input.py)."""
     # The session lives as long as the process: one JVM start per invocation (and per test run).
     engine = loaded.engine or engine_of(loaded.project, inv)
-    engine.on_start = lambda starting: report.phase("starting Spark" if starting else None)
+    engine.plan_start(lambda starting: report.phase("starting Spark" if starting else None),
+                      long_queries)
     return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh,
                         frozenset(selected),
                         deferred=deferred_tables(inv, loaded, engine, selected))
@@ -305,7 +308,10 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     # Imported here: the event log brings delta-rs, which ls and compile never load.
     from .observers import observed_run
 
-    ctx = _context(loaded, inv, chosen, report)
+    # Much new data: long queries, where the JIT's second tier pays for itself (engines/spark.py)
+    long_queries = not inv.empty and new_landing_bytes(
+        project, graph, chosen, inv.full_refresh) >= LONG_QUERIES_BYTES
+    ctx = _context(loaded, inv, chosen, report, long_queries)
     if inv.empty:  # nothing is written, so nothing goes to the event log or run results
         if watch:
             raise MedallionError("--empty writes nothing, so it cannot --watch",

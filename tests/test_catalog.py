@@ -10,6 +10,7 @@ The registering builds run as processes of their own: the catalog is chosen when
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from conftest import PROFILE_TEMPLATE
@@ -184,7 +185,12 @@ def test_a_targets_java_options_are_added_to_medallions_own(project):
     """Spark's log file (log4j) and the Derby home stay set when a target adds Java options
     (the test profile adds some), instead of being replaced by them. No Spark starts."""
     root = project({}, profile=with_metastore("delta-spark"))
-    options = metastore_settings(load_target(root, "test", None, None))[
-        "spark.driver.extraJavaOptions"]
+    target = load_target(root, "test", None, None)
+    options = metastore_settings(target)["spark.driver.extraJavaOptions"]
     assert "-Dlog4j2.configurationFile=" in options and "-Dderby.system.home=" in options
     assert "-XX:TieredStopAtLevel=1" in options
+    # medallion's own JIT choice (engines/spark.py) reaches the options too
+    mine = replace(target, spark_conf={})
+    assert "-XX:TieredStopAtLevel=1" in metastore_settings(mine)["spark.driver.extraJavaOptions"]
+    long = metastore_settings(mine, long_queries=True)["spark.driver.extraJavaOptions"]
+    assert "TieredStopAtLevel" not in long and "-Dderby.system.home=" in long

@@ -166,7 +166,7 @@ class EmbeddedEngine(OnDemandSpark):
         remove_dead_staging(self.staging)
 
     def _start_session(self):
-        return start_spark(self.target, log_file=self.spark_log)
+        return start_spark(self.target, log_file=self.spark_log, long_queries=self.long_queries)
 
     @contextmanager
     def _staged(self, df):

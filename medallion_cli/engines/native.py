@@ -72,8 +72,9 @@ def delta_jar_files(target: Target) -> list[Path]:
     return found
 
 
-def spark_settings(target: Target) -> dict[str, str]:
-    """Spark conf for Delta: the extension and catalog, and the JARs when they are here."""
+def spark_settings(target: Target, long_queries: bool = False) -> dict[str, str]:
+    """Spark conf for Delta: the extension and catalog, and the JARs when they are here.
+    long_queries: as for spark_conf."""
     conf = dict(DELTA_CONF)
     # Delta rebuilds a table's state from its log with a shuffle of 50 partitions by default,
     # which costs seconds per small table. On a cluster, as many as the target's shuffles. A
@@ -84,7 +85,7 @@ def spark_settings(target: Target) -> dict[str, str]:
     replay_tasks = "1" if is_local_master(target.spark_master) else shuffle_partitions(target)
     conf["spark.databricks.delta.snapshotPartitions"] = target.spark_conf.get(
         "spark.databricks.delta.snapshotPartitions", replay_tasks)
-    conf.update(metastore_settings(target))
+    conf.update(metastore_settings(target, long_queries))
     found = delta_jar_files(target)
     own = target.spark_conf.get("spark.jars")
     if found:
@@ -98,7 +99,7 @@ def spark_settings(target: Target) -> dict[str, str]:
     return conf
 
 
-def metastore_settings(target: Target) -> dict[str, str]:
+def metastore_settings(target: Target, long_queries: bool = False) -> dict[str, str]:
     """Spark conf for the target's metastore: Hive's catalog, and for `local` its Derby
     database (and Derby's own log) in the warehouse, so tables stay registered between runs
     on a laptop. `session` takes whatever catalog the cluster's Spark is set up with."""
@@ -109,7 +110,7 @@ def metastore_settings(target: Target) -> dict[str, str]:
         home = join(target.warehouse, "_medallion")
         conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
             f"jdbc:derby:;databaseName={join(home, 'metastore')};create=true")
-        java_options = spark_conf(target)["spark.driver.extraJavaOptions"]
+        java_options = spark_conf(target, long_queries)["spark.driver.extraJavaOptions"]
         conf["spark.driver.extraJavaOptions"] = f"{java_options} -Dderby.system.home={home}"
     # The target's own settings win, but its Java options are in java_options already.
     return {**conf, **{k: v for k, v in target.spark_conf.items()
@@ -153,7 +154,8 @@ class NativeEngine(OnDemandSpark):
         self.spark_log = spark_log
 
     def _start_session(self):
-        spark = start_spark(self.target, spark_settings(self.target), self.spark_log)
+        spark = start_spark(self.target, spark_settings(self.target, self.long_queries),
+                            self.spark_log, self.long_queries)
         check_delta_loaded(spark, self.target)
         # Imported for its effect: Delta's errors (a concurrent commit...) then reach Python
         # with their error classes, which failures.py reads, whatever Delta API runs first.

@@ -19,8 +19,9 @@ from .class_archive import class_archive, forget, keep_when_recorded, with_archi
 LOG_CONFIG = Path(__file__).resolve().parent.parent / "log4j2.properties"
 
 
-def spark_conf(target: Target) -> dict[str, str]:
-    """Defaults that make local runs deterministic and quiet; the profile's conf wins."""
+def spark_conf(target: Target, long_queries: bool = False) -> dict[str, str]:
+    """Defaults that make local runs deterministic and quiet; the profile's conf wins.
+    long_queries: the work ahead is long queries over many rows (driver_java_options)."""
     # A local session serves no one else: its RPC and block-manager ports listen on loopback
     # only, not on the host's network address.
     local = is_local_master(target.spark_master)
@@ -49,7 +50,7 @@ def spark_conf(target: Target) -> dict[str, str]:
         "spark.sql.warehouse.dir": join(target.warehouse, "_spark"),
         **target.spark_conf,
         "spark.driver.extraJavaOptions": driver_java_options(
-            target.spark_conf.get("spark.driver.extraJavaOptions", ""), local),
+            target.spark_conf.get("spark.driver.extraJavaOptions", ""), local, long_queries),
     }
 
 
@@ -58,7 +59,7 @@ def shuffle_partitions(target: Target):
     return target.spark_conf.get("spark.sql.shuffle.partitions", "4")
 
 
-def driver_java_options(own: str, local: bool) -> str:
+def driver_java_options(own: str, local: bool, long_queries: bool = False) -> str:
     """Medallion's driver JVM options, then the target's own.
 
     Spark's log goes to target/spark.log (its traces only with --debug) whatever options the
@@ -72,12 +73,14 @@ def driver_java_options(own: str, local: bool) -> str:
     feed); with C1 alone a first build used 48-56 CPU-seconds instead of 55-65 and a 1%
     increment 19-22 instead of 32-38, the wall time the same or less (README). C1 alone
     would also shrink the code cache from 240 MB to 48 MB, which Delta's code outgrows: Java
-    then evicts compiled code and compiles it again (README has the figures). A cluster's
-    driver only plans: its executors, where the rows are, keep the JVM's default."""
+    then evicts compiled code and compiles it again (README has the figures). Long queries
+    (a first build of a large feed: new_input.py) are the exception: their
+    hot loops, JSON parsing and Parquet encoding, run 2.5x slower as C1's code, so they keep
+    the default, as does a cluster's driver, which only plans: its executors hold the rows."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     own_tiers = re.search(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own)
     jit = (("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
-           if local and not own_tiers else ())
+           if local and not long_queries and not own_tiers else ())
     return " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *collector, *jit, *own.split()))
 
 
@@ -179,9 +182,9 @@ def _jvm_output_to(log_file: Path | None):
 
 
 def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
-                log_file: Path | None = None):
+                log_file: Path | None = None, long_queries: bool = False):
     """The session for a target. log_file: where Spark's own output goes (None: the terminal,
-    with tracebacks, as --debug wants)."""
+    with tracebacks, as --debug wants). long_queries: as for spark_conf."""
     if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
         raise MedallionError("Java was not found; Spark needs Java 17",
                              hint="install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless) "
@@ -189,7 +192,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     check_master_reachable(target)
     # Set before the JVM starts: some Python worker launches read only the environment.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    conf = {**spark_conf(target), **(extra_conf or {})}
+    conf = {**spark_conf(target, long_queries), **(extra_conf or {})}
     archive = class_archive(conf)
     try:
         with _jvm_output_to(log_file):
