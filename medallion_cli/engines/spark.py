@@ -74,9 +74,9 @@ def driver_java_options(own: str, local: bool, long_queries: bool = False) -> st
     increment 19-22 instead of 32-38, the wall time the same or less (README). C1 alone
     would also shrink the code cache from 240 MB to 48 MB, which Delta's code outgrows: Java
     then evicts compiled code and compiles it again (README has the figures). Long queries
-    (a first build of a large feed: new_input.py) are the exception: their
-    hot loops, JSON parsing and Parquet encoding, run 2.5x slower as C1's code, so they keep
-    the default, as does a cluster's driver, which only plans: its executors hold the rows."""
+    (a first build of a large feed: new_input.py) are the exception: their hot loops, JSON
+    parsing and Parquet encoding, run 2.5x slower as C1's code, so they keep the default, as
+    does a cluster's driver, which only plans: its executors hold the rows."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     own_tiers = re.search(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own)
     jit = (("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
