@@ -22,11 +22,12 @@ LONG_QUERIES_BYTES = 256 * 2**20
 def new_landing_bytes(project: Project, graph: Graph, selected, full_refresh: bool) -> int:
     """Bytes of the landing files that the selected models read and have not taken in: all of
     a source's files for a model with no table yet (or on --full-refresh), else those changed
-    since its table's last commit. Kafka and object stores count for nothing (not listed here)."""
+    since its table's last commit. Kafka and object stores count for nothing (not listed here),
+    nor do views (a view's readers read the files)."""
     total = 0
     for name in selected:
         node = graph.nodes.get(name)
-        if node is None or not node.sources:
+        if node is None or not node.sources or node.config.materialized == "view":
             continue
         table = project.table_path(node.file)
         if is_remote(table):

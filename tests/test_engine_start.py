@@ -151,9 +151,9 @@ def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
 def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
     """A local session's JIT stops at C1, with the code cache Java gives C2 (C1 alone would
     get a fifth of it); a cluster's driver and a build of much new data keep the default; a
-    target that names its own tiers or turns tiering off decides alone, and its own cache size wins, coming last (no
-    Spark starts here; the options reaching a real JVM: test_operating's class archive
-    test)."""
+    target that names its own tiers or turns tiering off decides alone, and its own cache size
+    wins, coming last (no Spark starts here; the options reaching a real JVM: test_operating's
+    class archive test)."""
     from medallion_cli.engines.spark import driver_java_options
 
     c1 = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
