@@ -62,6 +62,13 @@ def local_table_exists(path: str) -> bool:
     return log.is_dir() and any(re.match(COMMIT_OR_CHECKPOINT, p.name) for p in log.iterdir())
 
 
+def local_files(folder: str | Path) -> list[tuple[str, int, int]]:
+    """(path within the folder, size, modified in ns) of every file under a local folder."""
+    folder = Path(folder)
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in folder.rglob("*") if p.is_file())
+
+
 def join(location: str, *parts: str) -> str:
     """`location/part/part`."""
     return "/".join([location.rstrip("/"), *parts])

@@ -4,12 +4,11 @@ JIT is picked by it (engines/spark.py: driver_java_options)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from .graph import Graph
-from .locations import COMMIT_OR_CHECKPOINT, is_remote
+from .locations import COMMIT_OR_CHECKPOINT, is_remote, local_files
 from .project import Project
 
 # From this much new landing data on, a build is long queries over many rows, whose hot loops
@@ -37,26 +36,23 @@ def new_landing_bytes(project: Project, graph: Graph, selected, full_refresh: bo
             source = project.sources.get(tuple(key))
             if source is None or source.format == "kafka" or is_remote(source.path):
                 continue
-            total += sum(size for size, mtime in _files(Path(source.path))
-                         if since is None or mtime > since)
+            total += sum(size for _, size, modified in _listing(Path(source.path))
+                         if since is None or modified > since)
     return total
 
 
-def _last_commit_time(table: Path) -> float | None:
+def _last_commit_time(table: Path) -> int | None:
     log = table / "_delta_log"
     if not log.is_dir():
         return None
-    times = [p.stat().st_mtime for p in log.iterdir() if re.match(COMMIT_OR_CHECKPOINT, p.name)]
+    times = [p.stat().st_mtime_ns for p in log.iterdir()
+             if re.match(COMMIT_OR_CHECKPOINT, p.name)]
     return max(times, default=None)
 
 
-def _files(folder: Path):
-    """(size, mtime) of each file under the folder (a single file: itself)."""
-    if folder.is_file():
-        stat = folder.stat()
-        yield stat.st_size, stat.st_mtime
-        return
-    for root, _, names in os.walk(folder):
-        for name in names:
-            stat = os.stat(os.path.join(root, name))
-            yield stat.st_size, stat.st_mtime
+def _listing(path: Path) -> list[tuple[str, int, int]]:
+    """local_files' listing of a source's folder; a source that is one file: that file."""
+    if path.is_file():
+        stat = path.stat()
+        return [(path.name, stat.st_size, stat.st_mtime_ns)]
+    return local_files(path)

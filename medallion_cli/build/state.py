@@ -13,9 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timezone
-from pathlib import Path
 
-from ..locations import is_remote, join
+from ..locations import is_remote, join, local_files
 from ..rendering import CompiledNode
 from .context import BuildContext, input_table
 
@@ -117,9 +116,7 @@ def _file_listing(ctx: BuildContext, location: str) -> list:
         from ..engines.spark import list_files
 
         return list_files(ctx.engine.spark, location)
-    folder = Path(location)
-    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
-                  for p in folder.rglob("*") if p.is_file())
+    return local_files(location)
 
 
 def definition(node: CompiledNode) -> str:
