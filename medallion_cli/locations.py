@@ -62,11 +62,15 @@ def local_table_exists(path: str) -> bool:
     return log.is_dir() and any(re.match(COMMIT_OR_CHECKPOINT, p.name) for p in log.iterdir())
 
 
-def local_files(folder: str | Path) -> list[tuple[str, int, int]]:
-    """(path within the folder, size, modified in ns) of every file under a local folder."""
-    folder = Path(folder)
-    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
-                  for p in folder.rglob("*") if p.is_file())
+def local_files(location: str | Path) -> list[tuple[str, int, int]]:
+    """(path within the folder, size, modified in ns) of every file under a local folder; a
+    location that is one file (a source table's `path` may name one): that file, by name."""
+    location = Path(location)
+    if location.is_file():
+        stat = location.stat()
+        return [(location.name, stat.st_size, stat.st_mtime_ns)]
+    return sorted((str(p.relative_to(location)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in location.rglob("*") if p.is_file())
 
 
 def join(location: str, *parts: str) -> str:

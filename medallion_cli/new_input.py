@@ -36,7 +36,7 @@ def new_landing_bytes(project: Project, graph: Graph, selected, full_refresh: bo
             source = project.sources.get(tuple(key))
             if source is None or source.format == "kafka" or is_remote(source.path):
                 continue
-            total += sum(size for _, size, modified in _listing(Path(source.path))
+            total += sum(size for _, size, modified in local_files(source.path)
                          if since is None or modified > since)
     return total
 
@@ -48,11 +48,3 @@ def _last_commit_time(table: Path) -> int | None:
     times = [p.stat().st_mtime_ns for p in log.iterdir()
              if re.match(COMMIT_OR_CHECKPOINT, p.name)]
     return max(times, default=None)
-
-
-def _listing(path: Path) -> list[tuple[str, int, int]]:
-    """local_files' listing of a source's folder; a source that is one file: that file."""
-    if path.is_file():
-        stat = path.stat()
-        return [(path.name, stat.st_size, stat.st_mtime_ns)]
-    return local_files(path)

@@ -353,3 +353,18 @@ def test_batch_models_skip_when_inputs_sql_and_config_are_unchanged(project, bui
         root / "models/report.sql").read_text())
     assert build(root)["report"].status == "success"
     assert build(root, full_refresh=True)["report"].status == "success"
+
+
+def test_a_source_that_is_one_file_is_watched_like_a_folder(project, build):
+    """A source table's `path` may name one file: a build with that file unchanged skips the
+    model, and an edit to it (same name, new rows) builds the model again."""
+    root = project({"models/sources.yml": EVENTS.replace("- name: events",
+                                                        "- name: events\n        path: events.json"),
+                    "models/raw.sql": "select id, kind from {{ source('landing', 'events') }}"})
+    land(root, "landing/events.json", [{"id": 1, "kind": "a"}])
+    assert build(root)["raw"].rows == 1
+    assert build(root)["raw"].status == "up_to_date"
+    land(root, "landing/events.json", [{"id": 1, "kind": "a"}, {"id": 2, "kind": "b"}])
+    again = build(root)["raw"]
+    assert (again.status, again.rows) == ("success", 2)
+    assert sorted(r["id"] for r in read_delta(root / "warehouse/models/raw")) == [1, 2]
