@@ -19,6 +19,17 @@ Spark (like for like for that engine). Rounds alternate;
 the report gives medians and their ratios (shared machines are noisy: single runs of the same
 work vary by a third). The hand-written run reads 1% more than medallion's first build.
 
+With --dbt PATH (a `dbt` executable with dbt-spark's session mode, in a venv of its own:
+`python -m venv dbtv && dbtv/bin/pip install "dbt-spark[session]==1.11.*" "dbt-core==1.10.*"
+pyspark==<the installed version>`), each round also runs the tool users would pick instead:
+dbt_baseline/ is the same pipeline for dbt-spark, every model a Parquet table recomputed from
+the whole feed (no Delta log), in local[2] as medallion. Then, from empty warehouses over the
+whole feed:
+  build      `medallion build` (seeds, models and data tests) against `dbt build`
+  recompute  `dbt build --exclude-resource-type test`: a full-recompute tool's increment,
+             against medallion's increment
+and the tables dbt wrote are checked against medallion's: the same row counts.
+
 Every run is timed as a whole process, from its start to its exit, and with the CPU time the
 whole machine used meanwhile (Linux: /proc/stat), all cores summed: on a CPU-bound build that
 figure swings less than the wall time, so ratios of both are reported. The hand-written job's own
@@ -54,10 +65,12 @@ def machine_cpu_seconds() -> float | None:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
-def measured(cmd, cwd=None) -> tuple[dict, str]:
-    """Run a command: ({seconds, cpu_seconds}, its output)."""
+def measured(cmd, cwd=None, env: dict | None = None) -> tuple[dict, str]:
+    """Run a command (with `env` added to medallion's environment): ({seconds, cpu_seconds},
+    its output)."""
     cpu, started = machine_cpu_seconds(), time.perf_counter()
-    run = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=setups.env())
+    run = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                         env={**setups.env(), **(env or {})})
     seconds, cpu_after = time.perf_counter() - started, machine_cpu_seconds()
     if run.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{run.stdout}{run.stderr}")
@@ -65,8 +78,8 @@ def measured(cmd, cwd=None) -> tuple[dict, str]:
             "cpu_seconds": None if cpu is None else cpu_after - cpu}, run.stdout
 
 
-def timed(cmd, cwd=None) -> dict:
-    return measured(cmd, cwd)[0]
+def timed(cmd, cwd=None, env: dict | None = None) -> dict:
+    return measured(cmd, cwd, env)[0]
 
 
 def make_wide_project(root: Path, models: int) -> Path:
@@ -132,6 +145,47 @@ def run_medallion(project: Path, setup: str = "embedded") -> dict:
             "first_in_medallion": first_results["elapsed_seconds"]}
 
 
+def run_medallion_build(project: Path, setup: str) -> dict:
+    """`medallion build` (seeds, models and data tests) over the whole feed, from an empty
+    warehouse: like for like with `dbt build`."""
+    for folder in ("warehouse", "target"):
+        shutil.rmtree(project / folder, ignore_errors=True)
+    return timed(medallion("build", "--project-dir", str(project), *setups.args(setup)))
+
+
+def run_dbt(project: Path, dbt: Path, tests: bool) -> dict:
+    """dbt_baseline's `dbt build` over the whole feed from an empty warehouse (with the data
+    tests, or models and seeds only), in a copy beside the feed; its seconds and CPU-seconds,
+    and the rows of each table it wrote."""
+    folder = project / "dbt_baseline"
+    if not folder.exists():
+        shutil.copytree(HERE / "dbt_baseline", folder)
+        (folder / "seeds").mkdir()
+        shutil.copy(project / "seeds/products.csv", folder / "seeds")
+    for made in ("spark-warehouse", "metastore_db", "target", "logs"):
+        shutil.rmtree(folder / made, ignore_errors=True)
+    warehouse = folder / "spark-warehouse"
+    cmd = [str(dbt), "build", "--profiles-dir", ".", "--vars",
+           json.dumps({"landing": str(project / "landing")}),
+           *([] if tests else ["--exclude-resource-type", "test"])]
+    run = timed(cmd, cwd=folder, env={"BASELINE_WAREHOUSE": str(warehouse),
+                                      "PYSPARK_PYTHON": str(dbt.parent / "python")})
+    import pyarrow.dataset as ds
+
+    tables = {t.name: ds.dataset(t, format="parquet").count_rows()
+              for t in (warehouse / "baseline.db").iterdir() if t.is_dir()}
+    return {**run, "tables": tables}
+
+
+def medallion_rows(project: Path) -> dict[str, int]:
+    """Rows of each table in the warehouse, from its Delta log."""
+    from deltalake import DeltaTable
+
+    return {log.parent.name: sum(DeltaTable(str(log.parent)).get_add_actions(flatten=True)
+                                 .column("num_records").to_pylist())
+            for log in (project / "warehouse").glob("**/_delta_log")}
+
+
 def phase_seconds(run: dict) -> dict:
     """Where a first build's time went: starting Spark, then each build step summed over the
     nodes (their own threads may overlap), and the whole process."""
@@ -161,6 +215,28 @@ def run_handwritten(project: Path, writer: str) -> dict:
     return {**process, "in_job": job["seconds"], "tables": job["tables"]}
 
 
+def dbt_report(runs: dict, builds: dict, dbt_runs: dict, differ: dict, with_cpu: bool) -> dict:
+    """medallion against dbt-spark: whole builds, and the increment against dbt's recompute."""
+    keys = ("seconds", "cpu_seconds") if with_cpu else ("seconds",)
+    med = lambda done, key: statistics.median(run[key] for run in done)  # noqa: E731
+    return {
+        "dbt (whole process)": {kind: {key: [round(run[key], 1) for run in done] for key in keys}
+                                for kind, done in dbt_runs.items()},
+        "medallion build with data tests (whole process)": {
+            setup: {key: [round(run[key], 1) for run in done] for key in keys}
+            for setup, done in builds.items()},
+        "tables whose rows differ from medallion's": differ,
+        **{f"ratios of medians, {key}": {
+            "medallion_build_to_dbt_build": {
+                setup: round(med(done, key) / med(dbt_runs["build"], key), 2)
+                for setup, done in builds.items()},
+            "increment_speedup_over_dbt_recompute (dbt recompute / increment)": {
+                setup: round(med(dbt_runs["recompute"], key)
+                             / med(runs[setup], "increment" + ("_cpu" if key != "seconds"
+                                                               else "")), 2)
+                for setup in runs}} for key in keys}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=300000)
@@ -169,6 +245,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--setups", default="embedded",
                         help="comma-separated: embedded, delta-spark, cluster (see setups.py)")
+    parser.add_argument("--dbt", type=Path,
+                        help="a dbt executable with dbt-spark[session]: also run dbt_baseline/")
     args = parser.parse_args()
     chosen = setups.parse(args.setups)
 
@@ -176,12 +254,25 @@ def main() -> None:
     runs: dict[str, list[dict]] = {setup: [] for setup in chosen}
     writers = ["delta-rs"] + sorted({WRITERS[s] for s in chosen} - {"delta-rs"})
     handwritten_runs: dict[str, list[dict]] = {writer: [] for writer in writers}
+    builds: dict[str, list[dict]] = {setup: [] for setup in chosen}
+    dbt_runs: dict[str, list[dict]] = {"build": [], "recompute": []}
+    differ: dict[str, dict] = {}
     with setups.prepared(project, chosen):
         for _ in range(args.repeat):
             for setup in chosen:
                 runs[setup].append(run_medallion(project, setup))
             for writer in writers:
                 handwritten_runs[writer].append(run_handwritten(project, writer))
+            if args.dbt:
+                for setup in chosen:
+                    builds[setup].append(run_medallion_build(project, setup))
+                for tests in (True, False):
+                    dbt_runs["build" if tests else "recompute"].append(
+                        run_dbt(project, args.dbt, tests))
+                built = medallion_rows(project)
+                differ.update({name: {"dbt": rows, "medallion": built.get(name, 0)}
+                               for name, rows in dbt_runs["build"][-1]["tables"].items()
+                               if rows != built.get(name, 0)})
 
     def hand(writer: str, key: str) -> float:
         return statistics.median(run[key] for run in handwritten_runs[writer])
@@ -235,6 +326,8 @@ def main() -> None:
             n: round(t["rows"] / t["seconds"]) for n, t in
             handwritten_runs["delta-rs"][-1]["tables"].items() if t["seconds"]},
     }
+    if args.dbt:
+        report["dbt_baseline"] = dbt_report(runs, builds, dbt_runs, differ, with_cpu)
     shutil.rmtree(project, ignore_errors=True)
     wide = make_wide_project(Path(tempfile.mkdtemp(prefix="medallion-wide-")), args.models)
     report[f"compile_{args.models}_models_seconds"] = round(cli_seconds(wide, "compile"), 2)
