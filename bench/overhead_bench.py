@@ -21,7 +21,8 @@ work vary by a third). The hand-written run reads 1% more than medallion's first
 
 With --dbt PATH (a `dbt` executable with dbt-spark's session mode, in a venv of its own:
 `python -m venv dbtv && dbtv/bin/pip install "dbt-spark[session]==1.11.*" "dbt-core==1.10.*"
-pyspark==<the installed version>`), each round also runs the tool users would pick instead:
+pyspark==<the installed version>`; dbt-core 1.11 downloads a parser from GitHub as it
+installs), each round also runs the tool users would pick instead:
 dbt_baseline/ is the same pipeline for dbt-spark, every model a Parquet table recomputed from
 the whole feed (no Delta log), in local[2] as medallion. Then, from empty warehouses over the
 whole feed:
