@@ -67,10 +67,14 @@ def local_files(location: str | Path) -> list[tuple[str, int, int]]:
     location that is one file (a source table's `path` may name one): that file, by name."""
     location = Path(location)
     if location.is_file():
-        stat = location.stat()
-        return [(location.name, stat.st_size, stat.st_mtime_ns)]
-    return sorted((str(p.relative_to(location)), p.stat().st_size, p.stat().st_mtime_ns)
+        return [_file_facts(location.name, location)]
+    return sorted(_file_facts(str(p.relative_to(location)), p)
                   for p in location.rglob("*") if p.is_file())
+
+
+def _file_facts(name: str, path: Path) -> tuple[str, int, int]:
+    stat = path.stat()  # once: size and mtime from one system call
+    return name, stat.st_size, stat.st_mtime_ns
 
 
 def join(location: str, *parts: str) -> str:
