@@ -23,8 +23,9 @@ With --dbt PATH (a `dbt` executable with dbt-spark's session mode, in a venv of 
 `python -m venv dbtv && dbtv/bin/pip install "dbt-spark[session]==1.11.*" "dbt-core==1.10.*"
 pyspark==<the installed version>`; dbt-core 1.11 downloads a parser from GitHub as it
 installs), each round also runs the tool users would pick instead:
-dbt_baseline/ is the same pipeline for dbt-spark, every model a Parquet table recomputed from
-the whole feed (no Delta log), in local[2] as medallion. Then, from empty warehouses over the
+dbt_baseline/ is the same pipeline for dbt-spark (with the sample's own gold models and
+macros), every model a Parquet table recomputed from the whole feed (no Delta log), in
+local[2] as medallion. Then, from empty warehouses over the
 whole feed:
   build      `medallion build` (seeds, models and data tests) against `dbt build`
   recompute  `dbt build --exclude-resource-type test`: a full-recompute tool's increment,
@@ -163,6 +164,10 @@ def run_dbt(project: Path, dbt: Path, tests: bool) -> dict:
         shutil.copytree(HERE / "dbt_baseline", folder)
         (folder / "seeds").mkdir()
         shutil.copy(project / "seeds/products.csv", folder / "seeds")
+        # The gold layer is batch SQL over ref() in both tools: the sample's files, not copies.
+        for source, copy_to in (("models/gold", "models"), ("macros", "macros")):
+            for sql in (project / source).glob("*.sql"):
+                shutil.copy(sql, folder / copy_to)
     for made in ("spark-warehouse", "metastore_db", "target", "logs"):
         shutil.rmtree(folder / made, ignore_errors=True)
     warehouse = folder / "spark-warehouse"

@@ -8,10 +8,6 @@ options (path '{{ var("landing") }}/{{ name }}', columnNameOfCorruptRecord '_cor
          {%- if format == 'csv' %}, header 'true'{% endif %})
 {% endmacro %}
 
-{% macro money(expression) -%}
-cast(round({{ expression }}, 2) as decimal(12, 2))
-{%- endmacro %}
-
 {# medallion's `expression` generic test: the rows for which it is false fail. #}
 {% test expression(model, expression, column_name=None) %}
 select * from {{ model }} where not ({{ expression }})
