@@ -310,7 +310,7 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
 
     # Much new data: long queries, where the JIT's second tier pays for itself (engines/spark.py)
     long_queries = not inv.empty and new_landing_bytes(
-        project, graph, chosen, inv.full_refresh) >= LONG_QUERIES_BYTES
+        project, graph, chosen, inv.full_refresh) >= LONG_QUERIES_BYTES[project.target.engine]
     ctx = _context(loaded, inv, chosen, report, long_queries)
     if inv.empty:  # nothing is written, so nothing goes to the event log or run results
         if watch:

@@ -154,7 +154,7 @@ def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
     target that names its own tiers or turns tiering off decides alone, and its own cache size
     wins, coming last (no Spark starts here; the options reaching a real JVM: test_operating's
     class archive test)."""
-    from medallion_cli.engines.spark import driver_java_options
+    from medallion_cli.engines.spark import HOT_CODE_ONLY, driver_java_options
 
     c1 = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
     assert driver_java_options("", local=True).split()[1:] == ["-XX:+UseParallelGC", *c1]
@@ -167,6 +167,11 @@ def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
             "-XX:+UseParallelGC", *own.split()]
     own = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     assert driver_java_options(own, local=True).split()[1:] == own.split()
-    # long queries over many rows (new_input.py) keep C2: their hot loops run 2.5x faster
+    # long queries over many rows (new_input.py) keep C2, whose code runs their hot loops 2.5x
+    # faster: on the embedded engine for the hottest code alone
     assert driver_java_options("", local=True, long_queries=True).split()[1:] == [
+        "-XX:+UseParallelGC", *HOT_CODE_ONLY]
+    assert driver_java_options("", local=True, long_queries=True, engine="delta-spark").split(
+        )[1:] == ["-XX:+UseParallelGC"]
+    assert driver_java_options("", local=False, long_queries=True).split()[1:] == [
         "-XX:+UseParallelGC"]
