@@ -77,9 +77,10 @@ def driver_java_options(own: str, local: bool, long_queries: bool = False,
 
     A local session's JIT compiles with C1 alone unless the target says how it compiles: a
     command's JVM lives for seconds to minutes of many short queries, whose code C2 compiles
-    again at a cost. On 2 cores, C2 used 22 of a first build's 57 CPU-seconds (300k orders
-    feed); with C1 alone a first build used 48-56 CPU-seconds instead of 55-65 and a 1%
-    increment 19-22 instead of 32-38, the wall time the same or less (README). C1 alone
+    again at a cost. On 2 cores (before such a first build took the long-query options
+    below), C2 used 22 of a first build's 57 CPU-seconds (300k orders feed); with C1 alone a
+    first build used 48-56 CPU-seconds instead of 55-65 and a 1% increment 19-22 instead of
+    32-38, the wall time the same or less (README). C1 alone
     would also shrink the code cache from 240 MB to 48 MB, which Delta's code outgrows: Java
     then evicts compiled code and compiles it again (README has the figures). Long queries
     (a first build of a large feed: new_input.py) are the exception: their hot loops, JSON
