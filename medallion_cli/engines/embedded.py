@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
@@ -44,7 +43,7 @@ from . import (
 )
 from .session import OnDemandSpark
 from .spark import start_spark
-from .staged import StagedFiles, table_schema
+from .staged import StagedFiles
 
 SOURCE, TARGET = "s", "t"
 # Table properties delta-rs keeps and this engine's reads (Spark's Parquet reader over the
@@ -174,11 +173,14 @@ class EmbeddedEngine(OnDemandSpark):
         folder = self.staging / f"{os.getpid()}-{uuid.uuid4().hex}"
         try:
             df.write.parquet(str(folder))
-            dataset = pads.dataset(str(folder), format="parquet")
-            schema = table_schema(dataset.schema)
-            yield pa.RecordBatchReader.from_batches(
-                schema, (batch.cast(schema) for batch in dataset.to_batches())), \
-                StagedFiles(dataset.files)
+            # Read file by file (pyarrow.dataset would do the same, and its import, which
+            # brings pandas, costs every command a quarter of a second).
+            staged = StagedFiles(sorted(str(f) for f in folder.iterdir()
+                                        if not f.name.startswith(("_", "."))))
+            schema = staged.arrow_schema()
+            yield pa.RecordBatchReader.from_batches(schema, (
+                batch.cast(schema) for f in staged.files
+                for batch in pq.ParquetFile(f).iter_batches())), staged
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
