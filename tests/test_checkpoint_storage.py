@@ -1,6 +1,6 @@
 """Checkpoints wherever the warehouse is: the Hadoop FileSystem helpers the delta-spark engine uses
 (run here on file:// URIs with the real Spark session), and an embedded build whose warehouse is
-given as a file:// URI, rebuilt with --full-refresh."""
+given as a file:// URI, rebuilt with --full-refresh (and no Hadoop checksum files written)."""
 
 import json
 
@@ -84,3 +84,8 @@ def test_build_on_a_file_uri_warehouse_then_full_refresh(project, build, spark, 
     assert json.loads(read_text(spark, f"file://{checkpoint}/metadata"))["id"] != first_id
     assert sorted(r["id"] for r in read_delta(lake / "bronze/events")) == [1, 2, 3]
     assert read_delta(lake / "gold/kind_counts") == [{"kind": "a", "n": 2}, {"kind": "b", "n": 1}]
+    # A local session writes no Hadoop checksum files (.<name>.crc) beside checkpoints and data:
+    # each one cost a chmod process (engines/spark.py). Delta's own <version>.crc stay.
+    assert sorted(p.name for p in lake.rglob(".*.crc")) == []
+    if engine_name == "delta-spark":
+        assert list((lake / "bronze/events/_delta_log").glob("0*.crc"))
