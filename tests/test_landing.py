@@ -181,6 +181,27 @@ def test_an_untouched_file_whose_mtime_ends_just_below_a_millisecond_is_not_chan
     assert changed_after_read(str(tmp_path / "checkpoint")) == [str(landed)]
 
 
+def test_a_copied_tables_commits_are_not_landed_files_that_changed(tmp_path):
+    """The embedded engine's stream over a table reads its commits as files. Copying the
+    warehouse (cp -r, a restore) gives them newer mtimes: no warning, while a landed file
+    read by the same query is still checked. (Engine-independent: the checkpoint's file log
+    is written here as Spark writes it.)"""
+    from medallion_cli.build.landing import changed_after_read
+
+    commit = tmp_path / "warehouse/bronze/events/_delta_log/00000000000000000000.json"
+    landed = tmp_path / "landing/events/1.json"
+    for path in (commit, landed):
+        path.parent.mkdir(parents=True)
+        path.write_text("{}\n")
+        os.utime(path, ns=(1795441799000000000, 1795441799000000000))  # after the read
+    log = tmp_path / "checkpoint/sources/0"
+    log.mkdir(parents=True)
+    (log / "0").write_text("v1\n" + "".join(
+        '{"path":"file://%s","timestamp":1795441798237,"batchId":0}\n' % p
+        for p in (commit, landed)))
+    assert changed_after_read(str(tmp_path / "checkpoint")) == [str(landed)]
+
+
 def test_a_stream_without_a_schema_keeps_the_one_inferred_at_first(project, build):
     root = project({"models/sources.yml": """\
                         sources:

@@ -18,11 +18,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from ..errors import MedallionError
-from ..locations import is_remote
+from ..locations import COMMIT_OR_CHECKPOINT, is_remote
 from ..project import SourceTable
 from .context import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
 from .debezium import decoded
@@ -149,12 +150,16 @@ def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
 
 def changed_after_read(checkpoint: str) -> list[str]:
     """Landed files whose mtime is newer than when the model's stream read them: a file still
-    being written when it was read (its later bytes were never read) or rewritten in place."""
+    being written when it was read (its later bytes were never read) or rewritten in place.
+    Not a Delta table's commits (the embedded engine's streams over tables read them as
+    files): they never change, so a newer mtime only says the warehouse was copied."""
     if is_remote(checkpoint):
         return []
     changed = []
     for entry in _read_files(Path(checkpoint) / "sources"):
         path = unquote(urlparse(entry["path"]).path)
+        if _is_commit(Path(path)):
+            continue
         try:
             # Whole milliseconds as Java gives them; st_mtime (a float) can round up into the
             # next millisecond and make an untouched file look changed.
@@ -180,6 +185,11 @@ def _read_files(sources: Path) -> list[dict]:
                 if "path" in entry and "timestamp" in entry:
                     entries.append(entry)
     return entries
+
+
+def _is_commit(path: Path) -> bool:
+    return (path.parent.name == "_delta_log"
+            and re.match(COMMIT_OR_CHECKPOINT, path.name) is not None)
 
 
 def changed_note(checkpoint: str, root: str) -> str | None:
