@@ -12,6 +12,7 @@ situation.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from .errors import MedallionError
 
@@ -83,13 +84,26 @@ def _kafka_data_loss(text: str) -> str | None:
             "on without them")
 
 
+def _moved_files(text: str) -> str | None:
+    """Spark's file stream finding, in its checkpoint, files read under another folder than its
+    input's now (checkpoints keep whole paths): the project or warehouse moved."""
+    found = re.search(r"Wrong basePath (\S+) for the root path: (\S+)", text)
+    if not found:
+        return None
+    then = re.sub(r"^file:(//)?", "", found.group(2))
+    return (f"this stream's checkpoint lists files it read from {Path(then).parent}, but it now "
+            f"reads {found.group(1)}: the project or its warehouse moved since the last build, "
+            "and a checkpoint keeps whole paths. Move it back, or rebuild this model and the "
+            "models downstream of it from scratch: medallion build --full-refresh -s <model>+")
+
+
 def error_message(exc: BaseException) -> str:
     """What went wrong, in a line."""
     if isinstance(exc, MedallionError):
         return str(exc)
     text = str(exc).strip() or type(exc).__name__
     lines = text.splitlines()
-    said = _csv_header(text) or _kafka_data_loss(text)
+    said = _csv_header(text) or _kafka_data_loss(text) or _moved_files(text)
     if said:
         return said
     if "Traceback (most recent call last)" in text:

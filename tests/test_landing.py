@@ -181,6 +181,27 @@ def test_an_untouched_file_whose_mtime_ends_just_below_a_millisecond_is_not_chan
     assert changed_after_read(str(tmp_path / "checkpoint")) == [str(landed)]
 
 
+def test_a_moved_project_says_so_and_loads_nothing_twice(project, build):
+    """A checkpoint keeps the whole paths of the files it read: after the project folder moved,
+    the stream stops with words saying so, its table as it was."""
+    root = landing_project(project)
+    land(root, "events", "1.json", lines({"id": 1, "kind": "a"}))
+    build(root, select=("bronze_events",))
+    moved = root.with_name(root.name + "_moved")
+    root.rename(moved)
+    land(moved, "events", "2.json", lines({"id": 2, "kind": "b"}))
+    result = build(moved, select=("bronze_events",))["bronze_events"]
+    assert result.status == "error"
+    assert result.message == (
+        f"this stream's checkpoint lists files it read from {root}/landing/events, but it now "
+        f"reads {moved}/landing/events: the project or its warehouse moved since the last "
+        "build, and a checkpoint keeps whole paths. Move it back, or rebuild this model and the "
+        "models downstream of it from scratch: medallion build --full-refresh -s <model>+")
+    assert [r["id"] for r in events(moved)] == [1]
+    build(moved, select=("bronze_events",), full_refresh=True)
+    assert sorted(r["id"] for r in events(moved)) == [1, 2]
+
+
 def test_a_copied_tables_commits_are_not_landed_files_that_changed(tmp_path):
     """The embedded engine's stream over a table reads its commits as files. Copying the
     warehouse (cp -r, a restore) gives them newer mtimes: no warning, while a landed file
