@@ -11,13 +11,6 @@ from .graph import Graph
 from .locations import COMMIT_OR_CHECKPOINT, is_remote, local_files
 from .project import Project
 
-# From this much new landing data on, a build is long queries over many rows, whose hot loops
-# (JSON parsing, Parquet encoding) run 2.5x faster as C2's code than as C1's (README: "The
-# driver JVM"). On 2 cores: the embedded engine's first build of 47 MB of landing files took
-# 36 s with C1 alone and 41-46 s with C2 for its hottest code, of 137 MB 57 s (median of 7)
-# against 70 s; delta-spark's of 137 MB 75-87 s either way, of 454 MB a quarter less with C2.
-LONG_QUERIES_BYTES = {"embedded": 128 * 2**20, "delta-spark": 256 * 2**20}
-
 
 def new_landing_bytes(project: Project, graph: Graph, selected, full_refresh: bool) -> int:
     """Bytes of the landing files that the selected models read and have not taken in: all of

@@ -19,11 +19,12 @@ from .build.checkpoints import mark_refreshes
 from .build.context import BuildContext
 from .datatests import DataTest, load_tests
 from .engines import Engine, make_engine
+from .engines.spark import LONG_QUERIES
 from .errors import MedallionError
 from .graph import Graph, build_graph, check_flow_refresh
 from .locations import is_remote
 from .locking import warehouse_lock
-from .new_input import LONG_QUERIES_BYTES, new_landing_bytes
+from .new_input import new_landing_bytes
 from .project import Project, load_project
 from .rendering import CompiledNode, Renderer
 from .results import (
@@ -309,8 +310,8 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     from .observers import observed_run
 
     # Much new data: long queries, where the JIT's second tier pays for itself (engines/spark.py)
-    long_queries = not inv.empty and new_landing_bytes(
-        project, graph, chosen, inv.full_refresh) >= LONG_QUERIES_BYTES[project.target.engine]
+    long_queries = not inv.empty and new_landing_bytes(project, graph, chosen, inv.full_refresh) \
+        >= LONG_QUERIES[project.target.engine].landing_bytes
     ctx = _context(loaded, inv, chosen, report, long_queries)
     if inv.empty:  # nothing is written, so nothing goes to the event log or run results
         if watch:

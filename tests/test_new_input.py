@@ -6,6 +6,7 @@ import os
 
 from medallion_cli import new_input, tasks
 from medallion_cli.engines.session import OnDemandSpark
+from medallion_cli.engines.spark import LongQueries
 
 FILES = {
     "models/sources.yml": """\
@@ -54,7 +55,8 @@ def test_a_build_reads_as_new_what_its_tables_have_not_taken_in(project, build, 
     root = project(FILES)
     first = land(root, "1.json", 1, 2) + land(root, "2.json", 3)
     assert new_bytes(root) == first  # no table yet: every file
-    monkeypatch.setattr(tasks, "LONG_QUERIES_BYTES", {"embedded": first, "delta-spark": first})
+    monkeypatch.setattr(tasks, "LONG_QUERIES", {engine: LongQueries(first, ())
+                                                for engine in ("embedded", "delta-spark")})
 
     assert build(root)["bronze_events"].status == "success"
     assert new_bytes(root) == 0

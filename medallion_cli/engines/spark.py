@@ -8,6 +8,7 @@ import shutil
 import socket
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -75,6 +76,23 @@ HOT_CODE_ONLY = ("-XX:Tier4InvocationThreshold=50000", "-XX:Tier4MinInvocationTh
                  "-XX:Tier4CompileThreshold=150000", "-XX:Tier4BackEdgeThreshold=400000")
 
 
+@dataclass(frozen=True)
+class LongQueries:
+    """From `landing_bytes` of new landing data on (new_input.py measures it before Spark
+    starts), a build is long queries over many rows; a local driver then compiles with `jit`."""
+    landing_bytes: int
+    jit: tuple[str, ...]
+
+
+# Long queries' hot loops (JSON parsing, Parquet encoding) run 2.5x faster as C2's code than as
+# C1's (README: "The driver JVM"). On 2 cores: the embedded engine's first build of 47 MB of
+# landing files took 36 s with C1 alone and 41-46 s with C2 for its hottest code, of 137 MB
+# 57 s (median of 7) against 70 s; delta-spark's of 137 MB 75-87 s either way, of 454 MB a
+# quarter less with Java's default tiers.
+LONG_QUERIES = {"embedded": LongQueries(128 * 2**20, HOT_CODE_ONLY),
+                "delta-spark": LongQueries(256 * 2**20, ())}
+
+
 def driver_java_options(own: str, local: bool, long_queries: bool = False,
                         engine: str = "embedded") -> str:
     """Medallion's driver JVM options, then the target's own.
@@ -94,9 +112,8 @@ def driver_java_options(own: str, local: bool, long_queries: bool = False,
     then evicts compiled code and compiles it again (README has the figures). Long queries
     (a first build of a large feed: new_input.py) are the exception: their hot loops, JSON
     parsing and Parquet encoding, run 2.5x slower as C1's code. They keep Java's tiers, on
-    the embedded engine with C2 for the hottest code alone (HOT_CODE_ONLY: the 300k-order
-    feed's first build in 57 s instead of 70 with C1 alone, README). A cluster's driver,
-    which only plans (its executors hold the rows), keeps Java's default."""
+    the embedded engine with C2 for the hottest code alone (LONG_QUERIES). A cluster's
+    driver, which only plans (its executors hold the rows), keeps Java's default."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     own_tiers = re.search(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own)
     if not local or own_tiers:
@@ -104,7 +121,7 @@ def driver_java_options(own: str, local: bool, long_queries: bool = False,
     elif not long_queries:
         jit = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
     else:
-        jit = HOT_CODE_ONLY if engine == "embedded" else ()
+        jit = LONG_QUERIES[engine].jit
     return " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *collector, *jit, *own.split()))
 
 
