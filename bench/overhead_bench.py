@@ -12,6 +12,9 @@ cluster), from an empty warehouse, each command its own process (JVM start inclu
   first      `medallion build --exclude resource_type:test`: seeds and models
   increment  the held-back files landed, the same command again
   no-op      `medallion build` twice (the first runs the data tests, which pass): the second
+  watch      with --watch: the first build's tables back, `medallion build --watch` (trigger
+             1 second) started over them, the held-back files landed: seconds until every gold
+             table is rebuilt with them (the increment when the JVM stays up between loads)
 and then the hand-written pipeline (handwritten.py: seeds and models, no data tests) over the
 whole feed, which is also what a full-recompute tool does for the increment: writing with
 delta-rs (the issue's reference), and when a delta-spark setup runs, also with Delta Lake for
@@ -44,15 +47,17 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import setups
-from streaming_bench import make_project, medallion
+from streaming_bench import make_project, medallion, one_second_trigger
 
 HERE = Path(__file__).resolve().parent
 
@@ -117,34 +122,119 @@ BUILD_MODELS = ("build", "--exclude", "resource_type:test")
 HELD_BACK = ("orders", "events")  # landing folders whose last file is the increment
 
 
-def run_medallion(project: Path, setup: str = "embedded") -> dict:
-    """A first build, an increment and a no-op build from an empty warehouse: each one's
-    seconds, and its CPU-seconds as `<phase>_cpu`."""
-    for folder in ("warehouse", "target", "held_back"):
-        shutil.rmtree(project / folder, ignore_errors=True)
-    held = project / "held_back"
+def hold_back(project: Path) -> None:
+    """Move the last file of each HELD_BACK landing folder aside: the increment."""
     for name in HELD_BACK:
-        (held / name).mkdir(parents=True)
+        (project / "held_back" / name).mkdir(parents=True)
         last = sorted((project / "landing" / name).iterdir())[-1]
-        last.rename(held / name / last.name)
+        last.rename(project / "held_back" / name / last.name)
+
+
+def land_held_back(project: Path) -> None:
+    for name in HELD_BACK:
+        for f in (project / "held_back" / name).iterdir():
+            f.rename(project / "landing" / name / f.name)
+    shutil.rmtree(project / "held_back")
+
+
+def run_medallion(project: Path, setup: str = "embedded", watch: bool = False) -> dict:
+    """A first build, an increment and a no-op build from an empty warehouse: each one's
+    seconds, and its CPU-seconds as `<phase>_cpu`. With watch, also the same increment under
+    `build --watch` over the first build's tables (`increment_watch`, see watched_increment)."""
+    for folder in ("warehouse", "target", "held_back", "after_first"):
+        shutil.rmtree(project / folder, ignore_errors=True)
+    hold_back(project)
     on = ["--project-dir", str(project), *setups.args(setup)]
     first = timed(medallion(*BUILD_MODELS, *on))
     first_results = run_results(project)
-    for name in HELD_BACK:
-        for f in (held / name).iterdir():
-            f.rename(project / "landing" / name / f.name)
+    first_versions = gold_versions(project)
+    if watch:  # copied with their mtimes, which the next build compares with the landed files'
+        for folder in ("warehouse", "target"):
+            shutil.copytree(project / folder, project / "after_first" / folder)
+    land_held_back(project)
     increment = timed(medallion(*BUILD_MODELS, *on))
+    rebuilt = {name for name, version in gold_versions(project).items()
+               if version > first_versions[name]}
     timed(medallion("build", *on))  # the data tests run once, pass, and are recorded
     noop = timed(medallion("build", *on))
     done = run_results(project)
     phases = {"first": first, "increment": increment, "noop": noop}
+    watched = {}
+    if watch:
+        expected = medallion_rows(project, "gold")
+        for folder in ("warehouse", "target"):
+            shutil.rmtree(project / folder)
+            (project / "after_first" / folder).rename(project / folder)
+        hold_back(project)
+        watched = {"increment_watch": watched_increment(project, setup, rebuilt, expected)}
     return {**{phase: run["seconds"] for phase, run in phases.items()},
             **{f"{phase}_cpu": run["cpu_seconds"] for phase, run in phases.items()},
+            **watched,
             # none starts when no node needs Spark (null in run_results)
             "noop_after_spark_start": done["elapsed_seconds"] - (done["spark_start_seconds"] or 0),
             "results": first_results["results"],
             "first_spark_start": first_results["spark_start_seconds"],
             "first_in_medallion": first_results["elapsed_seconds"]}
+
+
+def gold_versions(project: Path) -> dict[str, int]:
+    from deltalake import DeltaTable
+
+    return {table.name: DeltaTable(str(table)).version()
+            for table in (project / "warehouse/gold").iterdir()}
+
+
+def watched_increment(project: Path, setup: str, rebuilt: set[str],
+                      expected: dict[str, int]) -> float:
+    """Seconds from the held-back files landing to the gold tables the increment changes
+    (`rebuilt`) rebuilt with them, under `medallion build --watch` (trigger 1 second, batch
+    models checked every 2 s) started over the first build's tables: the increment when the
+    JVM is kept between loads. Gold must end with the rows the increment as its own command
+    gave it (`expected`)."""
+    with one_second_trigger(project):
+        return _watched_increment(project, setup, rebuilt, expected)
+
+
+def _watched_increment(project: Path, setup: str, rebuilt: set[str],
+                       expected: dict[str, int]) -> float:
+    proc = subprocess.Popen(medallion(*BUILD_MODELS, "--watch", "--log-format", "json",
+                                      "--project-dir", str(project), *setups.args(setup)),
+                            env=setups.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    events: list[dict] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            if line.startswith("{"):
+                events.append(json.loads(line))
+
+    def first_pass_done() -> bool:
+        start = next((e for e in events if e["event"] == "start"), None)
+        return start is not None and sum(e["event"] == "result" for e in events) >= start["nodes"]
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        wait_for(first_pass_done, proc)
+        seen = len(events)
+        landed = time.perf_counter()
+        land_held_back(project)
+        wait_for(lambda: {e["name"] for e in events[seen:] if e["event"] == "result"
+                          and e["status"] == "success"} >= rebuilt
+                 and medallion_rows(project, "gold") == expected, proc,
+                 why=lambda: f"gold rows {medallion_rows(project, 'gold')}, expected {expected}; "
+                             f"events since landing: {events[seen:]}")
+        return time.perf_counter() - landed
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=300)
+
+
+def wait_for(condition, proc: subprocess.Popen, seconds: float = 600, why=lambda: "") -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"`medallion build --watch` stopped or took too long: {why()}")
+        time.sleep(0.2)
 
 
 def run_medallion_build(project: Path, setup: str) -> dict:
@@ -183,13 +273,13 @@ def run_dbt(project: Path, dbt: Path, tests: bool) -> dict:
     return {**run, "tables": tables}
 
 
-def medallion_rows(project: Path) -> dict[str, int]:
-    """Rows of each table in the warehouse, from its Delta log."""
+def medallion_rows(project: Path, layer: str = "") -> dict[str, int]:
+    """Rows of each table in the warehouse (or one layer's folder of it), from its Delta log."""
     from deltalake import DeltaTable
 
     return {log.parent.name: sum(DeltaTable(str(log.parent)).get_add_actions(flatten=True)
                                  .column("num_records").to_pylist())
-            for log in (project / "warehouse").glob("**/_delta_log")}
+            for log in (project / "warehouse" / layer).glob("**/_delta_log")}
 
 
 def phase_seconds(run: dict) -> dict:
@@ -251,6 +341,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--setups", default="embedded",
                         help="comma-separated: embedded, delta-spark, cluster (see setups.py)")
+    parser.add_argument("--watch", action="store_true",
+                        help="also time the increment under `build --watch` (increment_watch)")
     parser.add_argument("--dbt", type=Path,
                         help="a dbt executable with dbt-spark[session]: also run dbt_baseline/")
     args = parser.parse_args()
@@ -266,7 +358,7 @@ def main() -> None:
     with setups.prepared(project, chosen):
         for _ in range(args.repeat):
             for setup in chosen:
-                runs[setup].append(run_medallion(project, setup))
+                runs[setup].append(run_medallion(project, setup, args.watch))
             for writer in writers:
                 handwritten_runs[writer].append(run_handwritten(project, writer))
             if args.dbt:
@@ -304,6 +396,8 @@ def main() -> None:
 
     with_cpu = machine_cpu_seconds() is not None
     phases = ("first", "increment", "noop")
+    watched = {setup: [round(run["increment_watch"], 1) for run in done]
+               for setup, done in runs.items() if args.watch}
     report = {
         "feed": feed,
         "runs": args.repeat,
@@ -318,6 +412,8 @@ def main() -> None:
                     "noop_after_spark_start": [round(run["noop_after_spark_start"], 1)
                                                for run in done]}
             for setup, done in runs.items()},
+        **({"medallion increment under build --watch (seconds, landed -> every gold table "
+             "rebuilt)": watched} if watched else {}),
         "ratios of medians, wall seconds": ratios("", "seconds"),
         **({"ratios of medians, CPU-seconds": ratios("_cpu", "cpu_seconds")} if with_cpu else {}),
         "noop_seconds (median; after Spark started)": {
@@ -334,6 +430,10 @@ def main() -> None:
     }
     if args.dbt:
         report["dbt_baseline"] = dbt_report(runs, builds, dbt_runs, differ, with_cpu)
+        if watched:
+            report["dbt_baseline"]["watch_increment_speedup_over_dbt_recompute"] = {
+                setup: round(statistics.median(run["seconds"] for run in dbt_runs["recompute"])
+                             / statistics.median(times), 2) for setup, times in watched.items()}
     shutil.rmtree(project, ignore_errors=True)
     wide = make_wide_project(Path(tempfile.mkdtemp(prefix="medallion-wide-")), args.models)
     report[f"compile_{args.models}_models_seconds"] = round(cli_seconds(wide, "compile"), 2)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import setups
@@ -77,10 +78,24 @@ def two_phase_rates(project: Path, setup: str) -> dict:
             build_rates(project, setup)}
 
 
+@contextmanager
+def one_second_trigger(project: Path):
+    """Every streaming model of the project on a 1-second trigger (for `build --watch`)."""
+    config = project / "medallion_project.yml"
+    text = config.read_text()
+    config.write_text(text.replace("models:\n", "models:\n  trigger: 1 second\n", 1))
+    try:
+        yield
+    finally:
+        config.write_text(text)
+
+
 def freshness(project: Path, samples: int, setup: str) -> list[float]:
-    text = (project / "medallion_project.yml").read_text()
-    (project / "medallion_project.yml").write_text(text.replace(
-        "models:\n", "models:\n  trigger: 1 second\n", 1))
+    with one_second_trigger(project):
+        return _freshness(project, samples, setup)
+
+
+def _freshness(project: Path, samples: int, setup: str) -> list[float]:
     proc = subprocess.Popen(medallion("build", "--watch", "--project-dir", str(project),
                                       *setups.args(setup)), env=setups.env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
