@@ -174,7 +174,7 @@ class EmbeddedEngine(OnDemandSpark):
         try:
             df.write.parquet(str(folder))
             # Read file by file (pyarrow.dataset would do the same, and its import, which
-            # brings pandas, costs every command a quarter of a second).
+            # brings pandas, costs every command 0.2 s).
             staged = StagedFiles(sorted(str(f) for f in folder.iterdir()
                                         if not f.name.startswith(("_", "."))))
             schema = staged.arrow_schema()
