@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import MedallionError
-from .locations import is_remote
+from .locations import data_files, is_remote
 from .project import SourceTable
 from .status import freshness_level
 
@@ -35,8 +35,7 @@ class SourceFreshness:
 
 
 def _newest_file(folder: Path) -> dt.datetime | None:
-    times = [p.stat().st_mtime for p in folder.rglob("*")
-             if p.is_file() and not p.name.startswith((".", "_"))]
+    times = [p.stat().st_mtime for p in data_files(folder)]
     return dt.datetime.fromtimestamp(max(times), dt.timezone.utc) if times else None
 
 

@@ -62,6 +62,13 @@ def local_table_exists(path: str) -> bool:
     return log.is_dir() and any(re.match(COMMIT_OR_CHECKPOINT, p.name) for p in log.iterdir())
 
 
+def data_files(folder: str | Path) -> list[Path]:
+    """The files under a local folder that Spark reads, sorted: not those whose names start
+    with '.' or '_' (checksums, _SUCCESS, files being written)."""
+    return sorted(p for p in Path(folder).rglob("*")
+                  if p.is_file() and not p.name.startswith((".", "_")))
+
+
 def local_files(location: str | Path) -> list[tuple[str, int, int]]:
     """(path within the folder, size, modified in ns) of every file under a local folder; a
     location that is one file (a source table's `path` may name one): that file, by name."""

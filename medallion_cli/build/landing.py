@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from ..errors import MedallionError
-from ..locations import COMMIT_OR_CHECKPOINT, is_remote
+from ..locations import COMMIT_OR_CHECKPOINT, data_files, is_remote
 from ..project import SourceTable
 from .context import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
 from .debezium import decoded
@@ -82,8 +82,7 @@ def inferred_schema(spark, source: SourceTable, kept: str) -> str:
             "an inferred one is kept only for local files and a local warehouse",
             path=source.origin, hint="add schema: 'col type, ...' to the source table")
     path, seen_path = Path(kept), Path(kept + ".files")
-    landed = sorted(str(p) for p in Path(source.path).rglob("*")
-                    if p.is_file() and not p.name.startswith((".", "_")))
+    landed = [str(p) for p in data_files(source.path)]
     if path.is_file():
         ddl = path.read_text()
         if source.unknown_fields != "add_new_columns":

@@ -26,7 +26,7 @@ from deltalake.transaction import create_table_with_add_actions
 
 from ..errors import MedallionError
 from ..failures import CONCURRENT_COMMIT
-from ..locations import local_table_exists
+from ..locations import data_files, local_table_exists
 from ..project import Target
 from . import (
     MergeSpec,
@@ -175,8 +175,7 @@ class EmbeddedEngine(OnDemandSpark):
             df.write.parquet(str(folder))
             # Read file by file (pyarrow.dataset would do the same, and its import, which
             # brings pandas, costs every command 0.2 s).
-            staged = StagedFiles(sorted(str(f) for f in folder.iterdir()
-                                        if not f.name.startswith(("_", "."))))
+            staged = StagedFiles([str(f) for f in data_files(folder)])
             schema = staged.arrow_schema()
             yield pa.RecordBatchReader.from_batches(schema, (
                 batch.cast(schema) for f in staged.files
