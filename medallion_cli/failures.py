@@ -86,15 +86,17 @@ def _kafka_data_loss(text: str) -> str | None:
 
 def _moved_files(text: str) -> str | None:
     """Spark's file stream finding, in its checkpoint, files read under another folder than its
-    input's now (checkpoints keep whole paths): the project or warehouse moved."""
+    input's now (checkpoints keep whole paths): the project or warehouse moved, or a source's
+    path changed."""
     found = re.search(r"Wrong basePath (\S+) for the root path: (\S+)", text)
     if not found:
         return None
     then = re.sub(r"^file:(//)?", "", found.group(2))
     return (f"this stream's checkpoint lists files it read from {Path(then).parent}, but it now "
-            f"reads {found.group(1)}: the project or its warehouse moved since the last build, "
-            "and a checkpoint keeps whole paths. Move it back, or rebuild this model and the "
-            "models downstream of it from scratch: medallion build --full-refresh -s <model>+")
+            f"reads {found.group(1)}: the folder it reads changed since the last build (the "
+            "project or its warehouse moved, or a source's path changed), and a checkpoint keeps "
+            "whole paths. Move it back, or rebuild this model and the models downstream of it "
+            "from scratch: medallion build --full-refresh -s <model>+")
 
 
 def error_message(exc: BaseException) -> str:

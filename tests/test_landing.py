@@ -194,9 +194,10 @@ def test_a_moved_project_says_so_and_loads_nothing_twice(project, build):
     assert result.status == "error"
     assert result.message == (
         f"this stream's checkpoint lists files it read from {root}/landing/events, but it now "
-        f"reads {moved}/landing/events: the project or its warehouse moved since the last "
-        "build, and a checkpoint keeps whole paths. Move it back, or rebuild this model and the "
-        "models downstream of it from scratch: medallion build --full-refresh -s <model>+")
+        f"reads {moved}/landing/events: the folder it reads changed since the last build (the "
+        "project or its warehouse moved, or a source's path changed), and a checkpoint keeps "
+        "whole paths. Move it back, or rebuild this model and the models downstream of it "
+        "from scratch: medallion build --full-refresh -s <model>+")
     assert [r["id"] for r in events(moved)] == [1]
     build(moved, select=("bronze_events",), full_refresh=True)
     assert sorted(r["id"] for r in events(moved)) == [1, 2]
