@@ -98,6 +98,29 @@ def test_json_fields_outside_the_schema(project, build, mode):
     assert json.loads(rows[1]["_rescued_data"]) == {"tag": {"x": [1, 2]}, "n": 5}
 
 
+def test_fields_outside_the_schema_are_found_however_the_json_is_written(project, build):
+    # Flat objects of schema fields are told apart by a regex without listing their keys
+    # (json_values.only_keys_pattern); every other text has its keys listed.
+    root = landing_project(project)
+    land(root, "events", "1.json", "\n".join([
+        '{"id": 1, "kind": "a"}',
+        '{ "id" : 2 ,"kind":"b\\"tag\\": 1" }',  # a key's look-alike inside a string value
+        '{"id": 3, "kind": "c", "n": 5}',
+        '{"id": 4, "kind": "d\\\\", "n": null}',  # a string ending in an escaped backslash
+        '{"id": 5, "k\\u0069nd": "e", "kind": "e"}',  # an escaped key: "kind" again
+        '{"id": 6, "kind": "f", "tag": {"id": 1}}',
+        '{"id": 7, "kind": "g", "kind2": true}',
+        '{"id": 8, "kind": "h", "id": 8}']) + "\n")
+    result = build(root, select=("bronze_events",))["bronze_events"]
+    assert result.status == "success", result.message
+    assert "4 row(s) with fields outside the schema kept in _rescued_data" in result.message
+    rows = sorted(events(root), key=lambda r: r["id"])
+    assert [(r["id"], r["kind"], r["_rescued_data"] and json.loads(r["_rescued_data"]))
+            for r in rows] == [
+        (1, "a", None), (2, 'b"tag": 1', None), (3, "c", {"n": 5}), (4, "d\\", {"n": None}),
+        (5, "e", None), (6, "f", {"tag": {"id": 1}}), (7, "g", {"kind2": True}), (8, "h", None)]
+
+
 def test_a_bad_unknown_fields_value_names_the_file(project, build):
     from medallion_cli.errors import MedallionError
     from medallion_cli.project import load_project

@@ -4,6 +4,8 @@ schema are kept in `_rescued_data` (or fail the build, or are dropped, as the so
 
 from __future__ import annotations
 
+import re
+
 from ..project import SourceTable
 from .context import CORRUPT_COLUMN, RESCUED_COLUMN
 
@@ -25,7 +27,9 @@ def parsed_json(lines, source: SourceTable, schema: str, options: dict, position
     extra_names = F.array_except(F.json_object_keys(value), F.array(*map(F.lit, names)))
     extra = F.to_json(F.map_filter(F.from_json(value, "map<string,variant>"),
                                    lambda k, v: ~k.isin(names)))
-    valid = F.is_valid_utf8(value)
+    # Listing a text's keys parses it a second time; a flat object of schema fields alone
+    # needs no listing to show it has none other.
+    valid, listed = F.is_valid_utf8(value), ~value.rlike(only_keys_pattern(names))
     if source.unknown_fields == "fail":
         extra = F.raise_error(F.concat(
             F.lit(f"source '{source.source}.{source.name}' has field(s) outside its schema: "),
@@ -34,12 +38,24 @@ def parsed_json(lines, source: SourceTable, schema: str, options: dict, position
     carried = [c for c in lines.columns if c != "value"]
     rows = lines.select(
         F.when(valid, parsed).alias("row"),
-        F.when(valid & (F.size(extra_names) > 0), extra).alias(RESCUED_COLUMN),
+        F.when(valid & listed & (F.size(extra_names) > 0), extra).alias(RESCUED_COLUMN),
         F.when(~valid, value).alias("_invalid"), *carried)
     return rows.select(
         *[F.col("row")[n].alias(n) for n in names],
         F.coalesce(F.col("_invalid"), F.col("row")[CORRUPT_COLUMN]).alias(CORRUPT_COLUMN),
         RESCUED_COLUMN, *carried)
+
+
+def only_keys_pattern(names: list[str]) -> str:
+    """A Java regex that matches a JSON object whose keys are among `names`, written plainly,
+    and whose values are strings or plain words (numbers, true, false, null): what landing
+    files mostly hold. A text it matches has no other key. One it does not match (nested
+    values, escaped keys, or not JSON) may have one: its keys are listed. Possessive
+    quantifiers: a text is scanned once, without backtracking."""
+    key = "(?:" + "|".join(re.escape(name) for name in names) + ")"
+    value = r'(?:"(?:[^"\\]++|\\.)*+"|[^",:{}\[\]\s]++)'
+    pair = rf'"{key}"\s*+:\s*+{value}\s*+'
+    return rf'^\s*+\{{\s*+(?:{pair}(?:,\s*+{pair})*+)?\}}\s*+$'
 
 
 def readable(column):
