@@ -121,6 +121,19 @@ def test_fields_outside_the_schema_are_found_however_the_json_is_written(project
         (5, "e", None), (6, "f", {"tag": {"id": 1}}), (7, "g", {"kind2": True}), (8, "h", None)]
 
 
+def test_a_field_name_json_escapes_never_counts_as_written_plainly():
+    # '"a\\b"' in a text is the key a<backspace>, not the field a\b: such a name takes the
+    # listing of keys, like any text the pattern does not match.
+    import re
+
+    from medallion_cli.build.json_values import only_keys_pattern
+
+    pattern = only_keys_pattern(["id", "a\\b"])
+    assert re.search(pattern, '{"id": 1}')
+    assert not re.search(pattern, '{"id": 1, "a\\b": 2}')
+    assert not re.search(only_keys_pattern(["a\\b"]), '{"": 2}')
+
+
 def test_a_bad_unknown_fields_value_names_the_file(project, build):
     from medallion_cli.errors import MedallionError
     from medallion_cli.project import load_project

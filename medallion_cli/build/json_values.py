@@ -4,6 +4,7 @@ schema are kept in `_rescued_data` (or fail the build, or are dropped, as the so
 
 from __future__ import annotations
 
+import json
 import re
 
 from ..project import SourceTable
@@ -50,9 +51,13 @@ def only_keys_pattern(names: list[str]) -> str:
     """A Java regex that matches a JSON object whose keys are among `names`, written plainly,
     and whose values are strings or plain words (numbers, true, false, null): what landing
     files mostly hold. A text it matches has no other key. One it does not match (nested
-    values, escaped keys, or not JSON) may have one: its keys are listed. Possessive
+    values, escaped keys, or not JSON) may have one: its keys are listed. A name JSON writes
+    with escapes is left out (its escaped form could spell another key). Possessive
     quantifiers: a text is scanned once, without backtracking."""
-    key = "(?:" + "|".join(re.escape(name) for name in names) + ")"
+    plain = [name for name in names if json.dumps(name, ensure_ascii=False)[1:-1] == name]
+    if not plain:
+        return r"^\s*+\{\s*+\}\s*+$"
+    key = "(?:" + "|".join(map(re.escape, plain)) + ")"
     value = r'(?:"(?:[^"\\]++|\\.)*+"|[^",:{}\[\]\s]++)'
     pair = rf'"{key}"\s*+:\s*+{value}\s*+'
     return rf'^\s*+\{{\s*+(?:{pair}(?:,\s*+{pair})*+)?\}}\s*+$'
