@@ -123,7 +123,8 @@ def test_fields_outside_the_schema_are_found_however_the_json_is_written(project
 
 def test_a_field_name_json_escapes_never_counts_as_written_plainly():
     # '"a\\b"' in a text is the key a<backspace>, not the field a\b: such a name takes the
-    # listing of keys, like any text the pattern does not match.
+    # listing of keys, like any text the pattern does not match. No engine: the pattern alone,
+    # with Python's re, whose syntax for it (possessive quantifiers) is Java's.
     import re
 
     from medallion_cli.build.json_values import only_keys_pattern

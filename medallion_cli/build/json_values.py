@@ -30,7 +30,7 @@ def parsed_json(lines, source: SourceTable, schema: str, options: dict, position
                                    lambda k, v: ~k.isin(names)))
     # Listing a text's keys parses it a second time; a flat object of schema fields alone
     # needs no listing to show it has none other.
-    valid, listed = F.is_valid_utf8(value), ~value.rlike(only_keys_pattern(names))
+    valid, may_have_others = F.is_valid_utf8(value), ~value.rlike(only_keys_pattern(names))
     if source.unknown_fields == "fail":
         extra = F.raise_error(F.concat(
             F.lit(f"source '{source.source}.{source.name}' has field(s) outside its schema: "),
@@ -39,7 +39,7 @@ def parsed_json(lines, source: SourceTable, schema: str, options: dict, position
     carried = [c for c in lines.columns if c != "value"]
     rows = lines.select(
         F.when(valid, parsed).alias("row"),
-        F.when(valid & listed & (F.size(extra_names) > 0), extra).alias(RESCUED_COLUMN),
+        F.when(valid & may_have_others & (F.size(extra_names) > 0), extra).alias(RESCUED_COLUMN),
         F.when(~valid, value).alias("_invalid"), *carried)
     return rows.select(
         *[F.col("row")[n].alias(n) for n in names],
