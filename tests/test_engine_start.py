@@ -137,15 +137,52 @@ def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
 
 def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
     """Both engines start the driver JVM with these options (no Spark starts here)."""
-    from medallion_cli.engines.spark import driver_java_options
+    from medallion_cli.engines.spark import LOG_CONFIG, driver_java_options
 
-    assert driver_java_options("", local=False).split()[1:] == ["-XX:+UseParallelGC"]
-    assert driver_java_options("-Xss4m -Xlog:gc*:file=gc.log", local=False).split()[1:] == [
+    assert driver_java_options("", local=False).split()[2:] == ["-XX:+UseParallelGC"]
+    assert driver_java_options("-Xss4m -Xlog:gc*:file=gc.log", local=False).split()[2:] == [
         "-XX:+UseParallelGC", "-Xss4m", "-Xlog:gc*:file=gc.log"]
     # two collectors stop the JVM from starting: the target's choice is the only one
     for own in ("-XX:+UseG1GC", "-XX:+UseZGC -Xmx2g", "-XX:+UseShenandoahGC"):
-        assert driver_java_options(own, local=False).split()[1:] == own.split()
-    assert driver_java_options("", local=False).startswith("-Dlog4j2.configurationFile=")
+        assert driver_java_options(own, local=False).split()[2:] == own.split()
+    assert driver_java_options("", local=False).split()[:2] == [
+        f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-Duser.timezone=UTC"]
+    # a target's own time zone is the only one
+    options = driver_java_options("-Duser.timezone=Europe/Berlin", local=True).split()
+    assert [o for o in options if "timezone" in o] == ["-Duser.timezone=Europe/Berlin"]
+
+
+ZONE_OF_A_DRIVER = """
+import json, sys
+from medallion_cli.engines import make_engine
+from medallion_cli.project import Target
+target = Target("t", "delta-spark", sys.argv[1], "local[1]",
+                {"spark.driver.extraJavaOptions": "-Xshare:off"}, 1, delta_jars=sys.argv[2])
+spark = make_engine(target).spark
+jvm = spark.sparkContext._jvm
+delta_snapshot = getattr(getattr(jvm.org.apache.spark.sql.delta, "Snapshot$"), "MODULE$")
+print(json.dumps([jvm.java.util.TimeZone.getDefault().getID(),
+                  delta_snapshot.allFilesInCrcVerificationForceEnabled(spark._jsparkSession)]))
+"""
+
+
+def test_the_driver_runs_in_utc_wherever_the_machine_is(tmp_path, delta_jars):
+    """A driver started on a machine in Los Angeles runs in UTC, so Delta Lake for Spark does
+    not replay a table's log at each commit to check its file list, as it does wherever the
+    JVM's zone is not UTC. One engine: only Delta Lake for Spark reads the JVM's zone (the
+    embedded engine's log is delta-rs's), and both engines start their driver with the same
+    options (test_operating's class archive test sees them reach an embedded driver). A
+    process of its own: the suite's session started long ago, in the machine's zone."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", ZONE_OF_A_DRIVER, str(tmp_path), str(delta_jars)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                         env={**os.environ, "TZ": "America/Los_Angeles"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["UTC", False]
 
 
 def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
@@ -157,21 +194,21 @@ def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
     from medallion_cli.engines.spark import HOT_CODE_ONLY, driver_java_options
 
     c1 = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
-    assert driver_java_options("", local=True).split()[1:] == ["-XX:+UseParallelGC", *c1]
-    assert driver_java_options("-XX:ReservedCodeCacheSize=64m", local=True).split()[1:] == [
+    assert driver_java_options("", local=True).split()[2:] == ["-XX:+UseParallelGC", *c1]
+    assert driver_java_options("-XX:ReservedCodeCacheSize=64m", local=True).split()[2:] == [
         "-XX:+UseParallelGC", *c1, "-XX:ReservedCodeCacheSize=64m"]
     remote = driver_java_options("-Xss4m", local=False)
     assert "-XX:TieredStopAtLevel=1" not in remote and "ReservedCodeCacheSize" not in remote
     for own in ("-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation -Xss4m"):
-        assert driver_java_options(own, local=True).split()[1:] == [
+        assert driver_java_options(own, local=True).split()[2:] == [
             "-XX:+UseParallelGC", *own.split()]
     own = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    assert driver_java_options(own, local=True).split()[1:] == own.split()
+    assert driver_java_options(own, local=True).split()[2:] == own.split()
     # long queries over many rows (new_input.py) keep C2, whose code runs their hot loops 2.5x
     # faster: on the embedded engine for the hottest code alone
-    assert driver_java_options("", local=True, long_queries=True).split()[1:] == [
+    assert driver_java_options("", local=True, long_queries=True).split()[2:] == [
         "-XX:+UseParallelGC", *HOT_CODE_ONLY]
     assert driver_java_options("", local=True, long_queries=True, engine="delta-spark").split(
-        )[1:] == ["-XX:+UseParallelGC"]
-    assert driver_java_options("", local=False, long_queries=True).split()[1:] == [
+        )[2:] == ["-XX:+UseParallelGC"]
+    assert driver_java_options("", local=False, long_queries=True).split()[2:] == [
         "-XX:+UseParallelGC"]

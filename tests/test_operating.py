@@ -275,8 +275,9 @@ def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_
     archives = tmp_path / "classes"
     first = driver_jvm_arguments(tmp_path, archives)
     assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in first), first
-    # a local driver's JIT and its code cache (test_engine_start)
-    assert {"-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"} <= set(first)
+    # a local driver's JIT and its code cache, and its time zone (test_engine_start)
+    assert {"-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m",
+            "-Duser.timezone=UTC"} <= set(first)
     kept = list(archives.iterdir())
     assert [p.suffix for p in kept] == [".jsa"] and kept[0].stat().st_size > 10**6, kept
     assert f"-XX:SharedArchiveFile={kept[0]}" in driver_jvm_arguments(tmp_path, archives)
