@@ -211,22 +211,17 @@ def _set_secrets(spark, target: Target, secrets: dict[str, str]) -> None:
 
 
 @contextmanager
-def _jvm_output_to(log_file: Path | None):
-    """Send the output of a JVM started meanwhile (its banner, Spark's log) to log_file: the JVM
-    keeps the stderr it was started with. None: leave it on the terminal (--debug)."""
+def _jvm_output(log_file: Path | None):
+    """How to start the JVM (Popen's arguments) so that its output (its banner, Spark's log)
+    goes to log_file. The JVM then holds neither of this process's stdout and stderr: a
+    caller reading them (a scheduler, a CI job, `| tee`) is done when the command is, not
+    when the JVM has shut down after it (0.4-0.5 s). None: leave it on the terminal (--debug)."""
     if log_file is None:
-        yield
+        yield {}
         return
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved, fd = os.dup(2), os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
+    with open(log_file, "ab") as output:
+        yield {"stdout": output, "stderr": output}
 
 
 def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
@@ -243,17 +238,16 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     conf = {**spark_conf(target, long_queries), **(extra_conf or {})}
     archive = class_archive(conf)
     try:
-        with _jvm_output_to(log_file):
-            try:
-                spark = _session(target, with_archive(conf, archive))
-            except Exception:
-                from pyspark import SparkContext
+        try:
+            spark = _session(target, with_archive(conf, archive), log_file)
+        except Exception:
+            from pyspark import SparkContext
 
-                if archive is None or SparkContext._gateway is not None:
-                    raise  # not the archive: the JVM started
-                forget(archive)  # a Java or an archive that cannot share classes
-                archive = None
-                spark = _session(target, conf)
+            if archive is None or SparkContext._gateway is not None:
+                raise  # not the archive: the JVM started
+            forget(archive)  # a Java or an archive that cannot share classes
+            archive = None
+            spark = _session(target, conf, log_file)
     except Exception as exc:  # the JVM failed to start: say so plainly
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise MedallionError(f"target '{target.name}': Spark did not start: {reason}",
@@ -269,13 +263,19 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     return spark
 
 
-def _session(target: Target, conf: dict[str, str]):
+def _session(target: Target, conf: dict[str, str], log_file: Path | None):
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
+    shown = [(key, value) for key, value in conf.items() if not is_secret(key)]
+    if SparkContext._gateway is None:  # no JVM yet (the test suite's session may have one)
+        settings = SparkConf().setMaster(target.spark_master).setAppName("medallion").setAll(shown)
+        with _jvm_output(log_file) as popen_arguments:
+            SparkContext(conf=settings, gateway=launch_gateway(settings, popen_arguments))
     builder = SparkSession.builder.master(target.spark_master).appName("medallion")
-    for key, value in conf.items():
-        if not is_secret(key):
-            builder = builder.config(key, value)
+    for key, value in shown:
+        builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
