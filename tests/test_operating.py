@@ -75,7 +75,7 @@ def test_runtime_errors_are_one_line_and_spark_logs_to_a_file(project, engine_na
     command = subprocess.Popen([sys.executable, "-m", "medallion_cli.cli", "build",
                                 "--project-dir", str(root)], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
-    assert command.wait(timeout=600) == 1
+    code = command.wait(timeout=600)
     # Once the command has ended, no process it started (the JVM shuts down for a while
     # after it) holds its output: a reader of it is done when the command is.
     os.set_blocking(command.stdout.fileno(), False)
@@ -87,6 +87,7 @@ def test_runtime_errors_are_one_line_and_spark_logs_to_a_file(project, engine_na
         pytest.fail("a process the command started still holds its output")
     command.stdout.close()
     text = said.decode()
+    assert code == 1, text
     lines = text.splitlines()
     error = lines[next(i for i, line in enumerate(lines) if "ERROR" in line and "typed" in line)
                   + 1].strip()
