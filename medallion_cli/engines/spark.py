@@ -268,15 +268,14 @@ def _session(target: Target, conf: dict[str, str], log_file: Path | None):
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    shown = [(key, value) for key, value in conf.items() if not is_secret(key)]
+    # One description of the session for the JVM's start and the session (no JVM defaults
+    # read into it: a second start in a process that has a JVM must not copy them back).
+    settings = SparkConf(loadDefaults=False).setMaster(target.spark_master).setAppName(
+        "medallion").setAll([(key, value) for key, value in conf.items() if not is_secret(key)])
     if SparkContext._gateway is None:  # no JVM yet (the test suite's session may have one)
-        settings = SparkConf().setMaster(target.spark_master).setAppName("medallion").setAll(shown)
         with _jvm_output(log_file) as popen_arguments:
             SparkContext(conf=settings, gateway=launch_gateway(settings, popen_arguments))
-    builder = SparkSession.builder.master(target.spark_master).appName("medallion")
-    for key, value in shown:
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return SparkSession.builder.config(conf=settings).getOrCreate()
 
 
 def _quiet_python_error_log(quiet: bool) -> None:
