@@ -15,6 +15,9 @@ cluster), from an empty warehouse, each command its own process (JVM start inclu
   watch      with --watch: the first build's tables back, `medallion build --watch` (trigger
              1 second) started over them, the held-back files landed: seconds until every gold
              table is rebuilt with them (the increment when the JVM stays up between loads)
+  served     with --served: from an empty warehouse, `medallion serve` started, then the first
+             build and the increment as above, each a command of its own that runs on the
+             server's JVM
 and then the hand-written pipeline (handwritten.py: seeds and models, no data tests) over the
 whole feed, which is also what a full-recompute tool does for the increment: writing with
 delta-rs (the issue's reference), and when a delta-spark setup runs, also with Delta Lake for
@@ -160,8 +163,8 @@ def run_medallion(project: Path, setup: str = "embedded", watch: bool = False) -
     done = run_results(project)
     phases = {"first": first, "increment": increment, "noop": noop}
     watched = {}
+    expected = medallion_rows(project, "gold")
     if watch:
-        expected = medallion_rows(project, "gold")
         for folder in ("warehouse", "target"):
             shutil.rmtree(project / folder)
             (project / "after_first" / folder).rename(project / folder)
@@ -170,11 +173,37 @@ def run_medallion(project: Path, setup: str = "embedded", watch: bool = False) -
     return {**{phase: run["seconds"] for phase, run in phases.items()},
             **{f"{phase}_cpu": run["cpu_seconds"] for phase, run in phases.items()},
             **watched,
+            "gold_rows": expected,
             # none starts when no node needs Spark (null in run_results)
             "noop_after_spark_start": done["elapsed_seconds"] - (done["spark_start_seconds"] or 0),
             "results": first_results["results"],
             "first_spark_start": first_results["spark_start_seconds"],
             "first_in_medallion": first_results["elapsed_seconds"]}
+
+
+def run_served(project: Path, setup: str, expected: dict[str, int]) -> dict:
+    """From an empty warehouse, with `medallion serve` running for the project: the first
+    build and then the increment, each a command of its own (its whole process) that runs on
+    the server's JVM. Gold must end with the rows the increment as its own command gave it
+    (`expected`)."""
+    for folder in ("warehouse", "target", "held_back"):
+        shutil.rmtree(project / folder, ignore_errors=True)
+    hold_back(project)
+    on = ["--project-dir", str(project), *setups.args(setup)]
+    server = subprocess.Popen(medallion("serve", *on), env=setups.env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (project / "target/serve.json").is_file(), server, what="serve")
+        first = timed(medallion(*BUILD_MODELS, *on))
+        land_held_back(project)
+        increment = timed(medallion(*BUILD_MODELS, *on))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=300)
+    if medallion_rows(project, "gold") != expected:
+        raise SystemExit(f"served increment: gold rows {medallion_rows(project, 'gold')}, "
+                         f"expected {expected}")
+    return {"first": first, "increment": increment}
 
 
 def gold_versions(project: Path) -> dict[str, int]:
@@ -229,11 +258,12 @@ def _watched_increment(project: Path, setup: str, rebuilt: set[str],
         proc.wait(timeout=300)
 
 
-def wait_for(condition, proc: subprocess.Popen, seconds: float = 600, why=lambda: "") -> None:
+def wait_for(condition, proc: subprocess.Popen, seconds: float = 600, why=lambda: "",
+             what: str = "build --watch") -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"`medallion build --watch` stopped or took too long: {why()}")
+            raise SystemExit(f"`medallion {what}` stopped or took too long: {why()}")
         time.sleep(0.2)
 
 
@@ -343,6 +373,9 @@ def main() -> None:
                         help="comma-separated: embedded, delta-spark, cluster (see setups.py)")
     parser.add_argument("--watch", action="store_true",
                         help="also time the increment under `build --watch` (increment_watch)")
+    parser.add_argument("--served", action="store_true",
+                        help="also time the first build and the increment as commands of "
+                             "their own while `medallion serve` runs (served)")
     parser.add_argument("--dbt", type=Path,
                         help="a dbt executable with dbt-spark[session]: also run dbt_baseline/")
     args = parser.parse_args()
@@ -353,12 +386,16 @@ def main() -> None:
     writers = ["delta-rs"] + sorted({WRITERS[s] for s in chosen} - {"delta-rs"})
     handwritten_runs: dict[str, list[dict]] = {writer: [] for writer in writers}
     builds: dict[str, list[dict]] = {setup: [] for setup in chosen}
+    served_runs: dict[str, list[dict]] = {setup: [] for setup in chosen}
     dbt_runs: dict[str, list[dict]] = {"build": [], "recompute": []}
     differ: dict[str, dict] = {}
     with setups.prepared(project, chosen):
         for _ in range(args.repeat):
             for setup in chosen:
                 runs[setup].append(run_medallion(project, setup, args.watch))
+                if args.served:
+                    served_runs[setup].append(
+                        run_served(project, setup, runs[setup][-1]["gold_rows"]))
             for writer in writers:
                 handwritten_runs[writer].append(run_handwritten(project, writer))
             if args.dbt:
@@ -398,6 +435,10 @@ def main() -> None:
     phases = ("first", "increment", "noop")
     watched = {setup: [round(run["increment_watch"], 1) for run in done]
                for setup, done in runs.items() if args.watch}
+    measures = ("seconds", "cpu_seconds")[:1 + with_cpu]
+    served = {setup: {f"{phase} {key}": [round(run[phase][key], 1) for run in done]
+                      for phase in ("first", "increment") for key in measures}
+              for setup, done in served_runs.items() if args.served}
     report = {
         "feed": feed,
         "runs": args.repeat,
@@ -414,6 +455,8 @@ def main() -> None:
             for setup, done in runs.items()},
         **({"medallion increment under build --watch (seconds, landed -> every gold table "
              "rebuilt)": watched} if watched else {}),
+        **({"medallion with medallion serve running, from an empty warehouse (each command's "
+             "whole process)": served} if served else {}),
         "ratios of medians, wall seconds": ratios("", "seconds"),
         **({"ratios of medians, CPU-seconds": ratios("_cpu", "cpu_seconds")} if with_cpu else {}),
         "noop_seconds (median; after Spark started)": {
@@ -434,6 +477,12 @@ def main() -> None:
             report["dbt_baseline"]["watch_increment_speedup_over_dbt_recompute"] = {
                 setup: round(statistics.median(run["seconds"] for run in dbt_runs["recompute"])
                              / statistics.median(times), 2) for setup, times in watched.items()}
+        if served:
+            report["dbt_baseline"]["served_increment_speedup_over_dbt_recompute"] = {
+                setup: {key: round(statistics.median(run[key] for run in dbt_runs["recompute"])
+                                   / statistics.median(run["increment"][key] for run in done), 2)
+                        for key in measures}
+                for setup, done in served_runs.items()}
     shutil.rmtree(project, ignore_errors=True)
     wide = make_wide_project(Path(tempfile.mkdtemp(prefix="medallion-wide-")), args.models)
     report[f"compile_{args.models}_models_seconds"] = round(cli_seconds(wide, "compile"), 2)

@@ -99,6 +99,10 @@ class _Command(click.Command):
 class _Group(click.Group):
     command_class = _Command
 
+    def parse_args(self, ctx, args):
+        ctx.meta["argv"] = list(args)  # as typed, for a server to run (servable)
+        return super().parse_args(ctx, args)
+
 
 @click.group(cls=_Group, help="Medallion: build bronze/silver/gold Delta tables from SQL models.")
 @click.version_option(__version__, prog_name="medallion")
@@ -119,6 +123,26 @@ def running_options(func):
                              "profile's).")(func)
 
 
+def servable(func):
+    """A command that runs on the project's `medallion serve` when one is up (server.py)."""
+
+    @click.option("--no-server", is_flag=True,
+                  help="Run in a JVM of this command's own even when medallion serve runs for "
+                       "the project.")
+    @functools.wraps(func)
+    def wrapper(inv, debug, no_server, **kwargs):
+        if not (no_server or debug or kwargs.get("watch")):
+            from .server import forward
+
+            argv = click.get_current_context().meta.get("argv", [])
+            code = forward(inv.project_dir, inv.profiles_dir, inv.target, argv)
+            if code is not None:
+                sys.exit(code)
+        return func(inv, debug=debug, **kwargs)
+
+    return wrapper
+
+
 EMPTY = click.option("--empty", is_flag=True,
                      help="Check each model's SQL, config columns, expectations and contract "
                           "over inputs with no rows, writing nothing (as dbt's --empty).")
@@ -128,6 +152,7 @@ EMPTY = click.option("--empty", is_flag=True,
                    "models running on their trigger and rebuild batch models when their inputs "
                    "change, until Ctrl-C.")
 @common_options
+@servable
 @running_options
 @click.option("--watch", is_flag=True,
               help="Keep running: streaming models on their processing-time trigger "
@@ -145,6 +170,7 @@ def build(inv, debug, watch, rerun_tests, empty, log_format):
 
 @main.command(help="Build models only (no seeds), in DAG order.")
 @common_options
+@servable
 @running_options
 @EMPTY
 @LOG_FORMAT
@@ -155,6 +181,7 @@ def run(inv, debug, empty, log_format):
 
 @main.command(help="Load seeds/*.csv into Delta tables; a seed reloads when its file changed.")
 @common_options
+@servable
 @running_options
 @LOG_FORMAT
 def seed(inv, debug, log_format):
@@ -192,6 +219,7 @@ def ls(inv, debug):
                    "with severity error fails. --unit runs model unit tests (tests/unit/*.yml) "
                    "instead, on the rows they give, touching no table.")
 @common_options
+@servable
 @running_options
 @click.option("--unit", is_flag=True, help="Run model unit tests from tests/unit/*.yml.")
 @LOG_FORMAT
@@ -203,10 +231,27 @@ def test(inv, debug, unit, log_format):
 @main.command(help="Run again what failed or was skipped in the last build, run, seed or test "
                    "(from target/run_results.json), with the same command.")
 @common_options
+@servable
 @running_options
 @LOG_FORMAT
 def retry(inv, debug, log_format):
     _report(lambda report: tasks.retry(inv, report), debug, log_format)
+
+
+@main.command(help="Keep Spark running for this project until Ctrl-C: build, run, seed, test "
+                   "and retry in it then run here, starting no JVM of their own, on code Java "
+                   "has already compiled.")
+@common_options
+def serve(inv, debug):
+    def ready(project, port):
+        click.echo(f"Serving {project.root} on target '{project.target.name}' "
+                   f"({project.target.engine}), port {port} on loopback (target/serve.json). "
+                   "Ctrl-C stops.")
+
+    def done(argv, exit_code, seconds):
+        click.echo(f"{' '.join(['medallion', *argv])}: exit {exit_code} in {seconds:.1f} s")
+
+    tasks.serve(inv, lambda argv: main.main(argv, prog_name="medallion"), ready, done)
 
 
 @main.command(help="Delete the project's clean-targets (medallion_project.yml; default: "

@@ -95,12 +95,18 @@ def project_of(inv: Invocation) -> Project:
     return load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
 
 
-def engine_of(project: Project, inv: Invocation) -> Engine:
-    """The target's engine, with the JARs the project's sources need (Spark's Kafka source);
-    Spark's own output goes to target/spark.log unless --debug."""
+def engine_target(project: Project):
+    """The project's target with the JARs its sources need (Spark's Kafka source): all that
+    decides how its Spark starts."""
     kafka = any(source.format == "kafka" for source in project.sources.values())
-    target = jars.with_bundles(project.target, ["kafka"] if kafka else [])
-    return make_engine(target, None if inv.debug else project.target_dir / "spark.log")
+    return jars.with_bundles(project.target, ["kafka"] if kafka else [])
+
+
+def engine_of(project: Project, inv: Invocation) -> Engine:
+    """The target's engine (engine_target); Spark's own output goes to target/spark.log unless
+    --debug."""
+    return make_engine(engine_target(project),
+                       None if inv.debug else project.target_dir / "spark.log")
 
 
 def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = False) -> Loaded:
@@ -439,6 +445,32 @@ def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult
     # Unit tests register temp views by model name: one at a time.
     return execute(names, {}, run, {n: ("unit", "unit test") for n in names}, 1, report.result,
                    report.begin)
+
+
+def serve(inv: Invocation, run_command: Callable[[list[str]], None],
+          on_ready: Callable[[Project, int], None],
+          on_command: Callable[[list[str], int, float], None]) -> None:
+    """medallion serve: keep the project's Spark running for its commands (server.py)."""
+    from . import server
+
+    project = project_of(inv)
+    target = engine_target(project)
+
+    def declined(request: dict) -> str | None:
+        try:
+            theirs = project_of(Invocation(request["project_dir"], request["profiles_dir"],
+                                           request["target"]))
+        except MedallionError:
+            return None  # the command reports it, as anywhere
+        if theirs.root != project.root:
+            return f"medallion serve runs the project in {project.root}"
+        if engine_target(theirs) != target:
+            return (f"medallion serve runs Spark for target '{target.name}' as it was when the "
+                    f"server started, and target '{theirs.target.name}' starts it differently")
+        return None
+
+    server.serve(project, engine_of(project, inv), run_command, declined,
+                 lambda port: on_ready(project, port), on_command)
 
 
 def clean(inv: Invocation) -> list[Path]:

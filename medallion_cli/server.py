@@ -1,0 +1,294 @@
+"""`medallion serve`: one project's Spark kept running, so that its commands skip the JVM's start
+and run on code the JVM has already compiled.
+
+The server starts Spark for the project's target and waits on a loopback port, which it writes
+with a secret to target/serve.json (readable by its owner only). While it runs, `medallion
+build`, `run`, `seed`, `test` and `retry` in the project send their arguments, working folder
+and environment there instead of starting a JVM of their own; the server runs the command in its
+process, one command at a time (the warehouse has one writer anyway), and streams its output
+back; the command's exit code is the client's. Each command loads the project again, so edited
+models and macros are read as usual. A command whose target would start Spark differently (another
+target, engine or Spark setting), or asks for --watch, --debug or --no-server, runs in a JVM of
+its own, as without a server. Ctrl-C in the client cancels its command's Spark jobs on the
+server, which keeps serving; Ctrl-C or SIGTERM on the server stops it.
+"""
+
+from __future__ import annotations
+
+import _thread
+import io
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import MedallionError
+
+SERVED_FILE = "serve.json"
+
+
+def served_file(project_dir: str) -> Path:
+    """Where a project's server says where it listens (the target folder: project.target_dir)."""
+    return Path(project_dir).resolve() / "target" / SERVED_FILE
+
+
+# The client: `medallion build` and the others, when the project has a server.
+
+def forward(project_dir: str, profiles_dir: str | None, target: str | None,
+            argv: list[str]) -> int | None:
+    """Run the command (argv, as typed after `medallion`) on the project's server: its exit
+    code. None when there is no server, or it declined (another target): the caller runs it."""
+    path = served_file(project_dir)
+    try:
+        served = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if served.get("pid") == os.getpid():  # the server itself, running a forwarded command
+        return None
+    try:
+        connection = socket.create_connection(("127.0.0.1", served["port"]), timeout=2)
+    except (OSError, KeyError, TypeError):
+        return None  # a server killed without removing its file
+    terminal = sys.stdout.isatty()
+    environment = dict(os.environ)
+    if terminal:  # the server's output stream is no terminal: tell it this one's width
+        environment.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
+    request = {"secret": served.get("secret"), "argv": argv, "cwd": os.getcwd(),
+               "env": environment, "terminal": terminal, "project_dir": project_dir,
+               "profiles_dir": profiles_dir, "target": target}
+    with connection:
+        connection.settimeout(None)
+        connection.sendall(json.dumps(request).encode() + b"\n")
+        return _relay(connection, served.get("pid"))
+
+
+def _relay(connection: socket.socket, pid) -> int | None:
+    """Print the server's messages as they come; the command's exit code."""
+    messages = connection.makefile("rb")
+    announced = False
+    while True:
+        try:
+            line = messages.readline()
+        except KeyboardInterrupt:
+            # Ctrl-C: the server cancels the command's Spark jobs when this side closes; its
+            # report of what was cancelled still comes. A second Ctrl-C leaves without it.
+            connection.shutdown(socket.SHUT_WR)
+            continue
+        if not line:
+            print(f"Error: the server (medallion serve, pid {pid}) stopped during the command",
+                  file=sys.stderr)
+            return 1
+        message = json.loads(line)
+        if "declined" in message:
+            print(f"Note: {message['declined']}; running in a JVM of its own", file=sys.stderr)
+            return None
+        if not announced:
+            print(f"(on the Spark of medallion serve, pid {pid})", file=sys.stderr)
+            announced = True
+        if "exit" in message:
+            return message["exit"]
+        stream = sys.stdout if "out" in message else sys.stderr
+        stream.write(message.get("out", message.get("err")))
+        stream.flush()
+
+
+# The server.
+
+@dataclass
+class _Interrupts:
+    """Why the main thread was interrupted: a client that left (its command is cancelled) or
+    a signal to the server (it stops)."""
+
+    client_left: bool = False
+    stopping: bool = False
+
+
+class _ClientStream(io.TextIOBase):
+    """A text stream (sys.stdout or sys.stderr while a command runs) whose writes go to the
+    client as messages of one kind; a terminal when the client's stdout is one, so progress
+    and colors look as they would there. Writes after the client left are dropped."""
+
+    def __init__(self, send: Callable[[dict], None], kind: str, terminal: bool):
+        super().__init__()
+        self.send, self.kind, self.terminal = send, kind, terminal
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):  # click looks for a binary stream so
+            raise TypeError("a text stream")
+        if text:
+            self.send({self.kind: text})
+        return len(text)
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+@contextmanager
+def _as_client(request: dict, send: Callable[[dict], None]):
+    """The client's working folder, environment and output, while its command runs."""
+    saved = (os.getcwd(), dict(os.environ), sys.stdout, sys.stderr)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.stdout = _ClientStream(send, "out", request["terminal"])
+    sys.stderr = _ClientStream(send, "err", request["terminal"])
+    try:
+        yield
+    finally:
+        os.chdir(saved[0])
+        os.environ.clear()
+        os.environ.update(saved[1])
+        sys.stdout, sys.stderr = saved[2], saved[3]
+
+
+def serve(project, engine, run_command: Callable[[list[str]], None],
+          declined: Callable[[dict], str | None],
+          on_ready: Callable[[int], None], on_command: Callable[[list[str], int, float], None]
+          ) -> None:
+    """Start the engine's Spark, then run clients' commands until SIGINT or SIGTERM.
+    run_command: runs argv as the `medallion` command does (exits with SystemExit);
+    declined: why a request's command must run elsewhere (None: here)."""
+    path = served_file(str(project.root))
+    other = _owner(path)
+    if other is not None and other != os.getpid() and _answers(path):
+        raise MedallionError(f"medallion serve (pid {other}) already serves this project",
+                             path=path, hint="its commands run there; stop it first to start "
+                                             "another (e.g. for another target)")
+    engine.spark  # started now, not by the first command
+    interrupts = _Interrupts()
+    cancel_jobs = engine.spark.sparkContext.cancelAllJobs
+
+    def interrupted(signum, frame):
+        interrupts.stopping = interrupts.stopping or not interrupts.client_left
+        interrupts.client_left = False
+        cancel_jobs()
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    listener = socket.create_server(("127.0.0.1", 0))
+    secret = secrets.token_hex(16)
+    _write_private(path, json.dumps({"pid": os.getpid(), "port": listener.getsockname()[1],
+                                     "secret": secret, "target": project.target.name}))
+    try:
+        on_ready(listener.getsockname()[1])
+        while not interrupts.stopping:
+            try:
+                connection, _ = listener.accept()
+                with connection:
+                    _serve_one(connection, secret, run_command, declined, interrupts,
+                               cancel_jobs, on_command)
+            except KeyboardInterrupt:
+                pass  # a client's command was cancelled (or the server stops: the loop ends)
+            except Exception:  # a request it could not serve (a client gone, a bad request)
+                traceback.print_exc()
+    finally:
+        listener.close()
+        if _owner(path) == os.getpid():
+            path.unlink()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _serve_one(connection: socket.socket, secret: str, run_command, declined,
+               interrupts: _Interrupts, cancel_jobs, on_command) -> None:
+    messages = connection.makefile("rb")
+    try:
+        request = json.loads(messages.readline())
+    except ValueError:
+        return
+    if not secrets.compare_digest(str(request.get("secret")), secret):
+        return  # not a client of this server's owner
+    sending = threading.Lock()
+
+    def send(message: dict) -> None:
+        with sending:
+            try:
+                connection.sendall(json.dumps(message).encode() + b"\n")
+            except OSError:
+                pass  # the client left; its command is being cancelled
+
+    running = threading.Event()
+    running.set()
+
+    def watch_client() -> None:
+        """The client sends nothing after its request: anything more, or the connection
+        closing, means it left (Ctrl-C): cancel its command. Its Spark jobs are cancelled
+        from here, since the command's thread may wait on one, where no interrupt reaches it."""
+        try:
+            messages.read(1)
+        except OSError:
+            pass
+        with sending:
+            if running.is_set():
+                interrupts.client_left = True
+                cancel_jobs()
+                _thread.interrupt_main(signal.SIGINT)
+
+    began = time.perf_counter()
+    with _as_client(request, send):
+        reason = declined(request)
+        if reason:
+            send({"declined": reason})
+            return
+        threading.Thread(target=watch_client, daemon=True).start()
+        exit_code = _run(run_command, request["argv"])
+        with sending:
+            running.clear()
+    send({"exit": exit_code})
+    on_command(request["argv"], exit_code, time.perf_counter() - began)
+
+
+def _run(run_command, argv: list[str]) -> int:
+    """The command's exit code; a bug's traceback goes to the client, not to the server."""
+    try:
+        run_command(argv)
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        raise
+    except Exception:
+        traceback.print_exc()
+        return 1
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds the server's secret)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(text)
+
+
+def _answers(path: Path) -> bool:
+    """Whether a server listens where the file says."""
+    try:
+        socket.create_connection(("127.0.0.1", json.loads(path.read_text())["port"]),
+                                 timeout=2).close()
+        return True
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return json.loads(path.read_text()).get("pid")
+    except (OSError, ValueError):
+        return None

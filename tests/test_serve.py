@@ -1,0 +1,142 @@
+"""`medallion serve`: a project's commands run on its warm Spark, give the same tables and exit
+codes as on their own, can be cancelled, and fall back to a JVM of their own when the server
+cannot run them."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import profile_for, read_delta
+from test_streaming import BATCH_1, BATCH_2, MODELS, expected_state, land
+
+SLOW = """\
+    {{ config(materialized='table') }}
+    select sum(id) as total from range(100000000000)
+"""
+
+
+def medallion(*args) -> list[str]:
+    return [sys.executable, "-m", "medallion_cli.cli", *args]
+
+
+def run(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(medallion(*args), text=True, capture_output=True, timeout=600)
+
+
+def start_server(root) -> subprocess.Popen:
+    server = subprocess.Popen(medallion("serve", "--project-dir", str(root)), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while not (root / "target/serve.json").is_file():
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            pytest.fail(f"medallion serve did not start: {server.communicate()[0]}")
+        time.sleep(0.2)
+    return server
+
+
+def served_pid(result: subprocess.CompletedProcess) -> int | None:
+    """The server's pid, when the command ran there (it says so on stderr)."""
+    marker = "(on the Spark of medallion serve, pid "
+    line = next((x for x in result.stderr.splitlines() if x.startswith(marker)), None)
+    return int(line.removeprefix(marker).rstrip(")")) if line else None
+
+
+def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_name):
+    other_target = profile_for(engine_name) + """\
+    other:
+      engine: embedded
+      warehouse: elsewhere
+      spark:
+        master: "local[1]"
+"""
+    root = project({**MODELS, "models/gold/slow.sql": SLOW}, profile=other_target)
+    on = ("--project-dir", str(root))
+    land(root, "001.json", BATCH_1)
+    server = start_server(root)
+    try:
+        first = run("build", "--exclude", "slow", *on)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert served_pid(first) == server.pid, first.stderr
+        assert "OK" in first.stdout and "silver_orders" in first.stdout
+        land(root, "002.json", BATCH_2)
+        second = run("build", "--exclude", "slow", *on)
+        assert second.returncode == 0 and served_pid(second) == server.pid, second.stderr
+        assert read_delta(root / "warehouse/silver/silver_orders") == expected_state(
+            BATCH_1 + BATCH_2)
+        assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 9
+
+        # A model failing on the server: its one-line error and exit code 1, as on its own.
+        (root / "models/silver/typed.sql").write_text(
+            "{{ config(materialized='table') }}\n"
+            "select cast(status as int) as status_code from {{ ref('bronze_orders') }}\n")
+        failed = run("run", "-s", "typed", *on)
+        assert failed.returncode == 1 and served_pid(failed) == server.pid
+        assert "[CAST_INVALID_INPUT]" in failed.stdout and "Traceback" not in failed.stdout
+        assert not list(root.glob("warehouse/silver/typed/_delta_log/*.json"))  # no commit
+        (root / "models/silver/typed.sql").unlink()
+
+        # Ctrl-C in the client cancels its command's Spark jobs; the server keeps serving.
+        slow = subprocess.Popen(medallion("run", "-s", "slow", *on), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(5)
+        slow.send_signal(signal.SIGINT)
+        out, err = slow.communicate(timeout=120)
+        assert slow.returncode == 1 and "Aborted!" in err, out + err
+        assert not list(root.glob("warehouse/gold/slow/_delta_log/*.json"))
+        again = run("build", "--exclude", "slow", *on)
+        assert again.returncode == 0 and served_pid(again) == server.pid, again.stderr
+        assert "UP TO DATE" in again.stdout
+
+        # Another target starts Spark differently: that command runs in a JVM of its own
+        # (here it has nothing to do: no seeds).
+        elsewhere = run("seed", "--target", "other", *on)
+        assert elsewhere.returncode == 0 and served_pid(elsewhere) is None
+        assert "target 'other' starts it differently; running in a JVM of its own" in \
+            elsewhere.stderr
+
+        # Only the server's owner can use it: a request without its secret is dropped.
+        port = json.loads((root / "target/serve.json").read_text())["port"]
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as stranger:
+            stranger.sendall(json.dumps({"secret": "guess", "argv": ["clean"]}).encode() + b"\n")
+            assert stranger.recv(100) == b""
+        assert (root / "target").is_dir()
+
+        # One server per project.
+        second_server = run("serve", *on)
+        assert second_server.returncode == 2
+        assert f"medallion serve (pid {server.pid}) already serves this project" in \
+            second_server.stderr
+    finally:
+        server.send_signal(signal.SIGTERM)
+        said = server.communicate(timeout=120)[0]
+    assert server.returncode == 0, said
+    assert f"medallion build --exclude slow --project-dir {root}: exit 0" in said
+    assert f"medallion run -s typed --project-dir {root}: exit 1" in said
+    assert not (root / "target/serve.json").exists()
+
+    # With the server gone, commands run on their own again.
+    land(root, "003.json", [{"order_id": 9, "status": "placed", "op": "I", "seq": 1}])
+    alone = run("build", "--exclude", "slow", *on)
+    assert alone.returncode == 0 and served_pid(alone) is None, alone.stderr
+    assert {r["order_id"] for r in read_delta(root / "warehouse/silver/silver_orders")} == \
+        {1, 2, 4, 5, 6, 9}
+
+
+def test_a_server_that_died_leaves_commands_running_on_their_own(project):
+    """Engine-independent (no Spark starts: the project has nothing to build): a serve.json
+    whose server is gone (killed, so it could not remove it) is passed over."""
+    root = project({"models/a.sql": "select 1 as x"})
+    (root / "target").mkdir()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once this is closed
+    (root / "target/serve.json").write_text(json.dumps({"pid": 1, "port": port, "secret": "x"}))
+    result = run("seed", "--project-dir", str(root))
+    assert result.returncode == 0, result.stderr
+    assert served_pid(result) is None and "Nothing selected." in result.stdout
