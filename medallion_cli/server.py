@@ -194,6 +194,7 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
                 with connection:
                     _serve_one(connection, secret, run_command, declined, interrupts,
                                cancel_jobs, on_command)
+                _close_callback_connections(engine.spark)
             except KeyboardInterrupt:
                 pass  # a client's command was cancelled (or the server stops: the loop ends)
             except Exception:  # a request it could not serve (a client gone, a bad request)
@@ -253,6 +254,21 @@ def _serve_one(connection: socket.socket, secret: str, run_command, declined,
             running.clear()
     send({"exit": exit_code})
     on_command(request["argv"], exit_code, time.perf_counter() - began)
+
+
+def _close_callback_connections(spark) -> None:
+    """py4j keeps a connection, and a Python thread waiting on it, for every JVM thread that
+    ever called into Python (each streaming query's foreachBatch), for as long as the JVM
+    lives: 7 more threads per build of the sample, without end. Between commands no query
+    runs, so they are shut (the waiting threads then end; a JVM thread calling again gets a
+    new connection)."""
+    callbacks = getattr(spark.sparkContext._gateway, "_callback_server", None)
+    for connection in list(getattr(callbacks, "connections", ())):
+        if connection.socket is not None:
+            try:
+                connection.socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed meanwhile
 
 
 def _run(run_command, argv: list[str]) -> int:

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,13 @@ def served_pid(result: subprocess.CompletedProcess) -> int | None:
     return int(line.removeprefix(marker).rstrip(")")) if line else None
 
 
+def python_threads(pid: int) -> int:
+    """A process's threads named as the process (its Python threads; delta-rs and the JVM name
+    theirs)."""
+    name = Path(f"/proc/{pid}/comm").read_text()
+    return sum((task / "comm").read_text() == name for task in Path(f"/proc/{pid}/task").iterdir())
+
+
 def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_name):
     other_target = profile_for(engine_name) + """\
     other:
@@ -64,9 +72,12 @@ def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_n
         assert first.returncode == 0, first.stdout + first.stderr
         assert served_pid(first) == server.pid, first.stderr
         assert "OK" in first.stdout and "silver_orders" in first.stdout
+        threads = python_threads(server.pid)
         land(root, "002.json", BATCH_2)
         second = run("build", "--exclude", "slow", *on)
         assert second.returncode == 0 and served_pid(second) == server.pid, second.stderr
+        # Builds leave no threads behind (py4j's, one per streaming query, are shut).
+        assert python_threads(server.pid) <= threads
         assert read_delta(root / "warehouse/silver/silver_orders") == expected_state(
             BATCH_1 + BATCH_2)
         assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 9
