@@ -56,8 +56,9 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
     if served.get("pid") == os.getpid():  # the server itself, running a forwarded command
         return None
     try:
+        os.kill(served["pid"], 0)
         connection = socket.create_connection(("127.0.0.1", served["port"]), timeout=2)
-    except (OSError, KeyError, TypeError):
+    except (OSError, KeyError, TypeError, ValueError):
         return None  # a server killed without removing its file
     terminal = sys.stdout.isatty()
     environment = dict(os.environ)
@@ -68,7 +69,10 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
                "profiles_dir": profiles_dir, "target": target}
     with connection:
         connection.settimeout(None)
-        connection.sendall(json.dumps(request).encode() + b"\n")
+        try:
+            connection.sendall(json.dumps(request).encode() + b"\n")
+        except OSError:
+            pass  # the server went away: said as it reads no answer
         return _relay(connection, served.get("pid"))
 
 
@@ -78,17 +82,18 @@ def _relay(connection: socket.socket, pid) -> int | None:
     announced = False
     while True:
         try:
-            line = messages.readline()
+            message = json.loads(messages.readline() or "null")
         except KeyboardInterrupt:
             # Ctrl-C: the server cancels the command's Spark jobs when this side closes; its
             # report of what was cancelled still comes. A second Ctrl-C leaves without it.
             connection.shutdown(socket.SHUT_WR)
             continue
-        if not line:
+        except (OSError, ValueError):  # the server was killed mid-message
+            message = None
+        if message is None:
             print(f"Error: the server (medallion serve, pid {pid}) stopped during the command",
                   file=sys.stderr)
             return 1
-        message = json.loads(line)
         if "declined" in message:
             print(f"Note: {message['declined']}; running in a JVM of its own", file=sys.stderr)
             return None

@@ -151,3 +151,26 @@ def test_a_server_that_died_leaves_commands_running_on_their_own(project):
     result = run("seed", "--project-dir", str(root))
     assert result.returncode == 0, result.stderr
     assert served_pid(result) is None and "Nothing selected." in result.stdout
+
+
+def test_a_server_that_stops_mid_command_is_one_error_line(project):
+    """Engine-independent (the client's side; no Spark starts): a server that goes away
+    without answering leaves the command with exit 1 and one line saying so."""
+    import os
+    import threading
+
+    root = project({"models/a.sql": "select 1 as x"})
+    (root / "target").mkdir()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        def accept_and_close():
+            connection, _ = listener.accept()
+            connection.makefile("rb").readline()  # the request
+            connection.close()
+
+        threading.Thread(target=accept_and_close, daemon=True).start()
+        (root / "target/serve.json").write_text(json.dumps(
+            {"pid": os.getpid(), "port": listener.getsockname()[1], "secret": "x"}))
+        result = run("seed", "--project-dir", str(root))
+    assert result.returncode == 1
+    assert result.stderr.strip() == (f"Error: the server (medallion serve, pid {os.getpid()}) "
+                                     "stopped during the command")
