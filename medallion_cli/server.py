@@ -48,18 +48,12 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
             argv: list[str]) -> int | None:
     """Run the command (argv, as typed after `medallion`) on the project's server: its exit
     code. None when there is no server, or it declined (another target): the caller runs it."""
-    path = served_file(project_dir)
-    try:
-        served = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    served = _served(served_file(project_dir))
     if served.get("pid") == os.getpid():  # the server itself, running a forwarded command
         return None
-    try:
-        os.kill(served["pid"], 0)
-        connection = socket.create_connection(("127.0.0.1", served["port"]), timeout=2)
-    except (OSError, KeyError, TypeError, ValueError):
-        return None  # a server killed without removing its file
+    connection = _connect(served)
+    if connection is None:
+        return None
     terminal = sys.stdout.isatty()
     environment = dict(os.environ)
     if terminal:  # the server's output stream is no terminal: tell it this one's width
@@ -171,9 +165,10 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
     run_command: runs argv as the `medallion` command does (exits with SystemExit);
     declined: why a request's command must run elsewhere (None: here)."""
     path = served_file(str(project.root))
-    other = _owner(path)
-    if other is not None and other != os.getpid() and _answers(path):
-        raise MedallionError(f"medallion serve (pid {other}) already serves this project",
+    other = _served(path)
+    if other.get("pid") != os.getpid() and (answered := _connect(other)) is not None:
+        answered.close()
+        raise MedallionError(f"medallion serve (pid {other['pid']}) already serves this project",
                              path=path, hint="its commands run there; stop it first to start "
                                              "another (e.g. for another target)")
     engine.spark  # started now, not by the first command
@@ -206,7 +201,7 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
                 traceback.print_exc()
     finally:
         listener.close()
-        if _owner(path) == os.getpid():
+        if _served(path).get("pid") == os.getpid():
             path.unlink()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -298,18 +293,20 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _answers(path: Path) -> bool:
-    """Whether a server listens where the file says."""
+def _served(path: Path) -> dict:
+    """What a project's serve.json says (empty when there is none)."""
     try:
-        socket.create_connection(("127.0.0.1", json.loads(path.read_text())["port"]),
-                                 timeout=2).close()
-        return True
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-
-
-def _owner(path: Path) -> int | None:
-    try:
-        return json.loads(path.read_text()).get("pid")
+        served = json.loads(path.read_text())
     except (OSError, ValueError):
+        return {}
+    return served if isinstance(served, dict) else {}
+
+
+def _connect(served: dict) -> socket.socket | None:
+    """A connection to the server the file names, or None when it is gone (killed without
+    removing its file: its pid is not running, or nothing listens on its port)."""
+    try:
+        os.kill(served["pid"], 0)
+        return socket.create_connection(("127.0.0.1", served["port"]), timeout=2)
+    except (OSError, KeyError, TypeError, ValueError):
         return None
