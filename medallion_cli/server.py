@@ -5,8 +5,9 @@ The server starts Spark for the project's target and waits on a loopback port, w
 with a secret to target/serve.json (readable by its owner only). While it runs, `medallion
 build`, `run`, `seed`, `test` and `retry` in the project send their arguments, working folder
 and environment there instead of starting a JVM of their own; the server runs the command in its
-process, one command at a time (the warehouse has one writer anyway), and streams its output
-back; the command's exit code is the client's. Each command loads the project again, so edited
+process, one command at a time (the warehouse has one writer anyway; a command that comes while
+another runs says it waits, and Ctrl-C stops its waiting), and streams its output back; the
+command's exit code is the client's. Each command loads the project again, so edited
 models and macros are read as usual. A command whose target would start Spark differently (another
 target, engine or Spark setting), or asks for --watch, --debug or --no-server, runs in a JVM of
 its own, as without a server. Ctrl-C in the client cancels its command's Spark jobs on the
@@ -19,6 +20,7 @@ import _thread
 import io
 import json
 import os
+import queue
 import secrets
 import shutil
 import signal
@@ -28,7 +30,7 @@ import threading
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -73,11 +75,13 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
 def _relay(connection: socket.socket, pid) -> int | None:
     """Print the server's messages as they come; the command's exit code."""
     messages = connection.makefile("rb")
-    announced = False
+    announced = waiting = False
     while True:
         try:
             message = json.loads(messages.readline() or "null")
         except KeyboardInterrupt:
+            if waiting:  # its command has not started: the server passes it over
+                raise
             # Ctrl-C: the server cancels the command's Spark jobs when this side closes; its
             # report of what was cancelled still comes. A second Ctrl-C leaves without it.
             connection.shutdown(socket.SHUT_WR)
@@ -85,12 +89,20 @@ def _relay(connection: socket.socket, pid) -> int | None:
         except (OSError, ValueError):  # the server was killed mid-message
             message = None
         if message is None:
-            print(f"Error: the server (medallion serve, pid {pid}) stopped during the command",
-                  file=sys.stderr)
+            print(f"Error: the server (medallion serve, pid {pid}) stopped " + (
+                "during the command; the models it finished are committed and the others' "
+                "tables are as they were: run it again" if announced else
+                "before running the command; run it again"), file=sys.stderr)
             return 1
         if "declined" in message:
             print(f"Note: {message['declined']}; running in a JVM of its own", file=sys.stderr)
             return None
+        if "waiting" in message:
+            print(f"Note: the server (medallion serve, pid {pid}) is busy: {message['waiting']}."
+                  " Ctrl-C stops waiting", file=sys.stderr)
+            waiting = True
+            continue
+        waiting = False
         if not announced:
             print(f"(on the Spark of medallion serve, pid {pid})", file=sys.stderr)
             announced = True
@@ -157,6 +169,37 @@ def _as_client(request: dict, send: Callable[[dict], None]):
         sys.stdout, sys.stderr = saved[2], saved[3]
 
 
+@dataclass
+class _Client:
+    """A client's connection and request, from when it arrives until its command's exit code
+    is sent; whether its command runs, and whether the client left (closed its side)."""
+
+    connection: socket.socket
+    messages: io.BufferedReader
+    request: dict
+    sending: threading.Lock = field(default_factory=threading.Lock)
+    running: bool = False
+    left: bool = False
+
+    def send(self, message: dict) -> None:
+        with self.sending:
+            try:
+                self.connection.sendall(json.dumps(message).encode() + b"\n")
+            except OSError:
+                pass  # the client left; its command is being cancelled
+
+    def close(self) -> None:
+        _hang_up(self.connection)  # ends the read of _watch too
+
+
+@dataclass
+class _Running:
+    """The command the server runs now (the main thread's; read by the accepting thread)."""
+
+    argv: list[str] | None = None
+    since: float = 0.0
+
+
 def serve(project, engine, run_command: Callable[[list[str]], None],
           declined: Callable[[dict], str | None],
           on_ready: Callable[[int], None], on_command: Callable[[list[str], int, float], None]
@@ -186,74 +229,120 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
     secret = secrets.token_hex(16)
     _write_private(path, json.dumps({"pid": os.getpid(), "port": listener.getsockname()[1],
                                      "secret": secret, "target": project.target.name}))
+    clients: queue.Queue[_Client] = queue.Queue()
+    current = _Running()
+    # Clients are taken in as they come, so that one that comes while a command runs hears
+    # that it waits (and may stop waiting), instead of hanging in the listener's backlog.
+    threading.Thread(target=_accept, daemon=True, args=(
+        listener, secret, clients, current, lambda client: _watch(
+            client, interrupts, cancel_jobs))).start()
     try:
         on_ready(listener.getsockname()[1])
         while not interrupts.stopping:
             try:
-                connection, _ = listener.accept()
-                with connection:
-                    _serve_one(connection, secret, run_command, declined, interrupts,
-                               cancel_jobs, on_command)
+                client = clients.get()
+                try:
+                    _serve_one(client, run_command, declined, current, on_command)
+                finally:
+                    client.close()
                 _close_callback_connections(engine.spark)
             except KeyboardInterrupt:
                 pass  # a client's command was cancelled (or the server stops: the loop ends)
             except Exception:  # a request it could not serve (a client gone, a bad request)
                 traceback.print_exc()
     finally:
+        try:
+            listener.shutdown(socket.SHUT_RDWR)  # ends the accepting thread's wait
+        except OSError:
+            pass
         listener.close()
+        while not clients.empty():  # those still waiting hear that the server stopped
+            clients.get().close()
         if _served(path).get("pid") == os.getpid():
             path.unlink()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _serve_one(connection: socket.socket, secret: str, run_command, declined,
-               interrupts: _Interrupts, cancel_jobs, on_command) -> None:
-    messages = connection.makefile("rb")
-    try:
-        request = json.loads(messages.readline())
-    except ValueError:
-        return
-    if not secrets.compare_digest(str(request.get("secret")), secret):
-        return  # not a client of this server's owner
-    sending = threading.Lock()
-
-    def send(message: dict) -> None:
-        with sending:
-            try:
-                connection.sendall(json.dumps(message).encode() + b"\n")
-            except OSError:
-                pass  # the client left; its command is being cancelled
-
-    running = threading.Event()
-    running.set()
-
-    def watch_client() -> None:
-        """The client sends nothing after its request: anything more, or the connection
-        closing, means it left (Ctrl-C): cancel its command. Its Spark jobs are cancelled
-        from here, since the command's thread may wait on one, where no interrupt reaches it."""
+def _accept(listener: socket.socket, secret: str, clients: queue.Queue, current: _Running,
+            watch: Callable[[_Client], None]) -> None:
+    """Take in clients until the listener closes: each with its secret is watched from now
+    on, told when it waits for other commands, and queued."""
+    while True:
         try:
-            messages.read(1)
+            connection, _ = listener.accept()
         except OSError:
-            pass
-        with sending:
-            if running.is_set():
-                interrupts.client_left = True
-                cancel_jobs()
-                _thread.interrupt_main(signal.SIGINT)
+            return  # the server stops
+        try:
+            connection.settimeout(10)  # a request comes at once; a silent peer is dropped
+            messages = connection.makefile("rb")
+            request = json.loads(messages.readline())
+            connection.settimeout(None)
+        except (OSError, ValueError):
+            _hang_up(connection)
+            continue
+        if not isinstance(request, dict) or not secrets.compare_digest(
+                str(request.get("secret")), secret):
+            _hang_up(connection)  # not a client of this server's owner
+            continue
+        client = _Client(connection, messages, request)
+        threading.Thread(target=watch, args=(client,), daemon=True).start()
+        argv, ahead = current.argv, clients.qsize()
+        if argv is not None or ahead:
+            doing = (f"`medallion {' '.join(argv)}` has run for "
+                     f"{time.monotonic() - current.since:.0f} s" if argv is not None else
+                     "a command is starting")
+            client.send({"waiting": doing + "; this command runs after it" + (
+                f" and {ahead} more" if ahead else "")})
+        clients.put(client)
 
+
+def _watch(client: _Client, interrupts: _Interrupts, cancel_jobs) -> None:
+    """The client sends nothing after its request: anything more, or the connection closing,
+    means it left (Ctrl-C). A waiting client is then passed over; a running command is
+    cancelled, its Spark jobs from here, since the command's thread may wait on one, where no
+    interrupt reaches it."""
+    try:
+        client.messages.read(1)
+    except (OSError, ValueError):
+        pass
+    with client.sending:
+        client.left = True
+        if client.running:
+            interrupts.client_left = True
+            cancel_jobs()
+            _thread.interrupt_main(signal.SIGINT)
+
+
+def _serve_one(client: _Client, run_command, declined, current: _Running, on_command) -> None:
+    with client.sending:
+        if client.left:
+            return  # it stopped waiting (Ctrl-C)
+        client.running = True
     began = time.perf_counter()
-    with _as_client(request, send):
-        reason = declined(request)
-        if reason:
-            send({"declined": reason})
-            return
-        threading.Thread(target=watch_client, daemon=True).start()
-        exit_code = _run(run_command, request["argv"])
-        with sending:
-            running.clear()
-    send({"exit": exit_code})
-    on_command(request["argv"], exit_code, time.perf_counter() - began)
+    current.argv, current.since = client.request["argv"], time.monotonic()
+    try:
+        with _as_client(client.request, client.send):
+            reason = declined(client.request)
+            exit_code = None if reason else _run(run_command, client.request["argv"])
+    finally:
+        current.argv = None
+        with client.sending:
+            client.running = False  # from here, the client leaving cancels nothing
+    if reason:
+        client.send({"declined": reason})
+        return
+    client.send({"exit": exit_code})
+    on_command(client.request["argv"], exit_code, time.perf_counter() - began)
+
+
+def _hang_up(connection: socket.socket) -> None:
+    """Close a connection now, for both sides (a plain close waits for its reader files)."""
+    try:
+        connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # the peer had gone
+    connection.close()
 
 
 def _close_callback_connections(spark) -> None:

@@ -92,16 +92,29 @@ def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_n
         assert not list(root.glob("warehouse/silver/typed/_delta_log/*.json"))  # no commit
         (root / "models/silver/typed.sql").unlink()
 
-        # Ctrl-C in the client cancels its command's Spark jobs; the server keeps serving.
+        # Commands that come while another runs say that they wait; Ctrl-C stops one waiting
+        # (the server passes it over), and Ctrl-C in the running one cancels its Spark jobs.
         slow = subprocess.Popen(medallion("run", "-s", "slow", *on), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(5)
+        waiting = subprocess.Popen(medallion("build", "--exclude", "slow", *on), text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert "is busy: `medallion run -s slow" in waiting.stderr.readline()
+        quitting = subprocess.Popen(medallion("seed", *on), text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        note = quitting.stderr.readline()
+        assert note.startswith(f"Note: the server (medallion serve, pid {server.pid}) is busy: "
+                               f"`medallion run -s slow {' '.join(on)}` has run for "), note
+        assert note.rstrip().endswith("; this command runs after it and 1 more. Ctrl-C stops "
+                                      "waiting"), note
+        quitting.send_signal(signal.SIGINT)
+        assert quitting.wait(timeout=30) == 1 and quitting.stderr.read() == "\nAborted!\n"
         slow.send_signal(signal.SIGINT)
         out, err = slow.communicate(timeout=120)
         assert slow.returncode == 1 and "Aborted!" in err, out + err
         assert not list(root.glob("warehouse/gold/slow/_delta_log/*.json"))
-        again = run("build", "--exclude", "slow", *on)
-        assert again.returncode == 0 and served_pid(again) == server.pid, again.stderr
+        again = subprocess.CompletedProcess(waiting.args, 0, *waiting.communicate(timeout=300))
+        assert waiting.returncode == 0 and served_pid(again) == server.pid, again.stderr
         assert "UP TO DATE" in again.stdout
 
         # Another target starts Spark differently: that command runs in a JVM of its own
@@ -129,6 +142,7 @@ def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_n
     assert server.returncode == 0, said
     assert f"medallion build --exclude slow --project-dir {root}: exit 0" in said
     assert f"medallion run -s typed --project-dir {root}: exit 1" in said
+    assert "medallion seed --project-dir" not in said  # the command that stopped waiting
     assert not (root / "target/serve.json").exists()
 
     # With the server gone, commands run on their own again.
@@ -153,24 +167,35 @@ def test_a_server_that_died_leaves_commands_running_on_their_own(project):
     assert served_pid(result) is None and "Nothing selected." in result.stdout
 
 
-def test_a_server_that_stops_mid_command_is_one_error_line(project):
+@pytest.mark.parametrize("said, error", [
+    ([], "before running the command; run it again"),
+    ([{"waiting": "`medallion build` has run for 3 s; this command runs after it"}],
+     "before running the command; run it again"),
+    ([{"out": "Running 1 node(s)\n"}],
+     "during the command; the models it finished are committed and the others' tables are as "
+     "they were: run it again"),
+])
+def test_a_server_that_stops_mid_command_is_one_error_line(project, said, error):
     """Engine-independent (the client's side; no Spark starts): a server that goes away
-    without answering leaves the command with exit 1 and one line saying so."""
+    before its answer ends leaves the command with exit 1 and one line saying so."""
     import os
     import threading
 
     root = project({"models/a.sql": "select 1 as x"})
     (root / "target").mkdir()
     with socket.create_server(("127.0.0.1", 0)) as listener:
-        def accept_and_close():
+        def answer_and_close():
             connection, _ = listener.accept()
             connection.makefile("rb").readline()  # the request
+            for message in said:
+                connection.sendall(json.dumps(message).encode() + b"\n")
             connection.close()
 
-        threading.Thread(target=accept_and_close, daemon=True).start()
+        threading.Thread(target=answer_and_close, daemon=True).start()
         (root / "target/serve.json").write_text(json.dumps(
             {"pid": os.getpid(), "port": listener.getsockname()[1], "secret": "x"}))
         result = run("seed", "--project-dir", str(root))
     assert result.returncode == 1
-    assert result.stderr.strip() == (f"Error: the server (medallion serve, pid {os.getpid()}) "
-                                     "stopped during the command")
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == f"Error: the server (medallion serve, pid {os.getpid()}) stopped {error}"
+    assert "Traceback" not in result.stderr
