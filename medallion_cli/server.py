@@ -288,12 +288,13 @@ def _accept(listener: socket.socket, secret: str, clients: queue.Queue, current:
         client = _Client(connection, messages, request)
         threading.Thread(target=watch, args=(client,), daemon=True).start()
         argv, ahead = current.argv, clients.qsize()
-        if argv is not None or ahead:
-            doing = (f"`medallion {' '.join(argv)}` has run for "
-                     f"{time.monotonic() - current.since:.0f} s" if argv is not None else
-                     "a command is starting")
-            client.send({"waiting": doing + "; this command runs after it" + (
-                f" and {ahead} more" if ahead else "")})
+        if argv is not None:
+            client.send({"waiting": f"`medallion {' '.join(argv)}` has run for "
+                                    f"{time.monotonic() - current.since:.0f} s; this command "
+                                    "runs after it" + (f" and {ahead} more" if ahead else "")})
+        elif ahead:  # taken in, not started yet
+            client.send({"waiting": f"{ahead} command(s) came before this one; it runs after "
+                                    "them"})
         clients.put(client)
 
 
