@@ -2,24 +2,23 @@
 (handwritten.py's pipeline), with nothing a framework adds, to tell what of medallion's
 delta-spark increment is Delta's own cost.
 
-In one process, on Delta Lake for Spark: the hand-written first build over the landed files
-(which also warms the JVM, as `medallion serve` is warm), then the files held back in held/ are
-landed and the increment is timed, two steps at a time (the orders' beside the click events'):
-the new files appended to bronze; silver_orders and
-silver_events MERGEd with the new rows (latest event per key, deletes; no tombstones for events
-later than a delete, which medallion keeps); gold_order_lines, gold_daily_revenue,
-gold_customer_value and gold_funnel_conversion recomputed for the orders, days, customers and
-event days the new rows touch, and MERGEd. Then the gold tables are compared with a full
-recompute over all files, and the files go back to held/.
+In one process, on Delta Lake for Spark: the last file of the orders and of the click events is
+held back as overhead_bench does, the hand-written first build runs over the rest (which also
+warms the JVM, as `medallion serve` is warm), then the held-back files are landed and the
+increment is timed, two steps at a time (the orders' beside the click events'): the new files
+appended to bronze; silver_orders and silver_events MERGEd with the new rows (latest event per
+key, deletes; no tombstones for events later than a delete, which medallion keeps);
+gold_order_lines, gold_daily_revenue, gold_customer_value and gold_funnel_conversion recomputed
+for the orders, days, customers and event days the new rows touch, and MERGEd. Then the gold
+tables are compared with a full recompute over all files.
 
     python bench/handwritten_increment.py PROJECT_DIR   # a project of overhead_bench's feed
     python bench/handwritten_increment.py PROJECT_DIR --cold   # the increment in a new JVM
 
 With --cold, the first build runs in a process of its own and the increment is timed from its
 own process's Spark start (as a `medallion build` of its own, less Python's imports).
-
 Prints JSON: the first build's and the increment's seconds, per step, and the rows that differ
-from a full recompute per gold table.
+from a full recompute per gold table. The project ends with every file landed.
 """
 
 from __future__ import annotations
@@ -50,16 +49,11 @@ from handwritten import (
     tables,
     warehouse,
 )
+from overhead_bench import HELD_BACK, hold_back, land_held_back
 from pyspark.sql import functions as F
 
 GOLD_KEYS = {"gold_order_lines": ["order_id"], "gold_daily_revenue": ["order_date", "category"],
              "gold_customer_value": ["customer_id"], "gold_funnel_conversion": ["event_date"]}
-
-
-def held_files(project: Path) -> list[tuple[Path, Path]]:
-    """(held file, where it lands) for the files overhead_bench holds back."""
-    return [(f, project / "landing" / f.parent.name / f.name)
-            for f in sorted((project / "held").glob("*/*")) if f.is_file()]
 
 
 def merge_groups(spark, path: Path, rows, keys: list[str], touched) -> None:
@@ -188,32 +182,28 @@ def first_build(spark, project: Path) -> float:
 
 
 def main(project: Path, cold: bool) -> None:
-    held = held_files(project)
-    if not held:
-        sys.exit(f"no files held back in {project / 'held'}: run overhead_bench's feed first")
-    if cold:  # the first build in a process of its own; the increment starts a JVM
-        subprocess.run([sys.executable, __file__, str(project), "--first-only"], check=True)
-        first, started = None, time.perf_counter()
-        spark = session(delta_spark=True)
-    else:
-        spark = session(delta_spark=True)
-        first = round(first_build(spark, project), 2)
-    for source, target in held:
-        shutil.move(source, target)
+    shutil.rmtree(project / "held_back", ignore_errors=True)
+    hold_back(project)
+    new = {name: [project / "landing" / name / f.name
+                  for f in sorted((project / "held_back" / name).iterdir())]
+           for name in HELD_BACK}
     try:
-        new = {folder: [t for _, t in held if t.parent.name == folder]
-               for folder in ("orders", "events")}
-        if not cold:
-            started = time.perf_counter()
-        steps = increment(spark, project, new)
-        seconds = time.perf_counter() - started
-        differ = differences(spark, project)
+        if cold:  # the first build in a process of its own; the increment starts a JVM
+            subprocess.run([sys.executable, __file__, str(project), "--first-only"], check=True)
+            first, started = None, time.perf_counter()
+            spark = session(delta_spark=True)
+        else:
+            spark = session(delta_spark=True)
+            first = round(first_build(spark, project), 2)
     finally:
-        for source, target in held:
-            shutil.move(target, source)
+        land_held_back(project)
+    if not cold:
+        started = time.perf_counter()
+    steps = increment(spark, project, new)
+    seconds = time.perf_counter() - started
     print(json.dumps({"first_seconds": first, "increment_seconds": round(seconds, 2),
                       "jvm": "cold" if cold else "warm", "steps": steps,
-                      "rows_differing_from_recompute": differ}))
+                      "rows_differing_from_recompute": differences(spark, project)}))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ cluster), from an empty warehouse, each command its own process (JVM start inclu
   served     with --served: from an empty warehouse, `medallion serve` started, then the first
              build and the increment as above, each a command of its own that runs on the
              server's JVM
+  by hand    with --handwritten-increment and a delta-spark setup: the increment written by
+             hand on Delta Lake for Spark in a warm JVM (handwritten_increment.py), what Delta
+             itself costs for it
 and then the hand-written pipeline (handwritten.py: seeds and models, no data tests) over the
 whole feed, which is also what a full-recompute tool does for the increment: writing with
 delta-rs (the issue's reference), and when a delta-spark setup runs, also with Delta Lake for
@@ -341,6 +344,16 @@ def run_handwritten(project: Path, writer: str) -> dict:
     return {**process, "in_job": job["seconds"], "tables": job["tables"]}
 
 
+def run_handwritten_increment(project: Path) -> dict:
+    """handwritten_increment.py's warm increment on the feed (its own first build first)."""
+    shutil.rmtree(project / "handwritten_warehouse", ignore_errors=True)
+    _, out = measured([sys.executable, str(HERE / "handwritten_increment.py"), str(project)])
+    run = json.loads(out.strip().splitlines()[-1])
+    if any(run["rows_differing_from_recompute"].values()):
+        raise SystemExit(f"hand-written increment: gold rows differ from a recompute: {run}")
+    return run
+
+
 def dbt_report(runs: dict, builds: dict, dbt_runs: dict, differ: dict, with_cpu: bool) -> dict:
     """medallion against dbt-spark: whole builds, and the increment against dbt's recompute."""
     keys = ("seconds", "cpu_seconds") if with_cpu else ("seconds",)
@@ -376,6 +389,10 @@ def main() -> None:
     parser.add_argument("--served", action="store_true",
                         help="also time the first build and the increment as commands of "
                              "their own while `medallion serve` runs (served)")
+    parser.add_argument("--handwritten-increment", action="store_true",
+                        help="also time the increment written by hand on Delta Lake for Spark "
+                             "in a warm JVM (handwritten_increment.py), when a delta-spark "
+                             "setup runs")
     parser.add_argument("--dbt", type=Path,
                         help="a dbt executable with dbt-spark[session]: also run dbt_baseline/")
     args = parser.parse_args()
@@ -388,6 +405,8 @@ def main() -> None:
     builds: dict[str, list[dict]] = {setup: [] for setup in chosen}
     served_runs: dict[str, list[dict]] = {setup: [] for setup in chosen}
     dbt_runs: dict[str, list[dict]] = {"build": [], "recompute": []}
+    by_hand = args.handwritten_increment and "delta-spark" in {WRITERS[s] for s in chosen}
+    hand_increments: list[dict] = []
     differ: dict[str, dict] = {}
     with setups.prepared(project, chosen):
         for _ in range(args.repeat):
@@ -398,6 +417,8 @@ def main() -> None:
                         run_served(project, setup, runs[setup][-1]["gold_rows"]))
             for writer in writers:
                 handwritten_runs[writer].append(run_handwritten(project, writer))
+            if by_hand:
+                hand_increments.append(run_handwritten_increment(project))
             if args.dbt:
                 for setup in chosen:
                     builds[setup].append(run_medallion_build(project, setup))
@@ -457,6 +478,8 @@ def main() -> None:
              "rebuilt)": watched} if watched else {}),
         **({"medallion with medallion serve running, from an empty warehouse (each command's "
              "whole process)": served} if served else {}),
+        **({"increment written by hand on Delta Lake for Spark, warm JVM (seconds)":
+            [run["increment_seconds"] for run in hand_increments]} if by_hand else {}),
         "ratios of medians, wall seconds": ratios("", "seconds"),
         **({"ratios of medians, CPU-seconds": ratios("_cpu", "cpu_seconds")} if with_cpu else {}),
         "noop_seconds (median; after Spark started)": {
@@ -483,6 +506,11 @@ def main() -> None:
                                    / statistics.median(run["increment"][key] for run in done), 2)
                         for key in measures}
                 for setup, done in served_runs.items()}
+        if by_hand:
+            recompute = statistics.median(run["seconds"] for run in dbt_runs["recompute"])
+            report["dbt_baseline"]["handwritten_delta_spark_increment_speedup_over_dbt_"
+                                   "recompute"] = round(recompute / statistics.median(
+                                       run["increment_seconds"] for run in hand_increments), 2)
     shutil.rmtree(project, ignore_errors=True)
     wide = make_wide_project(Path(tempfile.mkdtemp(prefix="medallion-wide-")), args.models)
     report[f"compile_{args.models}_models_seconds"] = round(cli_seconds(wide, "compile"), 2)
