@@ -56,12 +56,14 @@ GOLD_KEYS = {"gold_order_lines": ["order_id"], "gold_daily_revenue": ["order_dat
              "gold_customer_value": ["customer_id"], "gold_funnel_conversion": ["event_date"]}
 
 
-def merge_groups(spark, path: Path, rows, keys: list[str], touched) -> None:
-    """Replace the table's rows of the touched groups (keys) with rows: update, insert, and
-    delete the touched groups that have no rows now."""
+def merge_groups(spark, project: Path, name: str, rows, touched) -> None:
+    """Replace the gold table's rows of the touched groups (its GOLD_KEYS) with rows: update,
+    insert, and delete the touched groups that have no rows now."""
+    keys = GOLD_KEYS[name]
     on = " and ".join(f"t.{k} <=> s.{k}" for k in keys)
     source = touched.join(rows.withColumn("_present", F.lit(True)), keys, "left")
-    (DeltaTable.forPath(spark, str(path)).alias("t").merge(source.alias("s"), on)
+    (DeltaTable.forPath(spark, str(warehouse(project) / name)).alias("t")
+     .merge(source.alias("s"), on)
      .whenMatchedDelete("s._present is null")
      .whenMatchedUpdate(set={c: f"s.{c}" for c in rows.columns})
      .whenNotMatchedInsert("s._present", values={c: f"s.{c}" for c in rows.columns})
@@ -81,10 +83,12 @@ def increment(spark, project: Path, new: dict[str, list[Path]]) -> dict:
     def table(name):
         return spark.read.format("delta").load(str(wh / name))
 
+    def append(df, name):
+        df.write.format("delta").mode("append").save(str(wh / name))
+
     def click_events():
         events = landed(spark, project, "events", EVENTS, new["events"]).cache()
-        step("bronze_events", lambda: events.write.format("delta").mode("append")
-             .save(str(wh / "bronze_events")))
+        step("bronze_events", lambda: append(events, "bronze_events"))
         latest_events = latest(event_columns(events), "event_id", "event_at")
         step("silver_events", lambda: DeltaTable.forPath(spark, str(wh / "silver_events"))
              .alias("t").merge(latest_events.alias("s"), "t.event_id = s.event_id")
@@ -92,21 +96,19 @@ def increment(spark, project: Path, new: dict[str, list[Path]]) -> dict:
         event_days = latest_events.select("event_date").distinct()
         table("silver_events").join(event_days, "event_date").createOrReplaceTempView("e_days")
         step("gold_funnel_conversion", lambda: merge_groups(
-            spark, wh / "gold_funnel_conversion", spark.sql(FUNNEL.format(events="e_days")),
-            ["event_date"], event_days))
+            spark, project, "gold_funnel_conversion", spark.sql(FUNNEL.format(events="e_days")),
+            event_days))
 
     def orders_to_lines():
         """Through gold_order_lines: the touched orders' lines, and the days and customers
         those lines had before."""
         orders = landed(spark, project, "orders", ORDERS, new["orders"]).cache()
-        step("bronze_orders", lambda: orders.write.format("delta").mode("append")
-             .save(str(wh / "bronze_orders")))
+        step("bronze_orders", lambda: append(orders, "bronze_orders"))
         valid = F.coalesce(F.expr(VALID_ORDER), F.lit(False))
         changed = latest(order_columns(orders).where(valid), "order_id", "updated_at").cache()
 
         def silver_orders():
-            order_columns(orders).where(~valid).write.format("delta").mode("append").save(
-                str(wh / "silver_orders_quarantine"))
+            append(order_columns(orders).where(~valid), "silver_orders_quarantine")
             newer = "s.updated_at > t.updated_at"
             (DeltaTable.forPath(spark, str(wh / "silver_orders")).alias("t")
              .merge(changed.alias("s"), "t.order_id = s.order_id")
@@ -122,7 +124,7 @@ def increment(spark, project: Path, new: dict[str, list[Path]]) -> dict:
         before = table("gold_order_lines").join(touched, "order_id").select(
             "order_id", "customer_id", "order_date").localCheckpoint()
         step("gold_order_lines", lambda: merge_groups(
-            spark, wh / "gold_order_lines", lines, ["order_id"], touched))
+            spark, project, "gold_order_lines", lines, touched))
         table("gold_order_lines").createOrReplaceTempView("lines")
         return lines, before
 
@@ -134,18 +136,16 @@ def increment(spark, project: Path, new: dict[str, list[Path]]) -> dict:
                 "order_date", "category")).distinct()
         of_days.createOrReplaceTempView("lines_of_days")
         step("gold_daily_revenue", lambda: merge_groups(
-            spark, wh / "gold_daily_revenue",
-            spark.sql(DAILY_REVENUE.format(lines="lines_of_days")),
-            ["order_date", "category"], groups))
+            spark, project, "gold_daily_revenue",
+            spark.sql(DAILY_REVENUE.format(lines="lines_of_days")), groups))
 
     def customer_value(lines, before):
         customers = before.select("customer_id").union(lines.select("customer_id")).distinct()
         table("silver_customers").join(customers, "customer_id").createOrReplaceTempView(
             "c_touched")
         step("gold_customer_value", lambda: merge_groups(
-            spark, wh / "gold_customer_value",
-            spark.sql(CUSTOMER_VALUE.format(customers="c_touched", lines="lines")),
-            ["customer_id"], customers))
+            spark, project, "gold_customer_value",
+            spark.sql(CUSTOMER_VALUE.format(customers="c_touched", lines="lines")), customers))
 
     with ThreadPoolExecutor(2) as pool:
         clicks = pool.submit(click_events)
