@@ -153,7 +153,7 @@ class EventLog:
             log = self.engine.read_table(self.path)
         except Exception:  # no log yet: nothing was recorded, and nothing is known to recover
             return
-        from pyspark.sql import functions as F
+        from .engines.pyspark_api import F
 
         recorded = log.where(F.col("query_id") == query_id).agg(F.max("batch_id")).first()[0]
         if recorded is None:

@@ -11,11 +11,13 @@ for Spark, `check_spark_jars` makes sure it was built for the installed Spark an
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+from importlib.metadata import version
 from pathlib import Path
 
 from .errors import MedallionError
@@ -99,12 +101,11 @@ def jar_files(location: str | Path) -> list[Path]:
 
 def installed_spark() -> tuple[str, str]:
     """(Spark major.minor, Scala binary version) of the installed pyspark, read without a JVM."""
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
+    # Read from its files: importing pyspark here could race a node's first import of it.
+    home = Path(importlib.util.find_spec("pyspark").origin).parent
     scala = next((m.group(1) for p in (home / "jars").glob("scala-library-*.jar")
                   if (m := re.match(r"scala-library-(\d+\.\d+)", p.name))), "2.13")
-    return ".".join(pyspark.__version__.split(".")[:2]), scala
+    return ".".join(version("pyspark").split(".")[:2]), scala
 
 
 def built_for(jar: Path) -> tuple[str, str, str | None] | None:

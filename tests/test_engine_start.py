@@ -46,6 +46,31 @@ def test_an_unreachable_master_is_one_line(project, engine_name):
                            "start the cluster")
 
 
+def test_nodes_that_first_need_spark_at_once_share_one_pyspark_import(project, engine_name,
+                                                                       tmp_path):
+    """In a fresh process, nodes that first touch pyspark at the same moment (seeds read with
+    Spark, models starting the session, on four threads) each get a whole pyspark: one clear
+    start error, never Python's `partially initialized module` (pyspark and pyspark.sql import
+    each other). Repeated, since a race shows only some of the time (5 runs of 6 on the old
+    code); no JVM starts: JAVA_HOME names no Java, so Spark's start fails at once."""
+    import os
+    import subprocess
+    import sys
+
+    nodes = {**{f"seeds/s{i}.csv": "id\n1\n" for i in range(3)},
+             **{f"models/m{i}.sql": f"select {i} as id" for i in range(3)}}
+    root = project(nodes)
+    command = [str(Path(sys.executable).parent / "medallion"), "build", "--project-dir",
+               str(root), "--threads", "4"]
+    environment = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java")}
+    for _ in range(5):
+        run = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                             env=environment)
+        assert "partially initialized" not in run.stdout + run.stderr, run.stdout
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert_one_clear_error(run.stdout + run.stderr, "Spark did not start")
+
+
 # The delta-spark engine only: the embedded engine needs no JARs.
 def test_missing_delta_jars_say_how_to_get_them(project, monkeypatch, tmp_path):
     monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "no-jars-yet"))

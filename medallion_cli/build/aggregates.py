@@ -82,10 +82,10 @@ def aggregates_of(node: CompiledNode) -> tuple[Aggregates | None, str | None]:
 
 def inexact_sum(aggregates: Aggregates, added) -> str | None:
     """Why adding the model's sums would not equal summing again (their types), or None."""
-    from pyspark.sql.types import DecimalType, IntegralType
+    from ..engines.pyspark_api import T
 
     for kind, field in zip(aggregates.kinds, added.schema.fields):
-        if kind == "sum" and not isinstance(field.dataType, (IntegralType, DecimalType)):
+        if kind == "sum" and not isinstance(field.dataType, (T.IntegralType, T.DecimalType)):
             return f"the sum {field.name} is of type {field.dataType.simpleString()}, " \
                    "whose additions are not exact"
     return None
@@ -93,7 +93,7 @@ def inexact_sum(aggregates: Aggregates, added) -> str | None:
 
 def sides(changes):
     """(rows the changes added, rows they removed)."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     added = F.col("_change_type").isin(*ADDED)
     return changes.where(added), changes.where(~added)
@@ -104,7 +104,7 @@ def updated_groups(aggregates: Aggregates, stored, touched, added, removed, dele
     removed), `delete_column` true when the group has no rows left; and a column RECOMPUTE,
     true where a sum cannot be told from 0 or null and the group is computed from its rows
     instead."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     columns = added.columns
     keys = [c for c, kind in zip(columns, aggregates.kinds) if kind is None]

@@ -84,7 +84,7 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
                   updated) -> Outcome:
     """MERGE the updated groups; those whose sums adding cannot tell from null are computed
     from their rows first."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     cfg = node.config
     with cached(updated) as updated:

@@ -58,8 +58,7 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
     if not rules:
         yield Checked(df)
         return
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import Observation, F
 
     broken = [F.when(~F.coalesce(F.expr(r["expect"]), F.lit(False)), F.lit(name))
               for name, r in rules.items()]
@@ -125,7 +124,7 @@ def check_contract(node: CompiledNode, df) -> None:
     enforced contract declares (names and data types), listing every difference."""
     if not node.config.contract:
         return
-    from pyspark.sql.types import _parse_datatype_string
+    from ..engines.pyspark_api import T
 
     where = node.file.properties or node.file.rel_path
     declared = {c["name"]: c.get("data_type") or c.get("type") for c in node.file.columns}
@@ -136,7 +135,7 @@ def check_contract(node: CompiledNode, df) -> None:
     actual = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     problems = []
     for name, declared_type in declared.items():
-        wanted = _parse_datatype_string(declared_type).simpleString()
+        wanted = T._parse_datatype_string(declared_type).simpleString()
         if name not in actual:
             problems.append(f"missing column {name} ({wanted})")
         elif actual[name] != wanted:

@@ -43,7 +43,7 @@ def decoded(lines, source: SourceTable, options: dict, position, tombstones=None
 def change_rows(lines, source: SourceTable, options: dict, position, tombstones=None):
     """Debezium events as rows (see the module's doc); `lines`' other columns carried along.
     tombstones: (record key, record timestamp) columns, for Kafka records."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     value = F.col("value")
     envelope = F.from_json(value, ENVELOPE)

@@ -55,7 +55,7 @@ def check_on_no_rows(ctx: BuildContext, node: CompiledNode, schemas: dict) -> Ou
 
 def table_rows(ctx: BuildContext, node: CompiledNode, rows):
     """The model's rows checked against its config, as its table would hold them."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     cfg = node.config
     named = {"unique_key": cfg.unique_key, "sequence_by": cfg.sequence_by,

@@ -22,8 +22,7 @@ def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
     so a replayed or late batch yields the same rows. A closed version with no successor is one
     that a delete closed, and is read back as that delete. remembered: the deletes remembered
     within the retention (tombstones.remembered_deletes), or None."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F, Window
 
     keys, seqs = list(cfg.unique_key), list(cfg.sequence_by)
     seq = seqs[0]  # validity runs from the first sequence column's values
@@ -84,8 +83,7 @@ def version_starts(events, cfg, columns: list[str], timeline):
     those whose tracked columns differ from the event before. Untracked columns of a version
     take the values of the last event of its run (updated in place), as AUTO CDC's TRACK
     HISTORY ON does; a re-delivered unchanged row makes no new version."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F, Window
 
     fixed = list(cfg.unique_key) + list(cfg.sequence_by)
     tracked = list(cfg.track_history_columns) or [

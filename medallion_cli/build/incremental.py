@@ -123,7 +123,7 @@ def in_groups(rows, groups, inside: bool = True):
 def group_replacement(rows, groups):
     """A MERGE source replacing the groups: their new rows, and one marker row per group that
     deletes the group's stored rows (engines.MergeSpec.replace_groups)."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     markers = groups.withColumn(DELETE_COLUMN, F.lit(True))
     return rows.withColumn(DELETE_COLUMN, F.lit(False)).unionByName(markers,

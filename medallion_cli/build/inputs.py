@@ -124,7 +124,7 @@ def streamed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
 
 def commit_streams(ctx: BuildContext, tables: dict[str, str]):
     """One stream of (relation, version) over the commits of every followed table."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     streams = [ctx.engine.commit_stream(path).withColumn("relation", F.lit(relation))
                for relation, path in tables.items()]

@@ -17,14 +17,13 @@ def parsed_json(lines, source: SourceTable, schema: str, options: dict, position
     """JSON texts (column `value` of `lines`) as the schema's columns, `_corrupt_record` and
     `_rescued_data`, with `lines`' other columns carried along. position: a column saying where
     a text came from, for errors (its file, its topic and offset)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
+    from ..engines.pyspark_api import F, T
 
     value = F.col("value")
     parsed = F.from_json(value, f"{schema}, {CORRUPT_COLUMN} string",
                          {**options, "columnNameOfCorruptRecord": CORRUPT_COLUMN,
                           "mode": "PERMISSIVE"})
-    names = StructType.fromDDL(schema).fieldNames()
+    names = T.StructType.fromDDL(schema).fieldNames()
     extra_names = F.array_except(F.json_object_keys(value), F.array(*map(F.lit, names)))
     extra = F.to_json(F.map_filter(F.from_json(value, "map<string,variant>"),
                                    lambda k, v: ~k.isin(names)))
@@ -65,7 +64,7 @@ def only_keys_pattern(names: list[str]) -> str:
 
 def readable(column):
     """Text that is not valid UTF-8 as `base64:<its bytes>`, so no reader chokes on it."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     return F.when(F.is_valid_utf8(column), column).otherwise(
         F.concat(F.lit(ESCAPED_PREFIX), F.base64(column.cast("binary"))))

@@ -26,7 +26,7 @@ def read_kafka(spark, source: SourceTable, streaming: bool):
     """The topic's records as rows: the value's schema columns with `_corrupt_record` and
     `_rescued_data` (or `value` as a string without a schema), then `_key`, `_topic`,
     `_partition`, `_offset`, `_kafka_timestamp`."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     reader = (spark.readStream if streaming else spark.read).format("kafka")
     records = reader.options(**source.options).load()

@@ -90,9 +90,9 @@ def inferred_schema(spark, source: SourceTable, kept: str) -> str:
         # a schema kept before this mode was set: its files count as seen
         seen = set(json.loads(seen_path.read_text())) if seen_path.is_file() else set(landed)
         new = [f for f in landed if f not in seen]
-        from pyspark.sql.types import StructType
+        from ..engines.pyspark_api import T
 
-        known = {name.lower() for name in StructType.fromDDL(ddl).fieldNames()}
+        known = {name.lower() for name in T.StructType.fromDDL(ddl).fieldNames()}
         added = [f for f in _fields(spark, source, new) if f.name.lower() not in known]
         ddl = ", ".join([ddl] + [_ddl(f) for f in added])
     else:
@@ -133,7 +133,7 @@ def _ddl(field) -> str:
 def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
     """JSON lines read as text and parsed here, so that the fields outside the schema can be
     seen: Spark's JSON reader drops them."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     if any(k.lower() in WHOLE_FILE_OPTIONS for k in options):
         raise MedallionError(

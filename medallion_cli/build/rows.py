@@ -59,7 +59,7 @@ def _seed_rows_check(path: Path, rel_path: str) -> None:
 
 def seed_rows(ctx: BuildContext, node: CompiledNode):
     """A seed CSV as a DataFrame, with the column types its config gives."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     file = node.file
     _seed_rows_check(file.path, file.rel_path)

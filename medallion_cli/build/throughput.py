@@ -47,7 +47,7 @@ def kafka_lag(report: dict) -> dict:
 def progress_listener(name: str, on_progress: Callable[[dict], None]):
     """A listener passing each progress report of the query named `name` to `on_progress`, as
     a plain dict, as soon as Spark makes it (after each micro-batch)."""
-    from pyspark.sql.streaming import StreamingQueryListener
+    from ..engines.pyspark_api import StreamingQueryListener
 
     class Listener(StreamingQueryListener):
         def onQueryStarted(self, event):

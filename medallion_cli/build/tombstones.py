@@ -29,7 +29,7 @@ def remembered_deletes(ctx: BuildContext, cfg, tombstones: str):
 
 def without_superseded(events, cfg, remembered):
     """The events minus those older than a remembered delete of their key."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     keys = list(cfg.unique_key)
     deleted = remembered.select(
@@ -51,7 +51,7 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
     writes nothing (a MERGE costs seconds on delta-spark even with nothing to merge), and on
     delta-spark a batch of new deletes is appended: the deletes past the retention, which
     readers ignore already, go with the next MERGE."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
     expire = f"t.{DELETED_AT} < {retention_cutoff(cfg)}"

@@ -130,7 +130,7 @@ def after_truncates(ctx: BuildContext | None, cfg, df, existing: str | None,
     path), and that truncate's sequence as SQL literals (None when there was none), for the
     MERGE to delete the stored rows not newer than it. What is remembered changes first, under
     the batch's app transaction: a replay finds it done and reads the same truncate."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     seq = list(cfg.sequence_by)
     latest_first = [F.col(c).desc_nulls_last() for c in seq]
@@ -159,8 +159,7 @@ def after_truncates(ctx: BuildContext | None, cfg, df, existing: str | None,
 def filled_from_earlier(df, cfg):
     """ignore_null_updates within a batch: a null in a key's event takes the value of that
     key's latest earlier event (by sequence_by) that has one, as the table's row would."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F, Window
 
     earlier = Window.partitionBy(*cfg.unique_key).orderBy(
         *[F.col(c).asc_nulls_first() for c in cfg.sequence_by]).rowsBetween(
@@ -173,8 +172,7 @@ def filled_from_earlier(df, cfg):
 def distinct_events(df, cfg):
     """The rows with identical duplicates kept once; rows that share a key and a sequence but
     differ make the batch fail, naming one such key (with no sequence_by: a key's rows)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F, Window
 
     keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
     # SCD1 keeps the latest rows per key, SCD2 every sequence value of a key: in both, what is
@@ -208,7 +206,7 @@ def distinct_events(df, cfg):
 
 
 def flag_deletes(df, cfg):
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     if not cfg.delete_when:
         return df.withColumn(DELETE_COLUMN, F.lit(False)) if cfg.scd_type == 2 else df
@@ -217,8 +215,7 @@ def flag_deletes(df, cfg):
 
 def latest(events, cfg):
     """The latest event per key (events are distinct per key and sequence)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F, Window
 
     if cfg.scd_type != 2 or not cfg.sequence_by:
         return events  # distinct_events kept one row per key already
@@ -230,7 +227,7 @@ def latest(events, cfg):
 
 def without_deletes(df):
     """Rows to write to a new table: those flagged for deletion have nothing to delete."""
-    from pyspark.sql import functions as F
+    from ..engines.pyspark_api import F
 
     if DELETE_COLUMN not in df.columns:
         return df

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 CACHE_ENV = "MEDALLION_CLASS_ARCHIVE_DIR"
@@ -57,11 +58,9 @@ def class_archive(conf: dict[str, str]) -> ClassArchive | None:
     java = _java()
     if java is None:
         return None
-    import pyspark
-
     # The JVM checks an archive against its own version and class path and ignores one that
     # does not match; the key keeps one archive per kind of JVM so none is recorded in vain.
-    kind = "\n".join((str(java), str(java.stat().st_mtime_ns), pyspark.__version__,
+    kind = "\n".join((str(java), str(java.stat().st_mtime_ns), version("pyspark"),
                       conf.get("spark.jars", ""), conf.get("spark.driver.extraClassPath", "")))
     root = cache_root()
     path = root / f"{hashlib.sha256(kind.encode()).hexdigest()[:16]}.jsa"

@@ -33,7 +33,7 @@ class ChangeCommitError(Exception):
 
 def commit_stream(spark, path: str):
     """A streaming DataFrame with one row (column `version`) per commit of the table."""
-    from pyspark.sql import functions as F
+    from .pyspark_api import F
 
     log = (spark.readStream.format("text").option("wholetext", "true")
            .load(str(Path(path) / "_delta_log" / "*.json")))

@@ -278,7 +278,7 @@ class EmbeddedEngine(OnDemandSpark):
 
     @staticmethod
     def _spark_schema(dt: DeltaTable):
-        from pyspark.sql.pandas.types import from_arrow_schema
+        from .pyspark_api import from_arrow_schema
 
         return from_arrow_schema(pa.schema(dt.schema().to_arrow()))
 
@@ -497,7 +497,7 @@ class EmbeddedEngine(OnDemandSpark):
 def _as_changes(rows, change_type: str | None, version: int, timestamp_ms: int):
     """Rows as change-feed rows: their _change_type (None: they have it already), the commit's
     version and time."""
-    from pyspark.sql import functions as F
+    from .pyspark_api import F
 
     if change_type is not None:
         rows = rows.withColumn(delta_log.CHANGE_TYPE, F.lit(change_type))

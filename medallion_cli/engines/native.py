@@ -159,12 +159,12 @@ class NativeEngine(OnDemandSpark):
         check_delta_loaded(spark, self.target)
         # Imported for its effect: Delta's errors (a concurrent commit...) then reach Python
         # with their error classes, which failures.py reads, whatever Delta API runs first.
-        import delta.exceptions  # noqa: F401
+        from .pyspark_api import delta_exceptions  # noqa: F401
 
         return spark
 
     def _table(self, path: str):
-        from delta.tables import DeltaTable
+        from .pyspark_api import DeltaTable
 
         return DeltaTable.forPath(self.spark, str(path))
 
@@ -173,7 +173,7 @@ class NativeEngine(OnDemandSpark):
         starts Spark, and rendering asks, for is_incremental(), before a build starts it)."""
         if not is_remote(str(path)):
             return local_table_exists(path)
-        from delta.tables import DeltaTable
+        from .pyspark_api import DeltaTable
 
         return DeltaTable.isDeltaTable(self.spark, str(path))
 

@@ -241,7 +241,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
         try:
             spark = _session(target, with_archive(conf, archive), log_file)
         except Exception:
-            from pyspark import SparkContext
+            from .pyspark_api import SparkContext
 
             if archive is None or SparkContext._gateway is not None:
                 raise  # not the archive: the JVM started
@@ -264,9 +264,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
 
 
 def _session(target: Target, conf: dict[str, str], log_file: Path | None):
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-    from pyspark.sql import SparkSession
+    from .pyspark_api import SparkConf, SparkContext, SparkSession, launch_gateway
 
     # One description of the session for the JVM's start and the session (no JVM defaults
     # read into it: a second start in a process that has a JVM must not copy them back).
@@ -283,7 +281,7 @@ def _quiet_python_error_log(quiet: bool) -> None:
     # failed callback (a foreachBatch function); medallion reports errors itself.
     import logging
 
-    from pyspark.logger import PySparkLogger
+    from .pyspark_api import PySparkLogger
 
     PySparkLogger.getLogger("SQLQueryContextLogger").disabled = True
     logging.getLogger("py4j").setLevel(logging.CRITICAL if quiet else logging.ERROR)

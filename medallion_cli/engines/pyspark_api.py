@@ -1,0 +1,46 @@
+"""pyspark's (and delta-spark's) names for medallion's modules, imported one thread at a time.
+
+pyspark's package and pyspark.sql import each other, so two threads importing them for the
+first time at once deadlock, and Python breaks the deadlock by handing one of them a partly
+initialised module (`cannot import name 'SQLContext' from partially initialized module
+'pyspark.sql'`). A build's nodes run on threads and can first touch pyspark at the same moment,
+so medallion imports pyspark (and delta, which imports pyspark) only through here:
+`from ..engines.pyspark_api import F`. Nothing is imported until a name is asked for, so a
+command that needs no Spark imports no pyspark.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+_IMPORTING = threading.Lock()
+
+# name -> "module" or "module:attribute"
+_NAMES = {
+    "F": "pyspark.sql.functions",
+    "T": "pyspark.sql.types",
+    "Window": "pyspark.sql:Window",
+    "Observation": "pyspark.sql:Observation",
+    "SparkSession": "pyspark.sql:SparkSession",
+    "SparkConf": "pyspark:SparkConf",
+    "SparkContext": "pyspark:SparkContext",
+    "StreamingQueryListener": "pyspark.sql.streaming:StreamingQueryListener",
+    "launch_gateway": "pyspark.java_gateway:launch_gateway",
+    "PySparkLogger": "pyspark.logger:PySparkLogger",
+    "from_arrow_schema": "pyspark.sql.pandas.types:from_arrow_schema",
+    "DeltaTable": "delta.tables:DeltaTable",
+    "delta_exceptions": "delta.exceptions",
+}
+
+
+def __getattr__(name: str):
+    where = _NAMES.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, _, attribute = where.partition(":")
+    with _IMPORTING:
+        module = importlib.import_module(module_name)
+    value = getattr(module, attribute) if attribute else module
+    globals()[name] = value  # later look-ups skip the lock
+    return value
