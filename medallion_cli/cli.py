@@ -52,6 +52,16 @@ def common_options(func):
                 raise
             click.secho(f"Error: {exc}", fg="red", err=True)
             sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # a failure medallion did not foresee: still one line
+            if debug:
+                raise
+            from .failures import error_message
+
+            click.secho(f"Error: {error_message(exc)}\n  hint: --debug shows the traceback",
+                        fg="red", err=True)
+            sys.exit(1)
 
     return wrapper
 

@@ -49,10 +49,11 @@ def _last_commit(path: str) -> dt.datetime | None:
 
 def _newest_loaded(read: Callable, source: SourceTable) -> dt.datetime | None:
     """The newest `loaded_at_field` value, read with Spark (as exact microseconds)."""
-    from pyspark.sql import functions as F
+    from .engines.pyspark_api import F
 
+    rows = read(source)  # first: it starts Spark, which F.col needs
     column = F.col(f"`{source.loaded_at_field}`").cast("timestamp")
-    micros = read(source).agg(F.max(F.unix_micros(column))).first()[0]
+    micros = rows.agg(F.max(F.unix_micros(column))).first()[0]
     return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
             if micros is not None else None)
 

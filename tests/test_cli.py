@@ -8,6 +8,7 @@ import sys
 from click.testing import CliRunner
 
 from conftest import PROJECT as PROJECT_YML
+from medallion_cli import tasks
 from medallion_cli.cli import main
 
 
@@ -171,3 +172,18 @@ def test_build_exit_codes_and_run_results(project, spark, engine_name):
     (root / "models/a.sql").write_text("select cast('x' as int) as id")
     failed = invoke("build", "--project-dir", root)
     assert failed.exit_code == 1 and "ERROR" in failed.output
+
+
+def test_an_unforeseen_failure_is_one_line_and_debug_shows_its_traceback(project, monkeypatch):
+    root = project({"models/a.sql": "select 1 as id"})
+
+    def broken(*args, **kwargs):
+        raise AssertionError("an internal check failed")
+
+    monkeypatch.setattr(tasks, "list_nodes", broken)
+    result = invoke("ls", "--project-dir", root)
+    assert result.exit_code == 1
+    assert result.output == ("Error: an internal check failed\n"
+                             "  hint: --debug shows the traceback\n")
+    debug = invoke("ls", "--project-dir", root, "--debug")
+    assert isinstance(debug.exception, AssertionError)

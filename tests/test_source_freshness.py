@@ -83,3 +83,25 @@ def test_source_freshness_errors(project):
     assert wrong.exit_code == 2 and "source:NAME or source:NAME.TABLE" in wrong.output
     unknown = invoke("source", "freshness", "--project-dir", root, "-s", "source:landing.order")
     assert unknown.exit_code == 2 and "did you mean 'landing.orders'" in unknown.output
+
+
+def test_loaded_at_field_freshness_starts_spark_itself(project, engine_name):
+    """In a process of its own (no Spark running yet, as a user runs it), a loaded_at_field is
+    read once Spark has started: one line per source, no traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = project({"models/sources.yml": SOURCES})
+    events = root / "landing/events/1.json"
+    events.parent.mkdir(parents=True)
+    loaded = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=30)
+    events.write_text(json.dumps({"id": 1, "loaded_at": loaded.isoformat()}) + "\n")
+    run = subprocess.run([str(Path(sys.executable).parent / "medallion"), "source", "freshness",
+                          "--project-dir", str(root), "-s", "source:landing.events"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.split()[:2] == ["PASS", "landing.events"], run.stdout
+    assert "Traceback" not in run.stdout + run.stderr
+    report = json.loads((root / "target/sources.json").read_text())["results"]
+    assert 25 * 60 < report[0]["age_seconds"] < 35 * 60
