@@ -3,8 +3,11 @@
 The example models, macros, seeds, landing files and tests are copied from the template
 repository's root, which is itself the sample project, so they exist in one place only.
 requirements.txt names the medallion-cli package, so the project depends on it rather than
-carrying a copy, and names it in a way that works on a teammate's machine too: a VCS reference
-with its commit, or a version; never a path on the machine that generated the project.
+carrying a copy of its code, and names it in a way that installs on a teammate's machine too,
+with nothing but the package registries: a git template's repository at its commit; a version
+from the team's index; or, when this medallion-cli came from a wheel file or a clone, that
+wheel in the project's `wheels/` folder, which requirements.txt points pip at. Never a path on
+the machine that generated the project.
 """
 
 import json
@@ -15,6 +18,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 TEMPLATE = "{{ cookiecutter._template }}"
 INCLUDE_EXAMPLES = "{{ cookiecutter.include_examples }}" == "yes"
@@ -63,17 +67,63 @@ def vcs_requirement(url: str, commit: str | None) -> str:
     return f"{PACKAGE}[test] @ {url}" + ("" if pinned or not commit else f"@{commit}")
 
 
-def installed_vcs_reference() -> str | None:
+def installed_origin() -> dict:
+    """Where pip installed the running medallion-cli from (its direct_url.json: a git URL, a
+    wheel file or a folder); empty when it came from an index. A checkout's own egg-info, found
+    first when the checkout is the working folder, records nothing, so every copy is asked."""
+    for dist in metadata.distributions(name=PACKAGE):
+        recorded = dist.read_text("direct_url.json")
+        if recorded:
+            return json.loads(recorded)
+    return {}
+
+
+def installed_vcs_reference(origin: dict) -> str | None:
     """The git URL and commit pip recorded if the running medallion-cli came from one."""
-    try:
-        recorded = metadata.distribution(PACKAGE).read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return None
-    origin = json.loads(recorded or "{}")
     vcs = origin.get("vcs_info")
     if vcs and remote_url(origin["url"]):
         return vcs_requirement(origin["url"], vcs.get("commit_id"))
     return None
+
+
+def local_path(url: str) -> Path | None:
+    return Path(unquote(urlparse(url).path)) if url.startswith("file:") else None
+
+
+def wheel_into(project: Path, origin: dict) -> bool:
+    """Put a wheel of this medallion-cli in the project's wheels/: the wheel file it was
+    installed from, or one built from the folder it was installed from (a clone), or from this
+    template's own checkout when cookiecutter runs on one. False when there is neither (it came
+    from an index, which serves it to the project too)."""
+    source = local_path(origin.get("url", ""))
+    wheels = project / "wheels"
+    if source and source.suffix == ".whl" and source.is_file():
+        wheels.mkdir(exist_ok=True)
+        shutil.copy2(source, wheels / source.name)
+        return True
+    folder = source if source and source.is_dir() else None
+    if folder is None and not origin and not installed() and is_checkout(REPO):
+        folder = REPO  # cookiecutter on a clone, with no medallion-cli installed
+    if folder is None or not is_checkout(folder):
+        return False
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                            "-w", str(wheels), str(folder)], capture_output=True, text=True)
+    if built.returncode != 0:
+        sys.exit(f"cannot build a wheel of medallion-cli from {folder} for the project's "
+                 f"wheels/ folder:\n{built.stderr.strip()}")
+    return True
+
+
+def is_checkout(folder: Path) -> bool:
+    return (folder / "pyproject.toml").is_file() and (folder / "medallion_cli").is_dir()
+
+
+def installed() -> bool:
+    try:
+        metadata.version(PACKAGE)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def version() -> str:
@@ -86,16 +136,23 @@ def version() -> str:
         return re.search(r'^version = "([^"]+)"', text, re.M).group(1)
 
 
-def package_requirement() -> str:
-    """A git template: that repository at the commit cookiecutter cloned; a clone of it: its
-    origin at the commit checked out. Otherwise the git reference pip installed the running
-    package from, else its version (served by the team's package index, or --find-links)."""
+def requirements(project: Path) -> str:
+    """A git template: that repository at the commit cookiecutter cloned. Else the git reference
+    pip installed the running package from; else its version, from the project's wheels/ when
+    it came from a wheel file or a clone (a clone's remote may not be reachable from where the
+    project is set up; the registries are), from the team's index otherwise."""
     if remote_url(TEMPLATE):
-        return vcs_requirement(TEMPLATE, git(REPO, "rev-parse", "HEAD"))
-    origin = git(REPO, "remote", "get-url", "origin")
-    if origin and remote_url(origin):
-        return vcs_requirement(origin, git(REPO, "rev-parse", "HEAD"))
-    return installed_vcs_reference() or f"{PACKAGE}[test]=={version()}"
+        return vcs_requirement(TEMPLATE, git(REPO, "rev-parse", "HEAD")) + "\n"
+    origin = installed_origin()
+    pinned = f"{PACKAGE}[test]=={version()}\n"
+    vcs = installed_vcs_reference(origin)
+    if vcs:
+        return vcs + "\n"
+    if wheel_into(project, origin):
+        return ("# medallion-cli from the wheel in wheels/ (keep it with the project); once your "
+                "team's index\n# serves medallion-cli, delete wheels/ and the next line\n"
+                "--find-links ./wheels\n" + pinned)
+    return pinned
 
 
 def copy_examples(project: Path) -> None:
@@ -114,7 +171,7 @@ def main() -> None:
     project = Path.cwd()
     if INCLUDE_EXAMPLES:
         copy_examples(project)
-    (project / "requirements.txt").write_text(package_requirement() + "\n")
+    (project / "requirements.txt").write_text(requirements(project))
 
 
 main()

@@ -5,7 +5,6 @@ import re
 import shutil
 import subprocess
 import sys
-import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -19,13 +18,26 @@ from medallion_cli.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def assert_portable(requirements: str):
-    """The runner pinned so a teammate's machine installs the same: this checkout's origin at its
-    commit when origin is a remote repository, else the package's version; never a local path."""
-    line = requirements.strip()
-    assert re.fullmatch(r"medallion-cli\[test\] @ git\+(https|ssh)://\S+@[0-9a-f]{40}", line) or (
-        line == f"medallion-cli[test]=={metadata.version('medallion-cli')}"), line
-    assert "file:" not in line
+def assert_portable(project: Path):
+    """The runner pinned so a teammate's machine installs the same with only the package
+    registries: a remote git repository at a commit, or the package's version, from the wheel
+    in the project's wheels/ when there is one (pip finds it there with no index at all); never
+    a path on the machine that generated the project."""
+    text = (project / "requirements.txt").read_text()
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    pinned = f"medallion-cli[test]=={metadata.version('medallion-cli')}"
+    assert lines == [pinned] or lines == ["--find-links ./wheels", pinned] or (
+        len(lines) == 1 and re.fullmatch(
+            r"medallion-cli\[test\] @ git\+(https|ssh)://\S+@[0-9a-f]{40}", lines[0])), text
+    assert "file:" not in text and str(ROOT) not in text and str(project) not in text
+    if "--find-links ./wheels" in lines:
+        fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                                  "--no-index", "-d", str(project.parent / "fetched"), "-r",
+                                  "requirements.txt"], cwd=project, capture_output=True,
+                                 text=True)
+        assert fetched.returncode == 0, fetched.stderr
+        assert [p.name for p in (project.parent / "fetched").iterdir()] == [
+            p.name for p in (project / "wheels").glob("medallion_cli-*.whl")]
 
 
 def build_and_test(project: Path, target: str | None = None):
@@ -42,7 +54,7 @@ def test_no_input_project_builds_and_tests_green(tmp_path, spark, monkeypatch):
     assert set(delta_built.values()) == {"success"} and set(delta_tested.values()) == {"success"}
     assert len(read_delta(project / "warehouse-delta/gold/gold_daily_revenue")) == 4
     assert project.name == "my_lakehouse"
-    assert_portable((project / "requirements.txt").read_text())  # the package, not a copy
+    assert_portable(project)  # the package, not a copy
     assert not (project / "medallion_cli").exists()
     assert "name: my_lakehouse" in (project / "medallion_project.yml").read_text()
     built, tested = build_and_test(project)
@@ -101,12 +113,13 @@ def test_cookiecutter_cli_with_a_relative_template_path(tmp_path):
     assert out.returncode == 0, out.stderr
     project = tmp_path / "my_lakehouse"
     assert (project / "models/silver/silver_orders.sql").is_file()
-    assert_portable((project / "requirements.txt").read_text())
+    assert_portable(project)
 
 
-def test_init_from_an_installed_package_ships_the_template_and_pins_a_version(tmp_path):
+def test_init_from_an_installed_wheel_ships_the_template_and_the_wheel(tmp_path):
     """`medallion init` from a wheel (no repository beside it): the template and the examples
-    come from inside the package; the project names the package by version, not by a path."""
+    come from inside the package; the project names the package by version and carries the
+    wheel it was installed from, not a path."""
     source = tmp_path / "source"
     tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout.split()
@@ -118,8 +131,9 @@ def test_init_from_an_installed_package_ships_the_template_and_pins_a_version(tm
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                     "-w", str(wheels), str(source)], check=True, capture_output=True)
     installed = tmp_path / "site"
-    with zipfile.ZipFile(next(wheels.glob("medallion_cli-*.whl"))) as wheel:
-        wheel.extractall(installed)
+    wheel = next(wheels.glob("medallion_cli-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(installed), str(wheel)], check=True, capture_output=True)
     assert (installed / "medallion_cli/template/models/silver/silver_orders.sql").is_file()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -130,9 +144,19 @@ def test_init_from_an_installed_package_ships_the_template_and_pins_a_version(tm
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.startswith(str(installed))  # the wheel's package, not this checkout's
     project = elsewhere / "team_lake"
-    assert (project / "requirements.txt").read_text() == "medallion-cli[test]==" + (
-        metadata.version("medallion-cli") + "\n")
+    # pip recorded the wheel file it installed from: the project gets that wheel
+    assert (project / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
+    assert_portable(project)
     for rel in ("models/silver/silver_orders.sql", "seeds/products.csv", "README.md",
                 "tests/test_sample_models.py", "profiles/profiles.yml", ".gitignore"):
         assert (project / rel).is_file(), rel
     assert tasks.list_nodes(tasks.Invocation(project_dir=str(project)))
+    # a wheel since deleted, as from an index: the version alone, for the index to serve
+    wheel.unlink()
+    again = subprocess.run([sys.executable, "-c", "import medallion_cli.cli as c; c.main()",
+                            "init", "Other Lake", "--no-input"],
+                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (elsewhere / "other_lake/requirements.txt").read_text() == "medallion-cli[test]==" + (
+        metadata.version("medallion-cli") + "\n")
+    assert not (elsewhere / "other_lake/wheels").exists()
