@@ -46,6 +46,8 @@ class CompiledNode:
     # its SQL asked `execute` or called run_query(): rendered again when it runs (build/execute.py)
     executes: bool = False
     after: tuple[str, ...] = ()  # nodes it runs after beside its refs (graph.py: flows)
+    # its SQL with is_incremental() true, as it runs once its table exists (None for seeds)
+    incremental_sql: str | None = None
 
     @property
     def shown_sql(self) -> str | None:
@@ -315,19 +317,32 @@ class Renderer:
         extra = ({"execute": True, "run_query": lambda sql: run_query(sql, record)} if run_query
                  else {"execute": ParseTimeExecute(record), "run_query": parse_time_query})
 
-        def is_incremental() -> bool:
+        asked: list[bool] = []  # what is_incremental() answered the SQL
+
+        def incremental_kind() -> bool:
             materialized = merge_layers(node.yaml_config, record.captured).get("materialized")
-            return (materialized in ("incremental", "streaming") and not self.full_refresh
-                    and self.table_exists(self.project.table_path(node)))
+            return materialized in ("incremental", "streaming")
+
+        def is_incremental() -> bool:
+            asked.append(incremental_kind() and not self.full_refresh
+                         and self.table_exists(self.project.table_path(node)))
+            return asked[-1]
 
         sql = self.render_file(node.rel_path, self.context(record, node.name, is_incremental,
                                                            extra))
         check_keys(record.captured, node.rel_path)
         cfg = resolve_config(merge_layers(node.yaml_config, record.captured), node.rel_path)
+        # The SQL the model runs once its table exists, which fingerprints hash: its first
+        # build and every build after it then agree on the model's SQL
+        incremental_sql = sql
+        if asked and not all(asked) and incremental_kind():
+            incremental_sql = self.render_file(node.rel_path, self.context(
+                Recorded(node.rel_path), node.name, lambda: True, extra))
         return CompiledNode(node, cfg, sql, tuple(record.refs), tuple(record.sources),
                             is_incremental(), tuple(record.secrets), tuple(record.change_refs),
                             tuple(n for n in record.change_refs if n not in record.direct_refs),
-                            record.executes or run_query is not None)
+                            record.executes or run_query is not None,
+                            incremental_sql=incremental_sql)
 
 
 def _delta_table_exists(path: str) -> bool:

@@ -158,6 +158,28 @@ def test_full_refresh_rebuilds_incremental(project, build):
     assert read_delta(root / "warehouse/models/m") == [{"id": 1}, {"id": 2}]
 
 
+def test_an_is_incremental_model_with_nothing_new_is_up_to_date(project, build):
+    """is_incremental() changes the SQL once the table exists; what decides whether the table
+    is current is what the model reads, so the second build with nothing new runs nothing, and
+    new input still runs it (incrementally), and so does an edit of either branch."""
+    root = project({"models/sources.yml": EVENTS, "models/m.sql": """\
+        {{ config(materialized='incremental') }}
+        select id from {{ source('landing', 'events') }}
+        {% if is_incremental() %} where id > (select max(id) from {{ this }}) {% endif %}
+    """})
+    land(root, "landing/events/1.json", [{"id": 1}])
+    assert build(root)["m"].status == "success"
+    assert build(root)["m"].status == "up_to_date"
+    land(root, "landing/events/2.json", [{"id": 2}])
+    assert build(root)["m"].status == "success"
+    assert read_delta(root / "warehouse/models/m") == [{"id": 1}, {"id": 2}]
+    assert build(root)["m"].status == "up_to_date"
+    assert version(root / "warehouse/models/m") == 1
+    (root / "models/m.sql").write_text((root / "models/m.sql").read_text().replace(
+        "where id >", "where id >="))
+    assert build(root)["m"].status == "success"  # the incremental branch changed
+
+
 def test_failed_model_keeps_its_table_and_skips_downstream(project, build):
     files = {"models/a.sql": "select 1 as id", "models/b.sql": "select id from {{ ref('a') }}",
              "models/c.sql": "select id from {{ ref('b') }}", "models/d.sql": "select 2 as id"}

@@ -25,8 +25,10 @@ DEFINITION_KEY = "medallion.definition"
 def fingerprint(ctx: BuildContext, node: CompiledNode) -> str | None:
     """What a batch node's table depends on: its SQL (or seed file), its config, and the state of
     every input (Delta versions of tables, file listings of landing sources). A build whose
-    fingerprint equals the one its table was written with would write the same table again."""
-    content = node.sql if node.sql is not None else hashlib.sha256(
+    fingerprint equals the one its table was written with would write the same table again.
+    The SQL is the one that runs once the table exists: is_incremental() changes the text after
+    the first build, not what the table holds."""
+    content = node.incremental_sql if node.sql is not None else hashlib.sha256(
         node.file.path.read_bytes()).hexdigest()
     return inputs_fingerprint(ctx, content, node.refs, node.sources,
                               node.config.as_dict(defining=True))
@@ -121,8 +123,8 @@ def _file_listing(ctx: BuildContext, location: str) -> list:
 
 def definition(node: CompiledNode) -> str:
     """A streaming model's SQL and config, hashed: written with every batch it commits."""
-    text = json.dumps({"sql": node.sql, "config": node.config.as_dict(defining=True)}, sort_keys=True,
-                      default=str)
+    text = json.dumps({"sql": node.incremental_sql, "config": node.config.as_dict(defining=True)},
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
