@@ -3,11 +3,12 @@ class-data sharing, AppCDS) so that later JVMs map them instead of loading and v
 by one again. A build's JVM spends seconds on that, at its start and at each kind of query's
 first run; with the archive, a sample build's increment took 18 s instead of 23 s.
 
-The first JVM of a kind (the same Java, pyspark and JARs) records the archive when it exits; the
-command waits for that (about ten seconds, once) and only then puts the archive in place under
-its final name, because a JVM given an incomplete archive crashes. A command killed meanwhile
-leaves its JVM to finish the recording alone: a later start takes that recording once it has
-not changed for a minute and a JVM reads it whole. One JVM of a kind records at a time: the
+The first JVM of a kind (the same Java, pyspark and JARs) records the archive when it exits,
+which takes ten seconds to minutes on a busy machine. The command does not wait for that: as it
+exits it hands the recording to a keeper process of its own, which waits for the JVM to exit and
+only then puts the archive in place under its final name, because a JVM given an incomplete
+archive crashes. A recording left by a command (or keeper) killed meanwhile is taken by a later
+start once it has not changed for a minute and a JVM reads it whole. One JVM of a kind records at a time: the
 command that records holds a claim, and others start without the archive meanwhile (so builds
 killed one after another do not each write one more archive as their JVMs exit, and a killed
 command's recording has a minute to settle). An archive a JVM cannot start with is removed and
@@ -23,6 +24,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -33,7 +35,7 @@ OPTIONS = "spark.driver.extraJavaOptions"
 TARGET_DECIDES = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # its notes would fill Spark's log
 SETTLED_SECONDS = 60  # a recording unchanged this long is finished, whole or cut short
-EXIT_SECONDS = 300
+EXIT_SECONDS = 900  # longest a keeper waits for its JVM to exit
 
 
 @dataclass(frozen=True)
@@ -84,27 +86,66 @@ def with_archive(conf: dict[str, str], archive: ClassArchive | None) -> dict[str
 
 
 def keep_when_recorded(archive: ClassArchive | None, spark) -> None:
-    """When this JVM records the archive: at the command's exit, stop Spark, wait for the JVM
-    to write the archive, and only then give it its final name."""
+    """When this JVM records the archive: at the command's exit, start the keeper (holding this
+    command's claim) and let the JVM exit and record, without waiting for either."""
     if archive is None or archive.recording is None:
         return
     process = getattr(spark.sparkContext._gateway, "proc", None)
     if process is None:  # a JVM this process did not start (not a local launch)
         return
 
-    def keep() -> None:
+    def hand_off() -> None:
         try:
-            spark.stop()
-            process.stdin.close()  # the JVM exits when its parent's pipe closes
-            if process.wait(timeout=EXIT_SECONDS) == 0 and archive.recording.is_file():
-                os.replace(archive.recording, archive.path)
-                _claim_file(archive.path).unlink(missing_ok=True)
+            # run in the archives' folder: a medallion_cli folder where the command ran (a
+            # checkout) must not stand in for the one that runs
+            subprocess.Popen([sys.executable, "-c", KEEPER, str(process.pid),
+                              str(archive.recording), str(archive.path)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True,
+                             pass_fds=tuple(_claims), cwd=archive.path.parent)
+            process.stdin.close()  # the JVM exits, recording, when its parent's pipe closes
         except Exception:  # an archive is only ever a saving; a build never fails for one
             pass
-        finally:
-            archive.recording.unlink(missing_ok=True)
 
-    atexit.register(keep)
+    atexit.register(hand_off)
+
+
+KEEPER = ("import sys; from pathlib import Path; from medallion_cli.engines.class_archive "
+          "import keep_after_exit; keep_after_exit(int(sys.argv[1]), Path(sys.argv[2]), "
+          "Path(sys.argv[3]))")
+
+
+def keep_after_exit(pid: int, recording: Path, path: Path) -> None:
+    """The keeper: once the JVM `pid` has exited, its recording, read whole by a JVM, becomes
+    the archive; otherwise it is removed."""
+    deadline = time.monotonic() + EXIT_SECONDS
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    try:
+        java = _java()
+        if not _running(pid) and recording.is_file() and java and _readable(java, recording):
+            os.replace(recording, path)
+            _claim_file(path).unlink(missing_ok=True)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    finally:
+        recording.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process runs (on Linux, an exited one that nobody reaped yet does not)."""
+    if Path("/proc/self").exists():
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def forget(archive: ClassArchive | None) -> None:
