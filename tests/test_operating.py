@@ -149,6 +149,31 @@ def test_an_edited_streaming_model_is_flagged_with_what_to_run(project, build):
     assert build(root)["silver_orders"].status == "up_to_date"
 
 
+def test_an_edit_that_adds_columns_fails_at_once_not_at_the_next_file(project, build):
+    """An edited streaming model that now returns columns its table lacks (on_schema_change
+    fail, silver's default) fails when the edit is first built, saying what to do, rather than
+    warning that the edit applies from now on and then failing on the next landed file."""
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    build(root)
+    silver = root / "models/silver/silver_orders.sql"
+    silver.write_text(silver.read_text().replace("select order_id, status",
+                                                 "select order_id, status, seq * 10 as rank"))
+    result = build(root)["silver_orders"]  # nothing new landed
+    assert result.status == "error", result.message
+    assert result.message.startswith("models/silver/silver_orders.sql: the model now returns new "
+                                     "columns rank that its table lacks"), result.message
+    assert "on_schema_change='append_new_columns'" in result.message
+    assert "--full-refresh -s silver_orders+" in result.message
+    silver.write_text(silver.read_text().replace(
+        "delete_when=", "on_schema_change='append_new_columns', delete_when="))
+    land(root, "002.json", BATCH_2)
+    result = build(root)["silver_orders"]
+    assert result.status == "warn" and "from now on" in result.message
+    ranks = {r["order_id"]: r["rank"] for r in read_delta(root / "warehouse/silver/silver_orders")}
+    assert (ranks[1], ranks[5]) == (30, None)  # new rows have it; rows written before do not
+
+
 @pytest.mark.parametrize("yml, said, line", [
     ("models:\n  - name: a\n    colums: []\n", "models[a]: unknown key 'colums'. did you mean "
      "'columns'?", 3),

@@ -34,12 +34,13 @@ from .checkpoints import (
 )
 from .checks import check_table_properties, checked_rows
 from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
+from .empty import check_on_no_rows
 from .inputs import commit_streams, committed_inputs, streamed_tables
 from .landing import changed_note
 from .rows import model_rows
 from .tally import BatchReport, StreamTally
 from .throughput import progress_listener, progress_reports, stream_stats
-from .writes import write_incremental
+from .writes import refuse_new_columns, write_incremental
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
 
@@ -153,6 +154,8 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     tables = streamed_tables(ctx, node)
     tally = StreamTally(on_batch)
     start = prepare_checkpoint(ctx, node, tables)
+    if start.changed:
+        _refuse_new_columns_now(ctx, node)
     if tables and ctx.engine.follows_commit_log:
         df = commit_streams(ctx, tables)
 
@@ -185,6 +188,18 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     else:
         writer = writer.trigger(availableNow=True)
     return writer.start(), tally, start
+
+
+def _refuse_new_columns_now(ctx: BuildContext, node: CompiledNode) -> None:
+    """An edit that makes the rows' columns ones the table lacks fails when it is first built,
+    from the rows' schema alone, rather than at the next batch that has rows: it would not
+    "apply from now on" as an edit does."""
+    if node.config.on_schema_change != "fail":
+        return
+    schemas: dict = {}
+    check_on_no_rows(ctx, node, schemas)
+    refuse_new_columns(node, schemas[node.name].fieldNames(),
+                       ctx.engine.read_table(ctx.project.table_path(node.file)).columns)
 
 
 def raise_query_error(query, tally: StreamTally) -> None:

@@ -63,19 +63,25 @@ def _write(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str, re
     if replace:
         return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
                                 txn=txn, properties=cfg.delta_properties(df.columns))
-    existing = ctx.engine.read_table(path).columns
-    new_columns = [c for c in df.columns if c not in existing and c != DELETE_COLUMN]
-    if new_columns and cfg.on_schema_change == "fail":
-        raise MedallionError(
-            f"the model now returns new columns {', '.join(new_columns)} that its table lacks",
-            path=node.file.rel_path,
-            hint="set on_schema_change='append_new_columns' to add them, or run with --full-refresh")
-    evolve = bool(new_columns)
+    evolve = bool(refuse_new_columns(node, df.columns, ctx.engine.read_table(path).columns))
     if cfg.strategy == "append":
         return ctx.engine.write(df, path, "append", metadata=metadata, merge_schema=evolve,
                                 txn=txn, properties=cfg.delta_properties(df.columns))
     return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn,
                             properties=cfg.delta_properties(df.columns))
+
+
+def refuse_new_columns(node: CompiledNode, columns, existing) -> list[str]:
+    """The columns the rows have and the table lacks, which on_schema_change 'fail' refuses
+    before anything is written."""
+    new_columns = [c for c in columns if c not in existing and c != DELETE_COLUMN]
+    if new_columns and node.config.on_schema_change == "fail":
+        raise MedallionError(
+            f"the model now returns new columns {', '.join(new_columns)} that its table lacks",
+            path=node.file.rel_path,
+            hint="set on_schema_change='append_new_columns' to add them (rows written before "
+                 f"hold nulls), or rebuild it: medallion build --full-refresh -s {node.name}+")
+    return new_columns
 
 
 def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
