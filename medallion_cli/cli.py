@@ -76,6 +76,10 @@ def _report(task, debug: bool, log_format: str = "text", watch: bool = False) ->
     sys.exit(1 if any(r.failed for r in results) else 0)
 
 
+def _warn(message: str) -> None:
+    click.secho(f"warning: {message}", fg="yellow", err=True)
+
+
 LOG_FORMAT = click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
                           show_default=True, help="json: one JSON object per event.")
 
@@ -202,7 +206,7 @@ def seed(inv, debug, log_format):
                    "Also written to target/compiled/.")
 @common_options
 def compile(inv, debug):
-    compiled = tasks.compile_models(inv)
+    compiled = tasks.compile_models(inv, _warn)
     if compiled.note:
         click.secho(f"note: {compiled.note}", fg="yellow", err=True)
     for node in compiled.nodes:
@@ -214,7 +218,7 @@ def compile(inv, debug):
                          "dependencies and streaming checkpoints (no Spark started).")
 @common_options
 def ls(inv, debug):
-    rows = tasks.list_nodes(inv)
+    rows = tasks.list_nodes(inv, _warn)
     for row in rows:
         deps = ", ".join(row.depends_on) or "-"
         click.echo(f"{row.name:<32} {row.kind:<6} {row.layer:<8} {row.materialized:<12} <- {deps}")

@@ -32,6 +32,16 @@ def counts(results: list[NodeResult]) -> dict[str, int]:
     return {s: sum(r.status == s for r in results) for s in ORDER}
 
 
+def kept_in(result: NodeResult, rule: str) -> str:
+    """Where an expectation's failing rows went, as its line ends."""
+    action = result.on_violation.get(rule)
+    if action == "drop":
+        return f", kept apart in {result.quarantine}"
+    if action == "warn":
+        return " (on_violation warn: written to the table all the same)"
+    return ""
+
+
 class Console:
     def __init__(self, log_format: str = "text", debug: bool = False, watch: bool = False,
                  live: bool | None = None):
@@ -122,7 +132,8 @@ class Console:
         color = COLORS.get(label)
         lines = [f"{counter}  " + click.style(f"{label:<10}", fg=color)
                  + f" {what:<50} [{', '.join(facts)}]"]
-        lines += [f"      expectation {rule}: {n} row(s) failed"
+        lines += [f"      expectation {rule}: {n} row(s) failed" + (
+                      kept_in(result, rule) if n else "")
                   for rule, n in result.expectations.items()]
         if result.message:
             lines.append(click.style("      " + result.message.replace("\n", "\n      "),

@@ -87,6 +87,13 @@ class SourceTable:
     def relation(self) -> str:
         return f"{self.source}__{self.name}"
 
+    def unlanded(self) -> MedallionError | None:
+        """Landing files whose local folder does not exist: what reading them would raise."""
+        if self.format in ("delta", "kafka") or is_remote(self.path) or Path(self.path).exists():
+            return None
+        return MedallionError(f"source '{self.source}.{self.name}': no files at {self.path}",
+                              path=self.origin, hint="land files there or fix the source's path")
+
 
 @dataclass(frozen=True)
 class NodeFile:

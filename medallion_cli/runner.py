@@ -41,6 +41,8 @@ class NodeResult:
     version: int | None = None
     message: str = ""
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
+    on_violation: dict = field(default_factory=dict)  # rule -> warn | drop | fail
+    quarantine: str | None = None  # where rows of its `drop` rules went
     rows_checked: int | None = None  # rows the expectations were evaluated on
     stream: dict = field(default_factory=dict)  # streaming: rows/s, batch seconds, Kafka lag
     malformed: int | None = None
@@ -53,17 +55,22 @@ class NodeResult:
         return self.status == "error"
 
 
-def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult]) -> NodeResult:
+def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult],
+          origin: str | None = None) -> NodeResult:
     """Run `work`, timing it; an exception becomes an error result instead of stopping the run,
-    but for Spark failing to start, which stops it."""
+    but for Spark failing to start, which stops it. origin: the node's file, named by an error
+    that does not name one (Spark's)."""
     start = time.perf_counter()
     try:
         result = work()
     except StartError:
         raise
     except Exception as exc:
+        message = error_message(exc)
+        if origin and not getattr(exc, "path", None) and origin not in message:
+            message = f"{origin}: {message}"
         return NodeResult(name, kind, materialized, "error", time.perf_counter() - start,
-                          message=error_message(exc), detail=traceback.format_exc())
+                          message=message, detail=traceback.format_exc())
     return replace(result, seconds=time.perf_counter() - start)
 
 
@@ -97,11 +104,14 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
                           version=write.version if write else None,
                           message="; ".join(m for m in (outcome.message, *notes) if m),
                           expectations=outcome.expectations,
+                          on_violation={rule: r["on_violation"] for rule, r in
+                                        node.config.expectations.items()},
+                          quarantine=node_ctx.project.quarantine_path(node.file),
                           rows_checked=outcome.rows_checked, stream=outcome.stream,
                           malformed=outcome.malformed, rescued=outcome.rescued,
                           phases=node_ctx.phases.rounded())
 
-    return timed(name, node.file.kind, node.config.materialized, work)
+    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path)
 
 
 def run_project_hooks(ctx: BuildContext, which: str, statements: tuple[str, ...],
@@ -136,7 +146,7 @@ def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
                           message=outcome.message)
 
-    return timed(name, node.file.kind, node.config.materialized, work)
+    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path)
 
 
 def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) -> NodeResult:
@@ -173,7 +183,7 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) 
         return NodeResult(test.name, "test", "test", run.status, rows=run.failures,
                           message=message, phases=test_ctx.phases.rounded())
 
-    return timed(test.name, "test", "test", work)
+    return timed(test.name, "test", "test", work, test.origin)
 
 
 def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str], NodeResult],

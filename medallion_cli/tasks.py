@@ -150,9 +150,21 @@ class Compiled:
     sql: dict[str, str]  # name -> SQL naming real relations, as written to target/compiled
 
 
-def compile_models(inv: Invocation) -> Compiled:
+def warn_unlanded(loaded: Loaded, names, warn: Callable[[str], None]) -> None:
+    """Say which landing folders the nodes read do not exist, before a build finds out."""
+    for key in dict.fromkeys(k for n in names for k in loaded.graph.nodes[n].sources):
+        missing = loaded.project.sources[key].unlanded()
+        if missing:
+            readers = [n for n in names if key in loaded.graph.nodes[n].sources]
+            warn(f"{missing.path}: {missing.message}, which {', '.join(readers)} "
+                 f"read{'s' * (len(readers) == 1)}: {missing.hint}")
+
+
+def compile_models(inv: Invocation, warn: Callable[[str], None] = lambda message: None
+                   ) -> Compiled:
     loaded = load(inv)
     nodes = [loaded.graph.nodes[n] for n in selected_nodes(inv, loaded, ("model",))]
+    warn_unlanded(loaded, [n.name for n in nodes], warn)
     sql = write_compiled(loaded.project, loaded.graph.nodes, nodes)
     return Compiled(nodes, offline_note(loaded.project, nodes), sql)
 
@@ -181,11 +193,14 @@ class Listing:
     flows_into: str | None = None  # a flow: the model whose table it appends to
 
 
-def list_nodes(inv: Invocation) -> list[Listing]:
+def list_nodes(inv: Invocation, warn: Callable[[str], None] = lambda message: None
+               ) -> list[Listing]:
     loaded = load(inv)
     project, graph = loaded.project, loaded.graph
     rows = []
-    for name in selected_nodes(inv, loaded):
+    names = selected_nodes(inv, loaded)
+    warn_unlanded(loaded, names, warn)
+    for name in names:
         node = graph.nodes[name]
         deps = node.refs + tuple(f"source:{s}.{t}" for s, t in node.sources)
         materialized = node.config.materialized

@@ -81,6 +81,27 @@ def test_live_status_line_on_a_terminal_and_plain_lines_otherwise():
     assert "1 of 1" in plain and "[3 rows, 1.2s]" in plain
 
 
+def test_expectation_lines_say_where_failing_rows_went():
+    """drop and warn both count failing rows; their lines say the rows went apart to the
+    quarantine, or into the table all the same."""
+    result = NodeResult("orders", "model", "table", "success", 0.5,
+                        expectations={"has_id": 1, "small": 2, "sane": 0},
+                        on_violation={"has_id": "drop", "small": "warn", "sane": "drop"},
+                        quarantine="warehouse/silver/orders_quarantine")
+    runner = CliRunner()
+    with runner.isolation() as (out, _, _):
+        console = Console(live=False)
+        console.start(1, "local")
+        console.result(result)
+        text = out.getvalue().decode()
+    assert text.splitlines()[-3:] == [
+        "      expectation has_id: 1 row(s) failed, kept apart in "
+        "warehouse/silver/orders_quarantine",
+        "      expectation small: 2 row(s) failed (on_violation warn: written to the table all "
+        "the same)",
+        "      expectation sane: 0 row(s) failed"]
+
+
 def test_every_kind_of_node_prints_in_every_status():
     """A no-op build reports data tests up to date: the console has a word for each status."""
     from medallion_cli.progress import ORDER

@@ -189,6 +189,7 @@ def test_failed_model_keeps_its_table_and_skips_downstream(project, build):
     (root / "models/b.sql").write_text("select cast('x' || id as int) as id from {{ ref('a') }}")
     results = build(root, threads=2)
     assert results["b"].status == "error" and "CAST" in results["b"].message.upper()
+    assert results["b"].message.startswith("models/b.sql: ")  # Spark's error, with the file
     assert results["c"].status == "skipped" and "upstream 'b' error" in results["c"].message
     assert results["d"].status == "up_to_date"
     assert version(root / "warehouse/models/b") == 0

@@ -187,3 +187,22 @@ def test_an_unforeseen_failure_is_one_line_and_debug_shows_its_traceback(project
                              "  hint: --debug shows the traceback\n")
     debug = invoke("ls", "--project-dir", root, "--debug")
     assert isinstance(debug.exception, AssertionError)
+
+
+def test_ls_and_compile_warn_of_a_landing_folder_that_does_not_exist(project):
+    root = project({"models/sources.yml": """\
+        sources:
+          - name: landing
+            path: landing
+            tables:
+              - {name: orders, format: json, schema: "id int"}
+              - {name: customers, format: json, schema: "id int"}
+        """, "models/bronze_orders.sql": "select * from {{ source('landing', 'orders') }}",
+        "models/bronze_customers.sql": "select * from {{ source('landing', 'customers') }}"})
+    (root / "landing/orders").mkdir(parents=True)
+    said = (f"warning: models/sources.yml: source 'landing.customers': no files at "
+            f"{root}/landing/customers, which bronze_customers reads: land files there or fix "
+            "the source's path\n")
+    for command in ("ls", "compile"):
+        result = CliRunner().invoke(main, [command, "--project-dir", str(root)])
+        assert result.exit_code == 0 and result.stderr == said, result.stderr

@@ -307,6 +307,8 @@ def test_expectations_warn_drop_and_quarantine(project, build):
         (2, -1, ["positive"]), (5, None, ["positive", "small"]), (None, 3, ["has_id"])]
     results = json.loads((root / "target/run_results.json").read_text())["results"]
     assert results[0]["expectations"] == {"has_id": 1, "positive": 2, "small": 2}
+    assert result.on_violation == {"has_id": "drop", "positive": "drop", "small": "warn"}
+    assert result.quarantine == str(root / "warehouse/models/orders_quarantine")
 
 
 def test_fail_expectation_leaves_the_table_unchanged(project, build):

@@ -10,10 +10,8 @@ followed as streams of commits instead, and each micro-batch reads what its comm
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from ..errors import MedallionError
-from ..locations import is_remote
 from ..project import SourceTable
 from ..rendering import CompiledNode, changes_relation
 from .context import BuildContext, input_table
@@ -32,9 +30,8 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
     if source.format == "delta":
         return ctx.engine.read_stream(source.path) if streaming else ctx.engine.read_table(
             source.path)
-    if not is_remote(source.path) and not Path(source.path).exists():
-        raise MedallionError(f"source '{source.source}.{source.name}': no files at {source.path}",
-                             path=source.origin, hint="land files there or fix the source's path")
+    if source.unlanded():
+        raise source.unlanded()
     if streaming and not source.schema and source.format in ("json", "csv"):
         source = replace(source, schema=inferred_schema(
             ctx.engine.spark, source, ctx.project.inferred_schema_path(source)))
