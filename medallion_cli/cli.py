@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from dataclasses import replace
 
@@ -11,6 +12,7 @@ import click
 from . import __version__, tasks
 from .errors import MedallionError
 from .jars import BUNDLES
+from .runner import interrupted
 
 
 def common_options(func):
@@ -71,9 +73,14 @@ def _report(task, debug: bool, log_format: str = "text", watch: bool = False) ->
     from .progress import Console
 
     console = Console(log_format, debug, watch)
-    results = task(console.reporter())
+    try:
+        results = task(console.reporter())
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside running nodes: leave now
+        click.secho("\nAborted by Ctrl-C: what finished is committed; the rest is as it was",
+                    fg="yellow", err=True)
+        os._exit(130)  # not waiting for the nodes' threads
     console.finish(results)
-    sys.exit(1 if any(r.failed for r in results) else 0)
+    sys.exit(130 if interrupted(results) else 1 if any(r.failed for r in results) else 0)
 
 
 def _warn(message: str) -> None:

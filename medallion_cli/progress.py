@@ -15,7 +15,7 @@ from dataclasses import asdict
 
 import click
 
-from .runner import NodeResult
+from .runner import NOT_STARTED, STOPPED, NodeResult, interrupted
 from .tasks import Reporter
 
 STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",
@@ -159,8 +159,19 @@ class Console:
         self.stop.set()
         if self.live:
             click.echo(ERASE_LINE, nl=False, color=True)
+        stopped = interrupted(results)
         if self.json:
-            return self._emit("done", counts=counts(results))
-        if results:
-            click.echo("Done. " + ", ".join(f"{n} {s.replace('_', ' ')}"
-                                            for s, n in counts(results).items()))
+            return self._emit("done", counts=counts(results), interrupted=stopped)
+        if not results:
+            return
+        tally = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts(results).items())
+        if not stopped:
+            click.echo("Done. " + tally)
+            return
+        committed = [f"{r.name} v{r.version}" for r in results
+                     if r.status == "success" and r.version is not None]
+        left = sum(r.message in (NOT_STARTED, STOPPED) for r in results)
+        click.echo(f"Stopped by Ctrl-C. {tally}\n"
+                   f"  committed: {', '.join(committed) or 'nothing'}\n"
+                   f"  {left} node(s) stopped or not started, their tables as they were: "
+                   "medallion retry runs them")

@@ -186,15 +186,44 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) 
     return timed(test.name, "test", "test", work, test.origin)
 
 
+NOT_STARTED = "not started: Ctrl-C stopped the run"
+STOPPED = "stopped by Ctrl-C: nothing half-written (what it committed before stays)"
+
+
+def interrupted(results: list[NodeResult]) -> bool:
+    """Whether Ctrl-C stopped the run these results are of."""
+    return any(r.message in (NOT_STARTED, STOPPED) for r in results)
+
+
+def drain(running: dict, finish: Callable[[NodeResult], None],
+          on_interrupt: Callable[[], None] | None) -> None:
+    """Wait for the running nodes. After Ctrl-C (on_interrupt given), Spark jobs they start
+    are cancelled as they come, and a node that fails is said to be stopped."""
+    while running:
+        done, _ = wait(running, timeout=0.5 if on_interrupt else None,
+                       return_when=FIRST_COMPLETED)
+        for future in done:
+            running.pop(future)
+            result = future.result()
+            if on_interrupt and result.failed:
+                result = replace(result, message=STOPPED)
+            finish(result)
+        if on_interrupt and running:
+            on_interrupt()
+
+
 def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str], NodeResult],
             labels: dict[str, tuple[str, str]], threads: int = 1,
             on_result: Callable[[NodeResult], None] = lambda r: None,
             on_begin: Callable[[str], None] = lambda name: None,
-            fail_fast: bool = False) -> list[NodeResult]:
+            fail_fast: bool = False,
+            on_interrupt: Callable[[], None] = lambda: None) -> list[NodeResult]:
     """Run nodes (models, seeds, tests) in `order`, each once its `parents` finished; a node with a
     parent that failed or was skipped is skipped. labels: name -> (kind, materialized).
     fail_fast: after the first failure start nothing more (what runs finishes: a commit is not
-    cut short) and report the rest skipped."""
+    cut short) and report the rest skipped. Ctrl-C (KeyboardInterrupt) starts nothing more
+    either, and stops what runs with on_interrupt (which cancels its Spark jobs): a node either
+    committed or left its table as it was. A second Ctrl-C leaves at once."""
     waiting = {n: set(parents.get(n, ())) & set(order) for n in order}
     children: dict[str, list[str]] = {}
     for name, ps in waiting.items():
@@ -217,23 +246,24 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
             if child in results:
                 continue
             if result.status in ("error", "skipped"):
-                finish(NodeResult(child, *labels[child], "skipped",
-                                  message=f"upstream '{result.name}' {result.status}"))
+                finish(NodeResult(child, *labels[child], "skipped", message=NOT_STARTED
+                                  if result.message in (NOT_STARTED, STOPPED)
+                                  else f"upstream '{result.name}' {result.status}"))
             else:
                 waiting[child].discard(result.name)
 
+    interrupted = False
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         running = {}
         while len(results) < len(order):
             failed = fail_fast and next((r.name for r in results.values() if r.failed), None)
-            if failed:
-                for future in list(running):
-                    running.pop(future)
-                    finish(future.result())
+            if interrupted or failed:
+                drain(running, finish, on_interrupt if interrupted else None)
+                why = (NOT_STARTED if interrupted
+                       else f"--fail-fast: stopped after '{failed}' failed")
                 for name in order:
                     if name not in results:
-                        finish(NodeResult(name, *labels[name], "skipped",
-                                          message=f"--fail-fast: stopped after '{failed}' failed"))
+                        finish(NodeResult(name, *labels[name], "skipped", message=why))
                 break
             for name in by_priority:
                 if len(running) >= max(1, threads):  # a node starts when a thread takes it
@@ -243,7 +273,12 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
                     running[pool.submit(run, name)] = name
             if not running:
                 break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            try:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt:  # Ctrl-C: stop what runs, start nothing more
+                interrupted = True
+                on_interrupt()
+                continue
             for future in done:
                 running.pop(future)
                 finish(future.result())

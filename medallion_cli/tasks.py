@@ -39,6 +39,7 @@ from .runner import (
     NodeResult,
     check_node,
     execute,
+    interrupted,
     run_data_test,
     run_node,
     run_project_hooks,
@@ -355,10 +356,12 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
                                     message=f"{failed} failed"))
         results += execute(steps.order, steps.parents, run_one, steps.labels,
                            inv.threads or project.target.threads, run.result, run.begin,
-                           inv.fail_fast)
-        results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)
+                           inv.fail_fast, ctx.engine.cancel_jobs)
+        stopped = interrupted(results)
+        if not stopped:
+            results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)
         write_run_results(loaded.project, command, results, started, ctx.engine.start_seconds)
-        if watch:
+        if watch and not stopped:
             _watch(inv, run.ctx, chosen, results, kinds, run.result, run.batch)
     return results
 
@@ -401,7 +404,7 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
         results = execute(names, {}, runner(run.ctx, loaded.tests),
                           {n: ("test", "test") for n in names},
                           inv.threads or loaded.project.target.threads, run.result, run.begin,
-                          inv.fail_fast)
+                          inv.fail_fast, ctx.engine.cancel_jobs)
         write_run_results(loaded.project, "test", results, started, ctx.engine.start_seconds)
     return results
 

@@ -18,6 +18,7 @@ from medallion_cli import maintenance, tasks
 from medallion_cli.cli import main
 from medallion_cli.errors import MedallionError
 from medallion_cli.project import load_project
+from medallion_cli.runner import NOT_STARTED, STOPPED
 from test_streaming import BATCH_1, BATCH_2, MODELS, land
 
 
@@ -361,3 +362,36 @@ def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_
     # a target that says anything about class sharing decides alone
     own = driver_jvm_arguments(tmp_path, archives, "-Xshare:off")
     assert "-Xshare:off" in own and not any("Archive" in a for a in own), own
+
+
+def test_ctrl_c_stops_a_build_with_a_summary_of_what_was_committed(project, engine_name):
+    """SIGINT while a node runs: its Spark jobs are cancelled, nothing more starts, and the
+    command ends (exit 130) saying what was committed and what is left for `retry`."""
+    import signal
+
+    root = project({"models/a.sql": "select 1 as id",
+                    "models/slow.sql": "select count(*) as n from range(100000000000)",
+                    "models/after_slow.sql": "select n from {{ ref('slow') }}"})
+    command = [str(Path(sys.executable).parent / "medallion"), "build", "--project-dir",
+               str(root), "--threads", "2"]
+    build = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    lines = []
+    for line in build.stdout:
+        lines.append(line)
+        if " model a " in line:
+            break
+    time.sleep(2)  # slow's query runs
+    build.send_signal(signal.SIGINT)
+    rest, _ = build.communicate(timeout=120)
+    output = "".join(lines) + rest
+    assert build.returncode == 130, output
+    assert "Stopped by Ctrl-C. 1 success, 0 up to date, 0 warn, 1 error, 1 skipped" in output
+    assert "  committed: a v0\n" in output
+    assert "2 node(s) stopped or not started, their tables as they were: medallion retry" in output
+    assert "Traceback" not in output
+    statuses = {r["name"]: (r["status"], r["message"]) for r in json.loads(
+        (root / "target/run_results.json").read_text())["results"]}
+    assert statuses == {"a": ("success", ""), "slow": ("error", STOPPED),
+                        "after_slow": ("skipped", NOT_STARTED)}
+    assert not list((root / "warehouse/models").glob("slow/_delta_log/*.json"))  # no version

@@ -43,6 +43,15 @@ class OnDemandSpark:
                 self.__dict__["_session"] = session
         return session
 
+    def cancel_jobs(self) -> None:
+        """Cancel every Spark job running in this process (Ctrl-C), if Spark has started."""
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        session = root.__dict__.get("_session")
+        if session is not None:
+            session.sparkContext.cancelAllJobs()
+
     def _new_session(self):
         if self._parent is not None:
             return self._parent.spark.newSession()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,9 +273,23 @@ def _session(target: Target, conf: dict[str, str], log_file: Path | None):
     settings = SparkConf(loadDefaults=False).setMaster(target.spark_master).setAppName(
         "medallion").setAll([(key, value) for key, value in conf.items() if not is_secret(key)])
     if SparkContext._gateway is None:  # no JVM yet (the test suite's session may have one)
-        with _jvm_output(log_file) as popen_arguments:
+        with _jvm_output(log_file) as popen_arguments, _own_ctrl_c():
             SparkContext(conf=settings, gateway=launch_gateway(settings, popen_arguments))
     return SparkSession.builder.config(conf=settings).getOrCreate()
+
+
+@contextmanager
+def _own_ctrl_c():
+    """Keep medallion's Ctrl-C handling: a SparkContext made on the main thread installs a
+    handler of pyspark's that calls the JVM from inside the signal, which breaks py4j when
+    the main thread is in a JVM call itself (`reentrant call`)."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _quiet_python_error_log(quiet: bool) -> None:
