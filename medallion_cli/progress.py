@@ -42,6 +42,23 @@ def kept_in(result: NodeResult, rule: str) -> str:
     return ""
 
 
+def watch_summary(results: list[NodeResult], first_pass: int, batches: int,
+                  seconds: float) -> str:
+    """What a --watch session did after its first pass, in a line, and which nodes failed in
+    the session (each failure is said once, however often it was tried again)."""
+    watched = results[first_pass:]
+    refreshes = sum(r.kind in ("model", "seed") and r.status in ("success", "warn")
+                    for r in watched)
+    tests = [r for r in watched if r.kind == "test"]
+    failed = sorted({r.name for r in results if r.failed and r.kind != "test"})
+    minutes, rest = divmod(int(seconds), 60)
+    return (f"Watched for {minutes}m {rest}s: {refreshes} refresh(es), {batches} micro-batch(es), "
+            f"{len(tests)} data test run(s) ({sum(r.status == 'success' for r in tests)} passed, "
+            f"{sum(r.status == 'warn' for r in tests)} warned, "
+            f"{sum(r.status == 'error' for r in tests)} failed), "
+            f"{len(failed)} node(s) failed" + (f" ({', '.join(failed)})" if failed else ""))
+
+
 class Console:
     def __init__(self, log_format: str = "text", debug: bool = False, watch: bool = False,
                  live: bool | None = None):
@@ -55,6 +72,8 @@ class Console:
         self.phase_started: tuple[str, float] | None = None  # ("starting Spark", when)
         self.lock = threading.Lock()
         self.stop = threading.Event()
+        self.began = time.monotonic()
+        self.batches = 0  # micro-batches under --watch
 
     def reporter(self) -> Reporter:
         return Reporter(self.start, self.begin, self.result, self.batch, self.phase, self.warn)
@@ -68,9 +87,13 @@ class Console:
             click.secho(f"Warning: {message}", fg="yellow", err=True)
 
     def _emit(self, event: str, **fields) -> None:
-        click.echo(json.dumps({"event": event, **fields}, default=str))
+        at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        click.echo(json.dumps({"event": event, "at": at, **fields}, default=str))
 
     def _line(self, text: str) -> None:
+        if self.watch:  # a session of hours: each line says when
+            stamp = time.strftime("%H:%M:%S ")
+            text = "\n".join(stamp + line for line in text.split("\n"))
         with self.lock:
             if self.live:
                 click.echo(ERASE_LINE, nl=False, color=True)
@@ -144,6 +167,7 @@ class Console:
         self._line("\n".join(lines))
 
     def batch(self, report) -> None:
+        self.batches += 1
         if self.json:
             return self._emit("batch", **asdict(report))
         facts = f"{report.rows} rows, v{report.version}"
@@ -167,6 +191,9 @@ class Console:
         tally = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts(results).items())
         if not stopped:
             click.echo("Done. " + tally)
+            if self.watch:
+                click.echo(watch_summary(results, self.total, self.batches,
+                                         time.monotonic() - self.began))
             return
         committed = [f"{r.name} v{r.version}" for r in results
                      if r.status == "success" and r.version is not None]

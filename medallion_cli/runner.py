@@ -6,6 +6,7 @@ severity included), everything downstream of it is skipped rather than built on 
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -217,13 +218,15 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
             on_result: Callable[[NodeResult], None] = lambda r: None,
             on_begin: Callable[[str], None] = lambda name: None,
             fail_fast: bool = False,
-            on_interrupt: Callable[[], None] = lambda: None) -> list[NodeResult]:
+            on_interrupt: Callable[[], None] = lambda: None,
+            stop: threading.Event | None = None) -> list[NodeResult]:
     """Run nodes (models, seeds, tests) in `order`, each once its `parents` finished; a node with a
     parent that failed or was skipped is skipped. labels: name -> (kind, materialized).
     fail_fast: after the first failure start nothing more (what runs finishes: a commit is not
     cut short) and report the rest skipped. Ctrl-C (KeyboardInterrupt) starts nothing more
     either, and stops what runs with on_interrupt (which cancels its Spark jobs): a node either
-    committed or left its table as it was. A second Ctrl-C leaves at once."""
+    committed or left its table as it was. A second Ctrl-C leaves at once. `stop`, when set,
+    stops the run as Ctrl-C does (under --watch, where a signal only sets it)."""
     waiting = {n: set(parents.get(n, ())) & set(order) for n in order}
     children: dict[str, list[str]] = {}
     for name, ps in waiting.items():
@@ -274,11 +277,14 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
             if not running:
                 break
             try:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                done, _ = wait(running, timeout=stop and 0.5, return_when=FIRST_COMPLETED)
             except KeyboardInterrupt:  # Ctrl-C: stop what runs, start nothing more
                 interrupted = True
                 on_interrupt()
                 continue
+            if stop is not None and stop.is_set():
+                interrupted = True
+                on_interrupt()
             for future in done:
                 running.pop(future)
                 finish(future.result())

@@ -362,30 +362,41 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
             results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)
         write_run_results(loaded.project, command, results, started, ctx.engine.start_seconds)
         if watch and not stopped:
-            _watch(inv, run.ctx, chosen, results, kinds, run.result, run.batch)
+            results += _watch(inv, run.ctx, chosen, results, command, run.result, run.batch)
     return results
 
 
 def _watch(inv: Invocation, ctx: BuildContext, chosen: list[str], results: list[NodeResult],
-           kinds, on_result: Callable[[NodeResult], None], on_batch: Callable) -> None:
-    """After the first pass: keep the selected nodes fresh until SIGINT/SIGTERM."""
+           command: str, on_result: Callable[[NodeResult], None],
+           on_batch: Callable) -> list[NodeResult]:
+    """After the first pass: keep the selected nodes fresh until SIGINT/SIGTERM; returns what
+    it reported."""
     from .watch import stop_on_signals, watch
 
-    stop = threading.Event()
     quiet = replace(inv, full_refresh=False)
+    latest: list[Loaded] = []
 
-    def refresh(watch_ctx: BuildContext) -> list[NodeResult]:
-        """Batch models, re-rendered so is_incremental() and edited SQL are current."""
-        again = load(quiet, engine=watch_ctx.engine)
-        names = [n for n in selected_nodes(quiet, again, kinds)
-                 if again.graph.nodes[n].config.materialized not in ("streaming", "view")]
-        steps = plan(again.graph, again.tests, names, [])
-        watch_ctx = replace(watch_ctx, graph=again.graph)
-        return execute(steps.order, steps.parents, runner(watch_ctx, again.tests),
-                       steps.labels)
+    def reload() -> Graph:
+        """The project rendered again, so is_incremental() and edited SQL are current."""
+        latest[:] = [load(quiet, engine=ctx.engine)]
+        return latest[0].graph
 
-    with stop_on_signals(stop):
-        watch(ctx, chosen, results, refresh, on_result, on_batch, stop)
+    def refresh(watch_ctx: BuildContext, held: set[str], told: Callable[[NodeResult], None],
+                stop: threading.Event) -> None:
+        """Batch models, and then their data tests (`build`), as they are due."""
+        again = latest[0]
+        names = [n for n in selected_nodes(quiet, again, COMMAND_KINDS[command])
+                 if again.graph.nodes[n].config.materialized not in ("streaming", "view")
+                 and n not in held]
+        tests = [t for t in selected_tests(quiet, again) if not set(again.tests[t].refs) & held
+                 ] if command == "build" else []
+        steps = plan(again.graph, again.tests, names, tests)
+        execute(steps.order, steps.parents, runner(watch_ctx, again.tests, skip_passed=True),
+                steps.labels, quiet.threads or again.project.target.threads, told,
+                on_interrupt=watch_ctx.engine.cancel_jobs, stop=stop)
+
+    with stop_on_signals() as stops:
+        return watch(ctx, chosen, results, reload, refresh, on_result, on_batch, stops)
 
 
 def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:

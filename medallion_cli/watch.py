@@ -1,11 +1,14 @@
 """`medallion build --watch`: keep streaming models running, and batch models fresh, until stopped.
 
 After the first pass (every selected node, once), each streaming model runs as a continuous
-query on its processing-time trigger, and the batch models are checked every few seconds; the
-fingerprint check makes an unchanged one cost a few file reads. A query that fails is reported
-and started again after a backoff (2 s, doubling to a minute); the command then exits non-zero.
-Ctrl-C (SIGINT) or SIGTERM stops every query after the batch it has in flight, so nothing is cut
-off half-way.
+query on its processing-time trigger, and every few seconds the batch models and the data tests
+are run again where their inputs changed (the fingerprint check makes an unchanged one cost a
+few file reads); each result is printed as it comes. A node that fails (a query, a refresh, a
+query that cannot start) is tried again after a backoff (2 s, doubling to a minute), and what
+reads it waits for it meanwhile rather than run on stale data; its error is printed when it is
+new, not at every try. The command exits non-zero when anything failed during the session.
+Ctrl-C (SIGINT) or SIGTERM stops what refreshes (its Spark jobs cancelled: a commit is whole or
+not made) and every query after the batch it has in flight; a second one stops them at once.
 """
 
 from __future__ import annotations
@@ -14,93 +17,151 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from .build.context import BuildContext
 from .build.streaming import start_query
 from .build.tally import BatchReport, StreamTally
 from .build.throughput import progress_reports
+from .errors import MedallionError
 from .failures import error_message
+from .graph import Graph
 from .runner import NodeResult, own_session
 
 POLL_SECONDS = 2.0
+RETRIED = "\n(tried again after a backoff of 2 s, doubling to a minute; what reads it waits)"
+# Seconds before a failed node is tried again, by how many times in a row it failed.
+RESTART_BACKOFF = (2, 4, 8, 16, 32, 60)
+
+
+@dataclass(frozen=True)
+class Stops:
+    """Ctrl-C or SIGTERM: `gently` at the first (after the batches in flight), `now` at the
+    second."""
+    gently: threading.Event
+    now: threading.Event
 
 
 @contextmanager
-def stop_on_signals(stop: threading.Event):
-    """Turn SIGINT/SIGTERM into `stop` instead of an exception (and instead of pyspark's handler,
-    which would cancel the running Spark jobs mid-batch)."""
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+def stop_on_signals():
+    """Turn SIGINT/SIGTERM into Stops instead of an exception raised wherever the main thread
+    is (a JVM call, mid-way, would leave py4j broken)."""
+    stops = Stops(threading.Event(), threading.Event())
+
+    def stop(*_):
+        (stops.now if stops.gently.is_set() else stops.gently).set()
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield stops
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-# Seconds before a failed streaming query is started again, by how many times in a row it failed.
-RESTART_BACKOFF = (2, 4, 8, 16, 32, 60)
+@dataclass(frozen=True)
+class Failing:
+    """A node that failed under --watch: how often in a row, when it is tried again, and the
+    error it last printed."""
+    times: int
+    due: float
+    said: str
 
 
-def watch(ctx: BuildContext, selected: list[str], results: list[NodeResult],
-          refresh: Callable[[BuildContext], list[NodeResult]],
-          on_result: Callable[[NodeResult], None],
-          on_batch: Callable[[BatchReport], None], stop: threading.Event) -> None:
-    """Run until `stop`. `results` (the first pass's) gains every failure seen meanwhile, so
-    the command exits non-zero when any query failed during the session."""
-    failed = {r.name for r in results if r.status in ("error", "skipped")}
+def note_failure(failing: dict[str, Failing], name: str, message: str) -> bool:
+    """Record a failure and its backoff; True when its error is new (to be printed)."""
+    before = failing.get(name)
+    times = before.times + 1 if before else 1
+    wait = RESTART_BACKOFF[min(times, len(RESTART_BACKOFF)) - 1]
+    failing[name] = Failing(times, time.monotonic() + wait, message)
+    return before is None or before.said != message
+
+
+def held_back(ctx: BuildContext, failing: dict[str, Failing], stopped: set[str]) -> set[str]:
+    """Nodes not to run now: those failing until their next try, streaming models whose query
+    does not run, and everything that reads them (it would read stale or half-fixed data)."""
+    now = time.monotonic()
+    held = {n for n, f in failing.items() if f.due > now} | stopped
+    return held | {d for n in held for d in ctx.graph.descendants(n)}
+
+
+def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
+          reload: Callable[[], Graph],
+          refresh: Callable[[BuildContext, set[str], Callable, threading.Event], None],
+          report: Callable[[NodeResult], None], on_batch: Callable[[BatchReport], None],
+          stops: Stops) -> list[NodeResult]:
+    """Run until stopped; returns every result it reported (refreshes, tests, failures).
+    reload(): the project's graph as its files are now, each poll (an edit, a fix, counts).
+    refresh(ctx, held, on_result, stop): the batch models and data tests but those held, once,
+    each result told as it comes; it stops what runs when `stop` is set."""
     nodes = ctx.graph.nodes
-    streaming = [n for n in selected
-                 if nodes[n].config.materialized == "streaming" and n not in failed
+    streaming = [n for n in selected if nodes[n].config.materialized == "streaming"
                  and not nodes[n].config.once]  # a once-only flow ran in the first pass
     ctx = replace(ctx, full_refresh=False)  # --full-refresh applies to the first pass only
     queries: dict[str, tuple] = {}
-    failures: dict[str, int] = {}  # failures in a row, per model
-    restart_at = {name: 0.0 for name in streaming}
+    failing: dict[str, Failing] = {}
+    for result in first_pass:  # printed already; tried again after a backoff
+        if result.failed:
+            note_failure(failing, result.name, result.message)
+    reported: list[NodeResult] = []
 
-    def fail(name: str, message: str) -> None:
-        failures[name] = failures.get(name, 0) + 1
-        wait = RESTART_BACKOFF[min(failures[name], len(RESTART_BACKOFF)) - 1]
-        restart_at[name] = time.monotonic() + wait
-        result = NodeResult(name, nodes[name].file.kind, "streaming", "error",
-                            message=f"{message} (restarting in {wait}s)")
-        results.append(result)
-        on_result(result)
+    def said(result: NodeResult) -> None:
+        if result.failed:
+            if not note_failure(failing, result.name, result.message):
+                return  # the same error again: said once
+            result = replace(result, message=result.message + RETRIED)
+        elif result.status in ("success", "warn"):
+            failing.pop(result.name, None)
+        if result.status not in ("up_to_date", "skipped"):
+            reported.append(result)
+            report(result)
+
+    def failed(name: str, message: str) -> None:
+        said(NodeResult(name, nodes[name].file.kind, "streaming", "error", message=message))
 
     try:
-        while not stop.is_set():
-            for name, due in list(restart_at.items()):
-                if time.monotonic() >= due:
-                    del restart_at[name]
-                    try:
-                        # Each query in a session of its own, as in the first pass: queries'
-                        # micro-batches run side by side, each registering its inputs' views.
-                        queries[name] = start_query(own_session(ctx), nodes[name],
-                                                    continuous=True, on_batch=on_batch)[:2]
-                    except Exception as exc:
-                        fail(name, error_message(exc))
+        while not stops.gently.is_set():
+            held = held_back(ctx, failing, set())
+            for name in streaming:
+                if name in queries or name in held:
+                    continue
+                try:
+                    ctx = replace(ctx, graph=reload())  # the model as it is now (fixed?)
+                    # Each query in a session of its own, as in the first pass: queries'
+                    # micro-batches run side by side, each registering its inputs' views.
+                    queries[name] = start_query(own_session(ctx), ctx.graph.nodes[name],
+                                                continuous=True, on_batch=on_batch)[:2]
+                except Exception as exc:
+                    failed(name, error_message(exc))
             for name, (query, tally) in list(queries.items()):
                 if tally.batches:
-                    failures.pop(name, None)  # it works again: the next failure waits briefly
+                    failing.pop(name, None)  # it works again: the next failure waits briefly
                 if not query.isActive:
                     del queries[name]
                     error = tally.error or query.exception()
-                    fail(name, error_message(error) if error else "the query stopped")
-            for result in refresh(ctx):
-                if result.status != "up_to_date":
-                    on_result(result)
-                    if result.failed:
-                        results.append(result)
-            stop.wait(POLL_SECONDS)
+                    failed(name, error_message(error) if error else "the query stopped")
+            try:
+                ctx = replace(ctx, graph=reload())
+            except MedallionError as exc:  # an edit that breaks the project: the last good one
+                said(NodeResult("files", "project", "", "error", message=str(exc)))
+                stops.gently.wait(POLL_SECONDS)
+                continue
+            said(NodeResult("files", "project", "", "up_to_date"))  # it loads (again)
+            refresh(ctx, held_back(ctx, failing, set(streaming) - set(queries)) - set(streaming),
+                    said, stops.gently)
+            stops.gently.wait(POLL_SECONDS)
     finally:
         for query, tally in queries.values():
-            stop_gracefully(query, tally)
+            stop_gracefully(query, tally, stops.now)
+    return reported
 
 
-def stop_gracefully(query, tally: StreamTally, poll_seconds: float = 0.2) -> None:
-    """Stop a running query after the batch in flight (if any) has finished."""
-    while query.isActive and query.status.get("isTriggerActive"):
+def stop_gracefully(query, tally: StreamTally, now: threading.Event | None = None,
+                    poll_seconds: float = 0.2) -> None:
+    """Stop a running query after the batch in flight (if any) has finished, or at once when
+    `now` is set."""
+    while query.isActive and query.status.get("isTriggerActive") and not (now and now.is_set()):
         time.sleep(poll_seconds)
     query.stop()
     if tally.detach_listener is not None:
