@@ -331,7 +331,7 @@ def docs(inv, debug, out):
 def status(inv, debug, output):
     import json
 
-    from .status import status_lines, worst
+    from .status import exit_code, status_lines
 
     statuses = tasks.status(inv)
     if output == "json":
@@ -339,7 +339,7 @@ def status(inv, debug, output):
     else:
         for line in status_lines(statuses):
             click.echo(line)
-    sys.exit(1 if worst(statuses) == "error" else 0)
+    sys.exit(exit_code(statuses))
 
 
 @main.group(cls=_Group, help="Commands on sources.")

@@ -60,6 +60,17 @@ class TableStatus:
     runs: tuple[Run, ...] = ()  # the latest first
 
     @property
+    def last_written(self) -> Run | None:
+        """The last run that wrote the table (not one that found it up to date)."""
+        return next((r for r in self.runs if r.status in ("success", "warn")
+                     and r.version is not None), None)
+
+    @property
+    def failed(self) -> bool:
+        """Its latest run failed: the table is as it was before that run."""
+        return bool(self.runs) and self.runs[0].status == "error"
+
+    @property
     def as_json(self) -> dict:
         run = lambda r: None if r is None else {  # noqa: E731
             "when": r.when.isoformat(), "status": r.status, "seconds": r.seconds,
@@ -69,6 +80,8 @@ class TableStatus:
         return {"name": self.name, "kind": self.kind, "layer": self.layer,
                 "version": self.version, "rows": self.rows,
                 "last_success": run(self.last_success), "last_failure": run(self.last_failure),
+                "last_written": run(self.last_written),
+                "last_run": run(self.runs[0] if self.runs else None), "failed": self.failed,
                 "newest_event": self.newest_event.isoformat() if self.newest_event else None,
                 "age_seconds": self.age_seconds, "freshness": self.freshness,
                 "reason": self.reason, "runs": [run(r) for r in self.runs]}
@@ -152,21 +165,35 @@ def table_status(project: Project, graph: Graph, names: list[str],
     return found
 
 
+RUN_WORDS = {"success": "wrote it", "warn": "wrote it, warned", "up_to_date": "up to date",
+             "error": "FAILED", "skipped": "skipped"}
+HEADER = ("TABLE", "TABLE NOW", "LAST WRITTEN", "LAST RUN", "FRESHNESS")
+
+
 def status_lines(statuses: list[TableStatus]) -> list[str]:
-    """One line per table, then its last failure (if any) indented under it."""
-    lines = []
+    """A header, then one line per table: its version and rows, when a run last wrote it, the
+    latest run and what it did, and its freshness; its last failure indented under it."""
+    row = "{:<32} {:<20} {:<20} {:<32} {}"
+    lines = [row.format(*HEADER)]
     for s in statuses:
-        built = (f"built {s.last_success.when:%Y-%m-%d %H:%M:%S}" if s.last_success
-                 else "no successful build logged")
         table = f"v{s.version}, {s.rows} rows" if s.version is not None else "no table"
+        written = f"{s.last_written.when:%Y-%m-%d %H:%M:%S}" if s.last_written else "never"
+        latest = s.runs[0] if s.runs else None
+        ran = (f"{latest.when:%Y-%m-%d %H:%M:%S} {RUN_WORDS.get(latest.status, latest.status)}"
+               if latest else "none logged")
         fresh = f"{s.freshness.upper()}: {s.reason}" if s.freshness else s.reason
-        lines.append(f"{s.name:<32} {table:<22} {built:<32} {fresh}")
+        lines.append(row.format(s.name, table, written, ran, fresh))
         if s.last_failure:
             message = (s.last_failure.message or "").splitlines()[0] if s.last_failure.message \
                 else ""
             lines.append(f"{'':<32} last failure {s.last_failure.when:%Y-%m-%d %H:%M:%S}: "
                          f"{message}")
     return lines
+
+
+def exit_code(statuses: list[TableStatus]) -> int:
+    """1 when a table's latest run failed or a table is past an error_after limit."""
+    return 1 if any(s.failed for s in statuses) or worst(statuses) == "error" else 0
 
 
 def worst(statuses: list[TableStatus]) -> str:

@@ -11,6 +11,7 @@ from deltalake import DeltaTable
 
 from medallion_cli import cli, tasks
 from medallion_cli.eventlog import EVENT_COLUMNS
+from medallion_cli.status import node_runs
 from test_docs import CHROMIUM, page_data
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
@@ -172,3 +173,30 @@ def test_freshness_config_mistakes_name_the_file(project):
     assert "models/a.sql" in result.output and "freshness warn_after is 'soon'" in result.output
     root = project({"models/a.sql": "{{ config(freshness={'warn_after': '1 hour'}) }}select 1"})
     assert "freshness needs event_time" in status(root).output
+
+
+def test_status_has_a_header_tells_writes_from_checks_and_fails_on_a_failed_table(project,
+                                                                                 build):
+    root = project({"models/a.sql": "select 1 as id", "models/b.sql": "select 2 as id"})
+    build(root)
+    build(root)  # nothing new: both up to date, nothing written
+    first = status(root)
+    assert first.exit_code == 0, first.output
+    header, *rows = first.output.splitlines()
+    assert header.split() == ["TABLE", "TABLE", "NOW", "LAST", "WRITTEN", "LAST", "RUN",
+                              "FRESHNESS"]
+    written = {line.split()[0]: line for line in rows}
+    assert "up to date" in written["a"] and "v0, 1 rows" in written["a"]
+    runs = node_runs(str(root / "warehouse"))["a"]
+    assert [r.status for r in runs] == ["up_to_date", "success"]
+    assert f"{runs[1].when:%Y-%m-%d %H:%M:%S}  {runs[0].when:%Y-%m-%d %H:%M:%S} up to date" \
+        in written["a"]  # written by the first build, checked by the second
+    (root / "models/b.sql").write_text("select nope")
+    build(root)
+    failed = status(root)
+    assert failed.exit_code == 1, failed.output  # b's latest run failed
+    assert "FAILED" in next(line for line in failed.output.splitlines() if line.startswith("b "))
+    assert "last failure" in failed.output and "nope" in failed.output
+    assert status(root, "-s", "a").exit_code == 0
+    [b] = json.loads(status(root, "-s", "b", "--output", "json").output)
+    assert b["failed"] and b["last_run"]["status"] == "error" and b["version"] == 0
