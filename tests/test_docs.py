@@ -159,3 +159,6 @@ def test_docs_page_searches_focuses_and_shows_gold_at_1400_px(project, tmp_path)
     for layer, colour in {"gold": (251, 239, 184), "silver": (230, 234, 240),
                           "bronze": (246, 227, 207)}.items():
         assert colour in colours, f"no {layer} node on screen"
+    # the page opens on a node, outlined in blue: nothing failed, so nothing is red
+    assert (37, 99, 235) in colours
+    assert not colours & {(192, 50, 43), (208, 69, 47)}
