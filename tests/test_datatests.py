@@ -386,6 +386,32 @@ def test_expectations_of_a_merge_with_deletes_are_counted_before_anything_is_wri
     assert sorted(r["order_id"] for r in read_delta(table)) == [1, 3]
 
 
+def test_a_batch_whose_every_row_is_rejected_is_quarantined_and_the_model_goes_on(project,
+                                                                                 build):
+    """One landed order that breaks a drop rule and nothing beside it: quarantined and
+    counted, the model OK, and its next batches go on (it used to fail on every build)."""
+    from test_streaming import SOURCES, land
+
+    root = project({"models/sources.yml": SOURCES, "models/silver/orders.sql": """\
+        {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
+                  sequence_by='seq', delete_when="op = 'D'",
+                  expectations={'has_status': {'expect': "op = 'D' or status is not null",
+                                               'on_violation': 'drop'}}) }}
+        select order_id, status, op, seq from {{ source('landing', 'orders') }}
+    """})
+    land(root, "1.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1}])
+    build(root)
+    land(root, "2.json", [{"order_id": 2, "status": None, "op": "I", "seq": 1}])
+    rejected = build(root)["orders"]
+    assert (rejected.status, rejected.expectations, rejected.rows_checked) == (
+        "success", {"has_status": 1}, 1), rejected.message
+    table = root / "warehouse/silver/orders"
+    assert [r["order_id"] for r in read_delta(f"{table}_quarantine")] == [2]
+    land(root, "3.json", [{"order_id": 3, "status": "paid", "op": "I", "seq": 1}])
+    assert build(root)["orders"].status == "success"
+    assert sorted(r["order_id"] for r in read_delta(table)) == [1, 3]
+
+
 def test_bad_expectation_config_is_a_project_error(project):
     root = project({"models/m.sql": "{{ config(expectations={'x': {'expect': 'a > 0', "
                                     "'on_violation': 'explode'}}) }}select 1 as a"})

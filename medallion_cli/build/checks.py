@@ -76,9 +76,8 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
         def settle(computed: bool = False) -> None:
             if not result.pending:
                 return
-            if computed:
-                totals = counted.get
-            else:
+            totals = observed_totals(counted) if computed else None
+            if totals is None:
                 # A pass of its own; the write computes the rows again: caching them for the
                 # write cost more than recomputing a typical silver model (a 500k-row batch:
                 # 2.7 s against 0.9 s). Only rows split between the table and the quarantine
@@ -108,6 +107,17 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
         if settled:
             settle()
         yield result
+
+
+def observed_totals(counted) -> dict | None:
+    """The counts an Observation made while the rows were computed, or None when Spark has
+    none: it hands an empty row to an observation whose plan it optimised away (adaptive
+    execution drops the plan below a shuffle that produced no rows, as when a batch's every
+    row is quarantined), which pyspark cannot read."""
+    try:
+        return counted.get or None
+    except Exception:
+        return None
 
 
 def check_table_properties(ctx: BuildContext, node: CompiledNode) -> None:
