@@ -7,7 +7,7 @@ Config comes from three places, later ones winning: `medallion_project.yml` per 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .errors import MedallionError, closest
 
@@ -200,6 +200,9 @@ def freshness_limits(raw, origin: str) -> dict:
                              hint="e.g. freshness: {warn_after: '6 hours', error_after: "
                                   "{count: 1, period: day}}")
     return {key: _interval(value, f"freshness {key}", origin) for key, value in raw.items()}
+
+
+NULL_KEY_RULE = "unique_key_not_null"  # every MERGE model's implicit rule
 
 
 def _expectations(raw, origin: str) -> dict:
@@ -433,4 +436,21 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         raise MedallionError("scd_type 2 needs strategy 'merge', a unique_key and sequence_by",
                              path=origin,
                              hint="history validity comes from sequence_by, not the wall clock")
-    return config
+    return with_null_key_rule(config)
+
+
+def with_null_key_rule(config: NodeConfig) -> NodeConfig:
+    """A MERGE model's rows without their key match nothing and could never be updated or
+    deleted: they are kept apart and counted, as rows a drop rule rejects are, by a rule of
+    its own, unless the model's own rules keep them out already (a truncate needs no key)."""
+    if config.strategy != "merge" or config.materialized not in ("incremental", "streaming"):
+        return config
+    said = {" ".join(r["expect"].replace("`", "").lower().split())
+            for r in config.expectations.values() if r["on_violation"] in ("drop", "fail")}
+    if all(f"{c.lower()} is not null" in said for c in config.unique_key):
+        return config
+    keyed = " and ".join(f"`{c}` is not null" for c in config.unique_key)
+    if config.truncate_when:
+        keyed = f"({config.truncate_when}) or ({keyed})"
+    return replace(config, expectations={
+        NULL_KEY_RULE: {"expect": keyed, "on_violation": "drop"}, **config.expectations})

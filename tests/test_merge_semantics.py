@@ -191,3 +191,21 @@ def test_scd2_tracks_history_only_on_tracked_columns(project, build):
         (1, "a", 2, 1, 4, False),  # untracked tick updated in place, to its run's last value
         (1, "c", 5, 4, None, True),
         (2, "b", 0, 1, None, True)]
+
+
+@pytest.mark.parametrize("materialized", ["streaming", "incremental"])
+def test_rows_without_a_key_are_quarantined_and_counted_not_merged(project, build, materialized):
+    """A null unique_key matches nothing and could never be updated or deleted: every MERGE
+    model keeps such rows apart (unique_key_not_null, a drop rule of its own) and counts them."""
+    text = model().replace("materialized='streaming'", f"materialized='{materialized}'")
+    if materialized == "incremental":
+        text = text.replace("where _corrupt_record", "where true or _corrupt_record")
+    root = project({"models/sources.yml": SOURCES, "models/silver/m.sql": text})
+    land(root, "1.json", [{"id": 1, "v": "a", "op": "I", "seq": 1},
+                          {"id": None, "v": "lost", "op": "I", "seq": 1}])
+    result = build(root)["m"]
+    assert result.status == "success", result.message
+    assert result.expectations == {"unique_key_not_null": 1}
+    assert result.on_violation == {"unique_key_not_null": "drop"}
+    assert state(root) == [(1, "a")]
+    assert [r["v"] for r in read_delta(root / "warehouse/silver/m_quarantine")] == ["lost"]
