@@ -165,6 +165,18 @@ def as_tuple(value) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
+def _names(raw: dict, key: str, origin: str) -> tuple[str, ...]:
+    """A config value naming columns (or tags): one name, a comma-separated string, or a list
+    of names."""
+    value = raw.get(key)
+    if value is None or isinstance(value, str) or (
+            isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
+        return as_tuple(value)
+    raise MedallionError(f"config '{key}' is {value!r}", path=origin,
+                         hint=f"give a name or a list of names, e.g. {key}='id' or "
+                              f"{key}=['a', 'b']")
+
+
 UNIT_SECONDS = {"millisecond": 0.001, "second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 
@@ -246,11 +258,12 @@ def _positive_int(value, key: str, origin: str) -> int | None:
 
 
 def check_keys(raw: dict, origin: str, allowed=SPELLED_KEYS, what: str = "config key",
-               where: str = "", listed: str = "valid keys") -> None:
+               where: str = "", listed: str = "valid keys", tolerated=()) -> None:
     """Reject keys outside `allowed` (the config vocabulary unless told), naming the closest
-    one, the line where a YAML mapping has it, and the valid ones."""
+    one, the line where a YAML mapping has it, and the valid ones. `tolerated` keys pass
+    unlisted (another tool's, meaning nothing here)."""
     for key in raw:
-        if key not in allowed:
+        if key not in allowed and key not in tolerated:
             raise MedallionError(
                 f"{where + ': ' if where else ''}unknown {what} '{key}'. "
                 f"{closest(str(key), allowed)}".strip(),
@@ -341,14 +354,14 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
     config = NodeConfig(
         materialized=raw.get("materialized", "table"),
         strategy=raw.get("strategy", "append"),
-        unique_key=as_tuple(raw.get("unique_key")),
-        sequence_by=as_tuple(raw.get("sequence_by")),
+        unique_key=_names(raw, "unique_key", origin),
+        sequence_by=_names(raw, "sequence_by", origin),
         delete_when=raw.get("delete_when"),
         scd_type=int(raw.get("scd_type", 1)),
         trigger=str(raw.get("trigger", "available_now")),
-        partition_by=as_tuple(raw.get("partition_by")),
+        partition_by=_names(raw, "partition_by", origin),
         on_schema_change=raw.get("on_schema_change", "fail"),
-        tags=as_tuple(raw.get("tags")),
+        tags=_names(raw, "tags", origin),
         expectations=_expectations(raw.get("expectations") or {}, origin),
         enabled=bool(raw.get("enabled", True)),
         column_types=dict(raw.get("column_types") or {}),
@@ -357,16 +370,16 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         table_properties=_table_properties(raw.get("table_properties") or {}, origin),
         tombstone_retention=str(raw.get("tombstone_retention", "30 days")),
         cdc=raw.get("cdc"),
-        incremental_by=as_tuple(raw.get("incremental_by")),
+        incremental_by=_names(raw, "incremental_by", origin),
         event_time=raw.get("event_time"),
         freshness=freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
         contract=_contract(raw.get("contract"), origin),
-        except_columns=as_tuple(raw.get("except_columns")),
+        except_columns=_names(raw, "except_columns", origin),
         ignore_null_updates=bool(raw.get("ignore_null_updates", False)),
-        track_history_columns=as_tuple(raw.get("track_history_columns")),
-        track_history_except_columns=as_tuple(raw.get("track_history_except_columns")),
-        zorder_by=as_tuple(raw.get("zorder_by")),
-        cluster_by=as_tuple(raw.get("cluster_by")),
+        track_history_columns=_names(raw, "track_history_columns", origin),
+        track_history_except_columns=_names(raw, "track_history_except_columns", origin),
+        zorder_by=_names(raw, "zorder_by", origin),
+        cluster_by=_names(raw, "cluster_by", origin),
         truncate_when=raw.get("truncate_when"),
         pre_hook=hook_statements(raw.get("pre_hook"), "pre_hook", origin),
         post_hook=hook_statements(raw.get("post_hook"), "post_hook", origin),

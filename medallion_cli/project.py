@@ -280,6 +280,10 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
             f"{closest(str(name), outputs)}".strip(), path=profiles_path,
             hint="targets here: " + (", ".join(outputs) or "none"))
     out = outputs[name] or {}
+    where = f"profile '{profile_name}', target '{name}'"
+    check_keys(out, str(profiles_path), TARGET_KEYS, "key", where, "target keys")
+    check_keys(out.get("spark") or {}, str(profiles_path), ("master", "conf"), "spark key",
+               where, "spark keys")
     engine = out.get("engine", "embedded")
     if engine not in ENGINES:
         raise MedallionError(f"target '{name}' has unknown engine '{engine}'", path=profiles_path,
@@ -321,6 +325,7 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
 
 
 LINEAGE_KEYS = ("namespace", "transport", "batch_every")
+TARGET_KEYS = ("engine", "warehouse", "threads", "spark", "delta_jars", "metastore", "lineage")
 METASTORES = ("local", "session")
 
 
@@ -575,6 +580,15 @@ def _table_location(table: dict, base: str, origin: str) -> str:
         raise MedallionError(str(exc), path=origin) from exc
 
 
+PROJECT_KEYS = ("name", "profile", "model-paths", "seed-paths", "macro-paths", "test-paths",
+                "models", "seeds", "vars", "clean-targets", "on-run-start", "on-run-end")
+# dbt_project.yml keys a dbt project may bring along, which say nothing medallion acts on
+DBT_ONLY_PROJECT_KEYS = ("version", "config-version", "require-dbt-version", "analysis-paths",
+                         "snapshot-paths", "docs-paths", "asset-paths", "target-path",
+                         "log-path", "packages-install-path", "quoting", "dispatch",
+                         "query-comment", "flags")
+
+
 def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None = None,
                  target: str | None = None, cli_vars: dict | None = None) -> Project:
     root = Path(project_dir).resolve()
@@ -584,6 +598,8 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
                              hint="run medallion from a project folder or pass --project-dir")
     spec = read_yaml(project_path, render_env=True, hooks=True)
     origin = PROJECT_FILE
+    check_keys(spec, origin, PROJECT_KEYS, "key", listed="keys medallion reads",
+               tolerated=DBT_ONLY_PROJECT_KEYS)
     for key in ("name", "profile"):
         if key not in spec:
             raise MedallionError(f"'{key}' is missing", path=origin)

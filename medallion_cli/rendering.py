@@ -248,6 +248,10 @@ class Renderer:
         except jinja2.TemplateError as exc:
             raise MedallionError(f"cannot render: {exc}", path=origin,
                                  line=filename and _template_line(exc, filename)) from exc
+        except Exception as exc:  # Python's, from an expression ({{ 1 // 0 }}, {{ 'a' + 1 }})
+            raise MedallionError(f"cannot render: {type(exc).__name__}: {exc}", path=origin,
+                                 line=filename and _template_line(exc, filename),
+                                 hint="fix the Jinja expression on that line") from exc
 
     def render_file(self, rel_path: str, context: dict) -> str:
         with self._errors(rel_path, str(self.project.root / rel_path)):

@@ -62,7 +62,9 @@ def test_empty_build_names_each_broken_model_and_skips_what_follows(project, bui
                                        "from {{ ref('bronze_orders') }} group by customer",
               "models/gold/keyed.sql": "{{ config(materialized='incremental', strategy='merge', "
                                        "unique_key='id') }}select order_id from "
-                                       "{{ ref('bronze_orders') }}"}
+                                       "{{ ref('bronze_orders') }}",
+              "models/gold/clustered.sql": "{{ config(cluster_by='region') }}select order_id "
+                                           "from {{ ref('bronze_orders') }}"}
     root = project(broken)
     results = build(root, empty=True)
     silver = results["silver_orders"]
@@ -74,6 +76,8 @@ def test_empty_build_names_each_broken_model_and_skips_what_follows(project, bui
     assert "models/gold/spend.sql" in spend.message
     assert ("config 'unique_key' names id, which the model does not return"
             in results["keyed"].message)
+    assert ("cluster_by names region, which the rows of model 'clustered' does not have"
+            in results["clustered"].message)
     assert not any((root / "warehouse").rglob("_delta_log")) if (root / "warehouse").exists() \
         else True
     cli = CliRunner().invoke(main, ["build", "--empty", "--project-dir", str(root)])

@@ -72,3 +72,47 @@ def test_table_paths_follow_layer_and_name(project):
     proj = load_project(root)
     assert proj.table_path(proj.nodes["g"]) == str(root / "warehouse/gold/g")
     assert proj.table_path(proj.nodes["s"]) == str(root / "warehouse/seeds/s")
+
+
+@pytest.mark.parametrize("project_yml, profile_edit, said, line", [
+    ("name: p\nprofile: test\nmodles: {x: 1}\n", None,
+     "medallion_project.yml, line 3: unknown key 'modles'. did you mean 'models'", 3),
+    ("name: p\nprofile: test\nvarz: {a: 1}\n", None, "unknown key 'varz'. did you mean 'vars'",
+     3),
+    (None, ("warehouse: warehouse", "warehuose: warehouse"),
+     "profile 'test', target 'local': unknown key 'warehuose'. did you mean 'warehouse'", 6),
+    (None, ('master: "local[2]"', 'mastr: "local[2]"'),
+     "profile 'test', target 'local': unknown spark key 'mastr'. did you mean 'master'", 8),
+])
+def test_every_project_and_target_key_is_known_or_refused(project, project_yml, profile_edit,
+                                                          said, line):
+    kw = {"project_yml": project_yml} if project_yml else {}
+    if profile_edit:
+        kw["profile"] = PROFILE.replace(*profile_edit)
+    root = project({}, **kw)
+    with pytest.raises(MedallionError) as err:
+        load_project(root)
+    assert said in str(err.value) and err.value.line == line, str(err.value)
+
+
+def test_a_dbt_project_files_own_keys_are_tolerated(project):
+    root = project({}, project_yml="name: p\nversion: '1.0'\nconfig-version: 2\nprofile: test\n"
+                                   "target-path: target\nanalysis-paths: [analyses]\n")
+    assert load_project(root).name == "p"
+
+
+@pytest.mark.parametrize("sql, said, line", [
+    ("{{ config(materialized='table', incremental_by=42) }}select 1 as id",
+     "models/a.sql: config 'incremental_by' is 42", None),
+    ("select 1 as id,\n  {{ 1 // 0 }} as broken",
+     "models/a.sql, line 2: cannot render: ZeroDivisionError: integer division or modulo by "
+     "zero", 2),
+])
+def test_values_a_user_can_write_are_errors_naming_the_file_not_tracebacks(project, sql, said,
+                                                                           line):
+    from medallion_cli import tasks
+
+    root = project({"models/a.sql": sql})
+    with pytest.raises(MedallionError) as err:
+        tasks.list_nodes(tasks.Invocation(project_dir=str(root)))
+    assert str(err.value).startswith(said) and err.value.line == line, str(err.value)

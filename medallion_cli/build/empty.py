@@ -12,7 +12,8 @@ from ..errors import MedallionError
 from ..failures import error_message
 from ..rendering import CompiledNode, changes_relation
 from .checks import check_contract
-from .context import DELETE_COLUMN, BuildContext, Outcome
+from .clustering import check_layout_columns
+from .context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext, Outcome
 from .inputs import built_table, read_source
 from .rows import model_rows, seed_rows
 from .writes import merge_rows
@@ -66,6 +67,9 @@ def table_rows(ctx: BuildContext, node: CompiledNode, rows):
             raise MedallionError(f"config '{key}' names {', '.join(missing)}, which the model "
                                  "does not return", path=node.file.rel_path,
                                  hint="columns: " + ", ".join(rows.columns))
+    history = (VALID_FROM, VALID_TO, IS_CURRENT) if cfg.scd_type == 2 else ()
+    check_layout_columns((*rows.columns, *history), f"the rows of model '{node.name}'",
+                         node.file.rel_path, zorder_by=cfg.zorder_by, cluster_by=cfg.cluster_by)
     conditions = {f"expectation '{name}'": rule["expect"]
                   for name, rule in cfg.expectations.items()}
     for key in ("delete_when", "truncate_when"):
