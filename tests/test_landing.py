@@ -79,8 +79,9 @@ def test_json_fields_outside_the_schema(project, build, mode):
     result = build(root, select=("bronze_events",))["bronze_events"]
     if mode == "fail":
         assert result.status == "error"
-        assert result.message.startswith(
-            "source 'landing.events' has field(s) outside its schema: tag, n in ")
+        assert result.message.startswith(  # the model's file first, as for any Spark error
+            "models/bronze/bronze_events.sql: source 'landing.events' has field(s) outside its "
+            "schema: tag, n in ")
         assert "landing/events/1.json" in result.message
         # no table: the rows fail while they are computed, before any commit (delta-spark may
         # leave data files no Delta log refers to, as any failed Delta write does)
@@ -153,7 +154,8 @@ def test_a_csv_whose_header_swaps_columns_is_refused_naming_the_file(project, bu
     land(root, "rows", "2.csv", "kind,id\nb,2\n")
     result = build(root, select=("bronze_rows",))["bronze_rows"]
     assert result.status == "error"
-    assert result.message.startswith(f"the header of {root}/landing/rows/2.csv (kind, id)")
+    assert result.message.startswith(
+        f"models/bronze/bronze_rows.sql: the header of {root}/landing/rows/2.csv (kind, id)")
     assert "landing/rows/2.csv (kind, id) does not name the source's columns in order " \
            "(id, kind)" in result.message
     assert "\n" not in result.message
@@ -202,6 +204,43 @@ def test_a_file_that_grew_after_it_was_read_is_reported(project, build):
     assert "Land files atomically" in result.message
 
 
+def test_a_file_still_being_written_is_left_for_the_next_build_and_then_read_whole(project,
+                                                                                   build):
+    """A writer that appends to a landed file while a build runs: the build commits none of
+    it (the batch waits, said by name), and the next build, after the writer is done, reads
+    every row once. A file copied in whole is read at once, even a moment after it landed."""
+    import threading
+
+    root = landing_project(project)
+    land(root, "events", "1.json", lines({"id": 1, "kind": "whole"}))
+    build(root, select=("bronze_events",))
+    growing = root / "landing/events/2.json"
+    started, done = threading.Event(), threading.Event()
+
+    def write_slowly():
+        with growing.open("a") as out:
+            for i in range(100, 180):
+                out.write(lines({"id": i, "kind": "slow"}))
+                out.flush()
+                started.set()
+                time.sleep(0.1)
+        done.set()
+
+    writer = threading.Thread(target=write_slowly)
+    writer.start()
+    started.wait()
+    held = build(root, select=("bronze_events",))["bronze_events"]
+    assert not done.is_set(), "the writer finished before the build read its file"
+    writer.join()
+    assert held.status == "warn", held.message
+    assert f"still being written: {growing}" in held.message
+    assert [r["id"] for r in events(root)] == [1]  # nothing of the half-written file
+    land(root, "events", "3.json", lines({"id": 3, "kind": "whole"}))  # just now, whole
+    read = build(root, select=("bronze_events",))["bronze_events"]
+    assert read.status == "success", read.message
+    assert sorted(r["id"] for r in events(root)) == [1, 3, *range(100, 180)]
+
+
 def test_an_untouched_file_whose_mtime_ends_just_below_a_millisecond_is_not_changed(tmp_path):
     """st_mtime, a float, rounds 1795441798.237999851 up to ...238 ms; Java records 237."""
     from medallion_cli.build.landing import changed_after_read
@@ -230,7 +269,7 @@ def test_a_moved_project_says_so_and_loads_nothing_twice(project, build):
     result = build(moved, select=("bronze_events",))["bronze_events"]
     assert result.status == "error"
     assert result.message == (
-        f"this stream's checkpoint lists files it read from {root}/landing/events, but it now "
+        f"models/bronze/bronze_events.sql: this stream's checkpoint lists files it read from {root}/landing/events, but it now "
         f"reads {moved}/landing/events: the folder it reads changed since the last build (the "
         "project or its warehouse moved, or a source's path changed), and a checkpoint keeps "
         "whole paths. Move it back, or rebuild this model and the models downstream of it "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -154,20 +155,77 @@ def changed_after_read(checkpoint: str) -> list[str]:
     files): they never change, so a newer mtime only says the warehouse was copied."""
     if is_remote(checkpoint):
         return []
-    changed = []
+    changed, read = [], _as_read(Path(checkpoint) / READ_FOLDER)
     for entry in _read_files(Path(checkpoint) / "sources"):
         path = unquote(urlparse(entry["path"]).path)
         if _is_commit(Path(path)):
             continue
+        # as read, when that was later than listed (a batch left for a growing file)
+        seen = read.get(entry.get("batchId"), {}).get(path, entry["timestamp"])
         try:
             # Whole milliseconds as Java gives them; st_mtime (a float) can round up into the
             # next millisecond and make an untouched file look changed.
             modified = Path(path).stat().st_mtime_ns // 1_000_000
         except OSError:
             continue  # moved away after reading (Spark's cleanSource, or by hand)
-        if modified > entry["timestamp"]:
+        if modified > seen:
             changed.append(path)
     return sorted(changed)
+
+
+def _as_read(folder: Path) -> dict[int, dict[str, int]]:
+    """batch id -> {landed file: its mtime in ms when the batch read it}."""
+    if not folder.is_dir():
+        return {}
+    return {int(p.name): json.loads(p.read_text()) for p in folder.iterdir() if p.name.isdigit()}
+
+
+class StillBeingWritten(MedallionError):
+    """A landed file a micro-batch is about to read is still being written: the batch waits
+    (uncommitted) for the next build or trigger, which reads the same files, whole by then."""
+
+
+READ_FOLDER = "medallion_read"  # in a checkpoint: each batch's landed files' mtimes as read
+SETTLING_SECONDS = 2.0  # a file modified this recently is looked at twice
+SECOND_LOOK_SECONDS = 0.25
+
+
+def check_settled(checkpoint: str, batch_id: int, origin: str) -> None:
+    """Refuse to read a batch with a landed file that is still growing: modified a moment ago,
+    and changing between two looks. A file copied in whole is read at once, even a second
+    after it landed: its second look finds it as it was. (A batch's files are fixed when Spark
+    plans it, so a batch left now reads the same files, whole, when it runs again.)"""
+    if is_remote(checkpoint):
+        return
+    files = [unquote(urlparse(e["path"]).path)
+             for e in _read_files(Path(checkpoint) / "sources") if e.get("batchId") == batch_id]
+    looks = {path: _look(path) for path in files if not _is_commit(Path(path))}
+    recent = {path: look for path, look in looks.items()
+              if look and time.time() - look[1] / 1e9 < SETTLING_SECONDS}
+    growing = []
+    if recent:
+        time.sleep(SECOND_LOOK_SECONDS)
+        growing = [path for path, look in recent.items() if _look(path) != look]
+    if looks and not growing:  # as read: a later change is one the batch missed
+        read = Path(checkpoint) / READ_FOLDER / str(batch_id)
+        read.parent.mkdir(exist_ok=True)
+        read.write_text(json.dumps({path: look[1] // 1_000_000
+                                    for path, look in looks.items() if look}))
+    if growing:
+        raise StillBeingWritten(
+            f"landed file(s) still being written: {', '.join(sorted(growing))}; the batch "
+            "reading them is left for the next build or trigger, which reads them whole",
+            path=origin, hint="land files atomically: write them elsewhere, then move them "
+                              "into the landing folder")
+
+
+def _look(path: str) -> tuple[int, int] | None:
+    """(size, mtime in ns), or None for a file moved away."""
+    try:
+        facts = Path(path).stat()
+    except OSError:
+        return None
+    return facts.st_size, facts.st_mtime_ns
 
 
 def _read_files(sources: Path) -> list[dict]:

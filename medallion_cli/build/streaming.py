@@ -36,7 +36,7 @@ from .checks import check_table_properties, checked_rows
 from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
 from .empty import check_on_no_rows
 from .inputs import commit_streams, committed_inputs, streamed_tables
-from .landing import changed_note
+from .landing import StillBeingWritten, changed_note, check_settled
 from .rows import model_rows
 from .tally import BatchReport, StreamTally
 from .throughput import progress_listener, progress_reports, stream_stats
@@ -74,6 +74,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
         with tally.lock:
             tally.replayed += 1
         return
+    check_settled(ctx.project.checkpoint_path(node.file), batch_id, node.file.rel_path)
     # A refresh's first batch replaces the table; until it commits, every build that starts
     # the query again (after a kill) starts it as a refresh (see prepare_checkpoint).
     refreshing = start.replace_first and batch_id == 0
@@ -225,6 +226,9 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     try:
         query.awaitTermination()
     except Exception:
+        if isinstance(tally.error, StillBeingWritten):  # its batches before it stay
+            first = f"{tally.batches} batch(es) committed; " if tally.batches else ""
+            return Outcome("warn", message=first + tally.error.message)
         raise_query_error(query, tally)
         raise
     raise_query_error(query, tally)
