@@ -149,17 +149,14 @@ class EventLog:
         if committed is None or self._logged(model, query_id) >= committed:
             return
         self.queued.join()  # this run's earlier events for the query are in the log first
-        try:
-            log = self.engine.read_table(self.path)
-        except Exception:  # no log yet: nothing was recorded, and nothing is known to recover
-            return
-        from .engines.pyspark_api import F
+        recorded = None  # no log yet, or none of the query's batches in it: all are missing
+        if self.engine.table_exists(self.path):
+            from .engines.pyspark_api import F
 
-        recorded = log.where(F.col("query_id") == query_id).agg(F.max("batch_id")).first()[0]
-        if recorded is None:
-            return  # the query's batches predate the log
+            log = self.engine.read_table(self.path)
+            recorded = log.where(F.col("query_id") == query_id).agg(F.max("batch_id")).first()[0]
         node = self.graph.nodes[model]
-        for batch_id in range(recorded + 1, committed + 1):
+        for batch_id in range(0 if recorded is None else recorded + 1, committed + 1):
             self.queued.put(self._event(
                 "batch", node=model, kind=node.file.kind, materialized="streaming",
                 status="success", batch_id=batch_id, query_id=query_id, message=RECOVERED))

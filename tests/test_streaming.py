@@ -295,6 +295,25 @@ def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, cr
         assert (model, int(batch)) in recovered
 
 
+def test_a_new_querys_first_batch_killed_before_the_log_had_it_is_recorded_once(project,
+                                                                                build):
+    """The first run of a query is killed after committing batches none of whose events had
+    reached the event log: the next run records each of them once."""
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    killed = run_build(root, "bronze_orders:committed:0")  # before its event was queued
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    logged = (read_delta(root / "warehouse/_medallion/events")
+              if (root / "warehouse/_medallion/events/_delta_log").exists() else [])
+    assert not [r for r in logged if r["event_type"] == "batch"]
+    assert not [r.message for r in build(root).values() if r.failed]
+    log = read_delta(root / "warehouse/_medallion/events")
+    batches = [(r["batch_id"], r["message"]) for r in log
+               if r["event_type"] == "batch" and r["node"] == "bronze_orders"]
+    assert batches == [(0, RECOVERED)]
+    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(BATCH_1)
+
+
 def test_parquet_source_with_yaml_columns_streams_new_files(project, build):
     root = project({
         "models/sources.yml": """\
