@@ -4,7 +4,8 @@ and run on code the JVM has already compiled.
 The server starts Spark for the project's target and waits on a loopback port, which it writes
 with a secret to target/serve.json (readable by its owner only). While it runs, `medallion
 build`, `run`, `seed`, `test` and `retry` in the project send their arguments, working folder
-and environment there instead of starting a JVM of their own; the server runs the command in its
+and the environment variables the project reads there instead of starting a JVM of their own
+(a serve.json that another user owns, or others may write, is not trusted); the server runs the command in its
 process, one command at a time (the warehouse has one writer anyway; a command that comes while
 another runs says it waits, and Ctrl-C stops its waiting), and streams its output back; the
 command's exit code is the client's. Each command loads the project again, so edited
@@ -21,6 +22,7 @@ import io
 import json
 import os
 import queue
+import re
 import secrets
 import shutil
 import signal
@@ -50,14 +52,20 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
             argv: list[str]) -> int | None:
     """Run the command (argv, as typed after `medallion`) on the project's server: its exit
     code. None when there is no server, or it declined (another target): the caller runs it."""
-    served = _served(served_file(project_dir))
+    path = served_file(project_dir)
+    served = _served(path)
     if served.get("pid") == os.getpid():  # the server itself, running a forwarded command
+        return None
+    stranger = _not_own(path)
+    if stranger:
+        print(f"Note: {path} is {stranger}, so it may not be the server of this user: "
+              "ignored; running in a JVM of its own", file=sys.stderr)
         return None
     connection = _connect(served)
     if connection is None:
         return None
     terminal = sys.stdout.isatty()
-    environment = dict(os.environ)
+    environment = project_environment(project_dir, profiles_dir)
     if terminal:  # the server's output stream is no terminal: tell it this one's width
         environment.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
     request = {"secret": served.get("secret"), "argv": argv, "cwd": os.getcwd(),
@@ -70,6 +78,42 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
         except OSError:
             pass  # the server went away: said as it reads no answer
         return _relay(connection, served.get("pid"))
+
+
+def _not_own(path: Path) -> str | None:
+    """Why a serve.json is not to be trusted (another user's, or one others may write), or
+    None: its server gets this user's command and variables, and its exit code is believed."""
+    try:
+        facts = path.stat()
+    except OSError:
+        return None  # no server
+    if facts.st_uid != os.getuid():
+        return f"owned by another user (uid {facts.st_uid})"
+    if facts.st_mode & 0o022:
+        return f"writable by others (mode {facts.st_mode & 0o777:o})"
+    return None
+
+
+ENV_VAR_CALL = re.compile(r"""env_var\(\s*["']([^"']+)["']""")
+PASSED_VARIABLES = ("COLUMNS", "TERM", "NO_COLOR", "FORCE_COLOR", "TZ")
+
+
+def project_environment(project_dir: str, profiles_dir: str | None) -> dict[str, str]:
+    """The variables a served command needs from the client: those the project's files read
+    with env_var(), medallion's own (MEDALLION_*) and the terminal's; not the whole environment
+    (a server gets nothing it does not use)."""
+    root = Path(project_dir).resolve()
+    files = [*root.glob("*.yml"), *Path(profiles_dir or root / "profiles").glob("*.yml")]
+    for folder in ("models", "macros", "seeds", "tests", "snapshots", "analyses"):
+        files += [p for p in (root / folder).rglob("*") if p.suffix in (".sql", ".yml", ".yaml")]
+    named = set()
+    for file in files:
+        try:
+            named.update(ENV_VAR_CALL.findall(file.read_text(errors="replace")))
+        except OSError:
+            continue
+    return {name: value for name, value in os.environ.items()
+            if name in named or name in PASSED_VARIABLES or name.startswith("MEDALLION_")}
 
 
 def _relay(connection: socket.socket, pid) -> int | None:
@@ -156,8 +200,7 @@ def _as_client(request: dict, send: Callable[[dict], None]):
     """The client's working folder, environment and output, while its command runs."""
     saved = (os.getcwd(), dict(os.environ), sys.stdout, sys.stderr)
     os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(request["env"])  # over the server's own: the client sends what it reads
     sys.stdout = _ClientStream(send, "out", request["terminal"])
     sys.stderr = _ClientStream(send, "err", request["terminal"])
     try:
@@ -264,38 +307,64 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
             signal.signal(sig, handler)
 
 
+AUTH_SECONDS = 5.0  # a client sends its request at once: a peer slower than this is dropped
+MAX_REQUEST = 1 << 20  # bytes, read before the secret is checked
+
+
 def _accept(listener: socket.socket, secret: str, clients: queue.Queue, current: _Running,
             watch: Callable[[_Client], None]) -> None:
-    """Take in clients until the listener closes: each with its secret is watched from now
-    on, told when it waits for other commands, and queued."""
+    """Take in connections until the listener closes, each admitted on a thread of its own, so
+    that one slow or silent peer holds up nobody."""
     while True:
         try:
             connection, _ = listener.accept()
         except OSError:
             return  # the server stops
-        try:
-            connection.settimeout(10)  # a request comes at once; a silent peer is dropped
-            messages = connection.makefile("rb")
-            request = json.loads(messages.readline())
-            connection.settimeout(None)
-        except (OSError, ValueError):
-            _hang_up(connection)
-            continue
-        if not isinstance(request, dict) or not secrets.compare_digest(
-                str(request.get("secret")), secret):
-            _hang_up(connection)  # not a client of this server's owner
-            continue
-        client = _Client(connection, messages, request)
-        threading.Thread(target=watch, args=(client,), daemon=True).start()
-        argv, ahead = current.argv, clients.qsize()
-        if argv is not None:
-            client.send({"waiting": f"`medallion {' '.join(argv)}` has run for "
-                                    f"{time.monotonic() - current.since:.0f} s; this command "
-                                    "runs after it" + (f" and {ahead} more" if ahead else "")})
-        elif ahead:  # taken in, not started yet
-            client.send({"waiting": f"{ahead} command(s) came before this one; it runs after "
-                                    "them"})
-        clients.put(client)
+        threading.Thread(target=_admit, daemon=True, args=(
+            connection, secret, clients, current, watch)).start()
+
+
+def _admit(connection: socket.socket, secret: str, clients: queue.Queue, current: _Running,
+           watch: Callable[[_Client], None]) -> None:
+    """A client with the secret is watched from now on, told when it waits for other commands,
+    and queued; any other peer is hung up on."""
+    request = _request(connection)
+    if not isinstance(request, dict) or not secrets.compare_digest(
+            str(request.get("secret")), secret):
+        _hang_up(connection)  # not a client of this server's owner
+        return
+    client = _Client(connection, connection.makefile("rb"), request)
+    threading.Thread(target=watch, args=(client,), daemon=True).start()
+    argv, ahead = current.argv, clients.qsize()
+    if argv is not None:
+        client.send({"waiting": f"`medallion {' '.join(argv)}` has run for "
+                                f"{time.monotonic() - current.since:.0f} s; this command "
+                                "runs after it" + (f" and {ahead} more" if ahead else "")})
+    elif ahead:  # taken in, not started yet
+        client.send({"waiting": f"{ahead} command(s) came before this one; it runs after them"})
+    clients.put(client)
+
+
+def _request(connection: socket.socket) -> dict | None:
+    """The request line, read within AUTH_SECONDS in all and at most MAX_REQUEST bytes; None
+    for a peer that sends less, more or slower (a byte every few seconds must not hold the
+    connection open, nor a line without end grow the server)."""
+    deadline, received = time.monotonic() + AUTH_SECONDS, bytearray()
+    try:
+        while b"\n" not in received:
+            left = deadline - time.monotonic()
+            if left <= 0 or len(received) > MAX_REQUEST:
+                return None
+            connection.settimeout(left)
+            chunk = connection.recv(min(65536, MAX_REQUEST + 1 - len(received)))
+            if not chunk:
+                return None
+            received += chunk
+        connection.settimeout(None)
+        line = bytes(received).split(b"\n", 1)[0]
+        return json.loads(line) if len(line) <= MAX_REQUEST else None
+    except (OSError, ValueError):
+        return None
 
 
 def _watch(client: _Client, interrupts: _Interrupts, cancel_jobs) -> None:

@@ -3,6 +3,7 @@ codes as on their own, can be cancelled, and fall back to a JVM of their own whe
 cannot run them."""
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -111,7 +112,7 @@ def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_n
         assert quitting.wait(timeout=30) == 1 and quitting.stderr.read() == "\nAborted!\n"
         slow.send_signal(signal.SIGINT)
         out, err = slow.communicate(timeout=120)
-        assert slow.returncode == 1 and "Aborted!" in err, out + err
+        assert slow.returncode == 130 and "Stopped by Ctrl-C" in out, out + err
         assert not list(root.glob("warehouse/gold/slow/_delta_log/*.json"))
         again = subprocess.CompletedProcess(waiting.args, 0, *waiting.communicate(timeout=300))
         assert waiting.returncode == 0 and served_pid(again) == server.pid, again.stderr
@@ -199,3 +200,96 @@ def test_a_server_that_stops_mid_command_is_one_error_line(project, said, error)
     lines = result.stderr.strip().splitlines()
     assert lines[-1] == f"Error: the server (medallion serve, pid {os.getpid()}) stopped {error}"
     assert "Traceback" not in result.stderr
+
+
+def fake_server(root, answer=({"exit": 0},)):
+    """A listener named by the project's serve.json, as a server's would be: returns the
+    requests it got (a list the caller reads) and the file."""
+    import os
+    import threading
+
+    (root / "target").mkdir(exist_ok=True)
+    listener = socket.create_server(("127.0.0.1", 0))
+    got = []
+
+    def serve():
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            got.append(json.loads(connection.makefile("rb").readline()))
+            for message in answer:
+                connection.sendall(json.dumps(message).encode() + b"\n")
+            connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    path = root / "target/serve.json"
+    path.write_text(json.dumps({"pid": os.getpid(), "port": listener.getsockname()[1],
+                                "secret": "x"}))
+    path.chmod(0o600)
+    return got, path, listener
+
+
+def test_a_serve_json_of_another_user_or_writable_by_others_is_not_trusted(project):
+    """Engine-independent (no Spark starts: nothing to build). Such a file could name any
+    listener, which would get the command and its variables and could fake its exit code."""
+    root = project({"models/a.sql": "select 1 as x"})
+    got, path, listener = fake_server(root, answer=({"out": "faked\n"}, {"exit": 0}))
+    with listener:
+        for change in (lambda: path.chmod(0o666), lambda: os.chown(path, 54321, -1)):
+            path.chmod(0o600)
+            change()
+            result = run("seed", "--project-dir", str(root))
+            assert result.returncode == 0 and "faked" not in result.stdout, result.stdout
+            assert "Nothing selected." in result.stdout
+            assert f"Note: {path} is " in result.stderr and "ignored" in result.stderr
+        assert got == []
+
+
+def test_a_served_command_sends_only_the_variables_the_project_reads(project, monkeypatch):
+    root = project({"models/a.sql": "select '{{ env_var(\"MY_REGION\") }}' as region"})
+    got, path, listener = fake_server(root)
+    monkeypatch.setenv("MY_REGION", "eu")
+    monkeypatch.setenv("MEDALLION_WAREHOUSE", "wh")
+    monkeypatch.setenv("SOME_CLOUD_SECRET", "do-not-send")
+    with listener:
+        result = run("seed", "--project-dir", str(root))
+    assert result.returncode == 0, result.stderr
+    [request] = got
+    assert request["env"]["MY_REGION"] == "eu" and request["env"]["MEDALLION_WAREHOUSE"] == "wh"
+    assert "SOME_CLOUD_SECRET" not in request["env"] and "PATH" not in request["env"]
+
+
+def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client():
+    """Engine-independent: the server's admission of connections, before any command runs.
+    A peer dribbling a byte every half second, and one sending a line without end, are hung
+    up on within seconds, while a client with the secret is taken in at once meanwhile."""
+    import queue
+    import threading
+
+    from medallion_cli.server import AUTH_SECONDS, MAX_REQUEST, _accept, _Running
+
+    clients = queue.Queue()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        threading.Thread(target=_accept, daemon=True, args=(
+            listener, "s3cret", clients, _Running(), lambda client: None)).start()
+        slow = socket.create_connection(("127.0.0.1", port))
+        endless = socket.create_connection(("127.0.0.1", port))
+        began = time.monotonic()
+        slow.sendall(b"{")
+        client = socket.create_connection(("127.0.0.1", port))
+        client.sendall(json.dumps({"secret": "s3cret", "argv": ["seed"]}).encode() + b"\n")
+        taken = clients.get(timeout=5)
+        assert taken.request["argv"] == ["seed"] and time.monotonic() - began < AUTH_SECONDS
+        with pytest.raises(OSError):  # hung up on before it sent 8 times what is read
+            for _ in range(8 * MAX_REQUEST // 65536):
+                endless.sendall(b"x" * 65536)
+        with pytest.raises(OSError):
+            while time.monotonic() - began < 3 * AUTH_SECONDS:
+                slow.sendall(b" ")
+                time.sleep(0.5)
+        assert time.monotonic() - began < 2 * AUTH_SECONDS
+        for peer in (slow, endless, client, taken.connection):
+            peer.close()
