@@ -124,7 +124,8 @@ def test_records_gone_from_kafka_before_they_were_read_fail_the_build_in_one_lin
         future.result(timeout=30)
     result = build(root)["bronze_orders"]
     assert result.status == "error"
-    assert result.message.startswith("records this query had not read yet are gone from Kafka")
+    assert result.message.startswith("models/bronze/bronze_orders.sql: records this query had "
+                                     "not read yet are gone from Kafka")
     assert "failOnDataLoss: false" in result.message and "\n" not in result.message
     assert sorted(r["order_id"] for r in read_delta(
         root / "warehouse/bronze/bronze_orders")) == list(range(10))  # the table as it was

@@ -92,7 +92,8 @@ def test_runtime_errors_are_one_line_and_spark_logs_to_a_file(project, engine_na
     lines = text.splitlines()
     error = lines[next(i for i, line in enumerate(lines) if "ERROR" in line and "typed" in line)
                   + 1].strip()
-    assert error.startswith("[CAST_INVALID_INPUT]") and "'placed'" in error, text
+    assert error.startswith("models/silver/typed.sql: [CAST_INVALID_INPUT]"), text
+    assert "'placed'" in error, text
     assert "Traceback" not in text and "\tat " not in text and "WARN" not in text
     assert len(lines) < 20, text
     assert (root / "target/spark.log").stat().st_size > 0
@@ -370,20 +371,25 @@ def test_ctrl_c_stops_a_build_with_a_summary_of_what_was_committed(project, engi
     import signal
 
     root = project({"models/a.sql": "select 1 as id",
-                    "models/slow.sql": "select count(*) as n from range(100000000000)",
+                    # after `a`: a query on every core would hold up a's write
+                    "models/slow.sql": "select count(*) as n from range(100000000000), "
+                                       "{{ ref('a') }}",
                     "models/after_slow.sql": "select n from {{ ref('slow') }}"})
     command = [str(Path(sys.executable).parent / "medallion"), "build", "--project-dir",
                str(root), "--threads", "2"]
     build = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
     lines = []
-    for line in build.stdout:
-        lines.append(line)
-        if " model a " in line:
-            break
-    time.sleep(2)  # slow's query runs
-    build.send_signal(signal.SIGINT)
-    rest, _ = build.communicate(timeout=120)
+    try:
+        for line in build.stdout:
+            lines.append(line)
+            if " model a " in line:
+                break
+        time.sleep(2)  # slow's query runs
+        build.send_signal(signal.SIGINT)
+        rest, _ = build.communicate(timeout=120)
+    finally:
+        build.kill()  # never left running a query without end, whatever failed
     output = "".join(lines) + rest
     assert build.returncode == 130, output
     assert "Stopped by Ctrl-C. 1 success, 0 up to date, 0 warn, 1 error, 1 skipped" in output

@@ -8,6 +8,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..config import NULL_KEY_RULE
 from ..errors import MedallionError
 from ..rendering import CompiledNode
 from .clustering import check_layout_columns
@@ -100,7 +101,9 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                 bad = observed.where(dropped).withColumn("_quarantined_at", F.current_timestamp())
                 ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
                                  merge_schema=True, txn=txn)
-            result.counts.update(counts)
+            # every MERGE model's own rule is said only when it kept rows apart
+            result.counts.update({name: n for name, n in counts.items()
+                                  if n or name != NULL_KEY_RULE})
             result.checked, result.pending = int(totals[CHECKED]), False
 
         result.settle = settle
