@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from medallion_cli import tasks
-from medallion_cli.eventlog import EventLog
+from medallion_cli.commands import tasks
+from medallion_cli.report.eventlog import EventLog
 
 TARGETS = {"embedded": "local", "delta-spark": "local-delta"}
 PROFILE = """\

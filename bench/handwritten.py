@@ -28,7 +28,7 @@ EVENTS = ("event_id string, session_id string, customer_id bigint, event_type st
 
 
 def delta_spark_conf() -> dict:
-    from medallion_cli.jars import fetch, jar_files
+    from medallion_cli.spark.jars import fetch, jar_files
 
     # Delta's settings medallion uses too on a local master (a tuned hand-written job, not a
     # naive one): the default 50 tasks for rebuilding a table's state cost seconds per small

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 
 TARGETS = {"embedded": "local", "delta-spark": "local-delta"}
 PROFILE = """\

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from medallion_cli import kafka_broker
+from medallion_cli.testing import kafka_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples/kafka_sample"

@@ -14,7 +14,7 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from medallion_cli import jars
+from medallion_cli.spark import jars
 
 SCHEMA = ("order_id bigint, customer_id bigint, product_id string, quantity int, status string, "
           "op string, updated_at timestamp")

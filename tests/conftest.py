@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from medallion_cli import jars, tasks
+from medallion_cli.spark import jars
+from medallion_cli.commands import tasks
 
 ENGINES = ("embedded", "delta-spark")
 
@@ -77,9 +78,9 @@ def spark(delta_jars):
     """The one SparkSession of the test run; engines made later pick it up via getOrCreate.
     Started first (autouse), so no test's in-process build starts one without Delta's (and
     Kafka's) JARs."""
-    from medallion_cli.engines.native import check_delta_loaded, spark_settings
-    from medallion_cli.engines.spark import start_spark
-    from medallion_cli.project import load_target
+    from medallion_cli.engines.delta_spark.engine import check_delta_loaded, spark_settings
+    from medallion_cli.spark.start import start_spark
+    from medallion_cli.load.project import load_target
 
     root = write_project(Path(__import__("tempfile").mkdtemp()), {}, profile=profile_for(
         "delta-spark"))
@@ -140,7 +141,7 @@ def read_delta(path: Path):
 @pytest.fixture(scope="session")
 def kafka():
     """One Kafka broker (KRaft) on loopback for the test run, stopped by its pid at the end."""
-    from medallion_cli import kafka_broker
+    from medallion_cli.testing import kafka_broker
 
     broker = kafka_broker.start()
     yield broker

@@ -5,10 +5,10 @@ import time
 
 from click.testing import CliRunner
 
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 from medallion_cli.cli import main
-from medallion_cli.progress import Console
-from medallion_cli.runner import NodeResult
+from medallion_cli.cli.console import Console
+from medallion_cli.run.runner import NodeResult
 from test_streaming import BATCH_1, MODELS, land
 
 
@@ -104,7 +104,7 @@ def test_expectation_lines_say_where_failing_rows_went():
 
 def test_every_kind_of_node_prints_in_every_status():
     """A no-op build reports data tests up to date: the console has a word for each status."""
-    from medallion_cli.progress import ORDER
+    from medallion_cli.cli.console import ORDER
 
     results = [NodeResult(f"{kind}_{status}", kind, kind, status, 0.5, message="why")
                for kind in ("seed", "model", "test", "unit") for status in ORDER]

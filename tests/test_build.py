@@ -8,9 +8,9 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 
 from conftest import read_delta
-from medallion_cli import tasks
-from medallion_cli.errors import MedallionError
-from medallion_cli.runner import NodeResult, execute
+from medallion_cli.commands import tasks
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.run.runner import NodeResult, execute
 
 
 def land(root, rel, rows):
@@ -273,8 +273,8 @@ def test_schema_change_fail_and_append_new_columns(project, build):
 
 
 def test_partitioned_table_reads_back(project, build, spark):
-    from medallion_cli.engines.embedded import EmbeddedEngine
-    from medallion_cli.project import load_project
+    from medallion_cli.engines.embedded.engine import EmbeddedEngine
+    from medallion_cli.load.project import load_project
 
     root = project({
         "models/p.sql": "{{ config(partition_by='day') }}"

@@ -16,10 +16,10 @@ import pytest
 from conftest import PROFILE_TEMPLATE
 from deltalake import DeltaTable
 
-from medallion_cli.config import merge_layers, resolve_config
-from medallion_cli.engines.native import metastore_settings
-from medallion_cli.errors import MedallionError
-from medallion_cli.project import load_project, load_target
+from medallion_cli.core.config import merge_layers, resolve_config
+from medallion_cli.engines.delta_spark.engine import metastore_settings
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.load.project import load_project, load_target
 
 FILES = {
     "seeds/orders.csv": "id,amount\n1,10\n2,20\n3,30\n",

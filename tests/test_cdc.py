@@ -11,8 +11,8 @@ import pytest
 from conftest import read_delta
 from test_kafka import produce
 
-from medallion_cli.errors import MedallionError
-from medallion_cli.project import load_project
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.load.project import load_project
 
 SCHEMA = "id bigint, name string, email string"
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -281,7 +281,7 @@ def os_path(path: str) -> str:
 def test_model_cdc_config_sets_merge_order_and_deletes(project):
     root = project({"models/silver/m.sql": "{{ config(cdc='debezium', unique_key='id', "
                                            "materialized='streaming') }} select 1 as id"})
-    from medallion_cli.rendering import render_project
+    from medallion_cli.load.rendering import render_project
 
     node = render_project(load_project(root))["m"]
     assert (node.config.strategy, node.config.sequence_by, node.config.delete_when) == (

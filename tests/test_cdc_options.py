@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import read_delta
-from medallion_cli.errors import MedallionError
+from medallion_cli.core.errors import MedallionError
 
 SOURCES = """\
 sources:

@@ -8,7 +8,7 @@ import sys
 from click.testing import CliRunner
 
 from conftest import PROJECT as PROJECT_YML
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 from medallion_cli.cli import main
 
 

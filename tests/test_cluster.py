@@ -27,7 +27,7 @@ from test_streaming import (
     silver,
 )
 
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 
 WORKERS = 2
 

@@ -17,9 +17,9 @@ from test_streaming import (
     silver,
 )
 
-from medallion_cli import maintenance
-from medallion_cli.errors import MedallionError
-from medallion_cli.tasks import Invocation, load
+from medallion_cli.commands import maintain as maintenance
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.commands.tasks import Invocation, load
 
 FILES = {
     **MODELS,

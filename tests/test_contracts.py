@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from medallion_cli.errors import MedallionError
+from medallion_cli.core.errors import MedallionError
 
 ORDERS = "order_id,day,amount\n1,1,10\n2,1,5\n3,2,7\n"
 PROPERTIES = """\

@@ -7,9 +7,9 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from conftest import read_delta
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 from medallion_cli.cli import main
-from medallion_cli.errors import MedallionError
+from medallion_cli.core.errors import MedallionError
 
 PEOPLE = {
     "seeds/countries.csv": "code,name\nNL,Netherlands\nGB,United Kingdom\n",

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from conftest import read_delta
-from medallion_cli.errors import MedallionError
+from medallion_cli.core.errors import MedallionError
 
 MODELS = {
     "seeds/prices.csv": "sku,price\nA,2\nB,3\n",

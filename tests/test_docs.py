@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -9,9 +9,10 @@ import subprocess
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
-from medallion_cli import cli, tasks
-from medallion_cli.eventlog import EVENT_COLUMNS
-from medallion_cli.status import node_runs
+from medallion_cli import cli
+from medallion_cli.commands import tasks
+from medallion_cli.report.eventlog import EVENT_COLUMNS
+from medallion_cli.report.status import node_runs
 from test_docs import CHROMIUM, page_data
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)

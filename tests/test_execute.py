@@ -5,7 +5,7 @@ from chispa import assert_df_equality
 from conftest import read_delta
 from deltalake import DeltaTable
 
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 
 MODEL = """\
     -- depends_on: {{ ref('thresholds') }}

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import read_delta
 
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 from medallion_cli.cli import main
-from medallion_cli.errors import MedallionError
+from medallion_cli.core.errors import MedallionError
 
 SOURCES = """\
 sources:

@@ -2,13 +2,13 @@
 
 import pytest
 
-from medallion_cli.errors import MedallionError
-from medallion_cli.datatests import DataTest
-from medallion_cli.graph import build_graph
-from medallion_cli.selection import select, select_tests
-from medallion_cli.project import load_project
-from medallion_cli.rendering import render_project
-from medallion_cli.sqlcheck import check_model_sql
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.load.datatests import DataTest
+from medallion_cli.dag.graph import build_graph
+from medallion_cli.dag.selection import select, select_tests
+from medallion_cli.load.project import load_project
+from medallion_cli.load.rendering import render_project
+from medallion_cli.load.sqlcheck import check_model_sql
 
 MODELS = {
     "seeds/countries.csv": "code\nNL\n",

@@ -5,8 +5,8 @@ what had been written."""
 import pytest
 
 from conftest import read_delta
-from medallion_cli import tasks
-from medallion_cli.errors import MedallionError
+from medallion_cli.commands import tasks
+from medallion_cli.core.errors import MedallionError
 
 PROJECT = """\
 name: hooks

@@ -65,17 +65,17 @@ def test_no_module_imports_itself_back_in_a_circle():
 def test_building_a_node_goes_drivers_then_steps_then_engines():
     graph = imports()
     build = {m.rsplit(".", 1)[1]: deps for m, deps in graph.items()
-             if m.startswith("medallion_cli.build.")}
+             if m.startswith("medallion_cli.materialize.")}
     above = {"medallion_cli." + m for m in ("runner", "tasks", "cli", "watch", "maintenance",
                                             "progress", "docs")}
     for module, deps in build.items():
         assert not deps & above, f"build.{module} imports {deps & above}"
-        imported = {d.rsplit(".", 1)[1] for d in deps if d.startswith("medallion_cli.build.")}
+        imported = {d.rsplit(".", 1)[1] for d in deps if d.startswith("medallion_cli.materialize.")}
         if module in BUILD_STEPS | {"context"}:
             assert not imported & BUILD_DRIVERS, f"step {module} imports a driver"
         if module == "context":
             assert not imported, "context imports no step"
-    assert not any(d.startswith("medallion_cli.build") for m, deps in graph.items()
+    assert not any(d.startswith("medallion_cli.materialize") for m, deps in graph.items()
                    if m.startswith("medallion_cli.engines") for d in deps)
 
 

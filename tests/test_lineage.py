@@ -14,7 +14,7 @@ from referencing import Registry, Resource
 
 from conftest import profile_for
 from test_docs import MODELS as DOCS_MODELS
-from medallion_cli.eventlog import events_path
+from medallion_cli.report.eventlog import events_path
 
 SPEC = Path(__file__).parent / "openlineage_spec"
 CORE = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
@@ -144,8 +144,8 @@ def test_the_spec_check_refuses_a_broken_event():
 
 
 def test_lineage_config_mistakes_name_the_profile(project):
-    from medallion_cli.errors import MedallionError
-    from medallion_cli.project import load_project
+    from medallion_cli.core.errors import MedallionError
+    from medallion_cli.load.project import load_project
 
     root = project({}, profile=profile_for("embedded") + "      lineage: {transport: {}}\n")
     with pytest.raises(MedallionError, match="needs a transport with a type") as error:
@@ -156,7 +156,7 @@ def test_lineage_config_mistakes_name_the_profile(project):
 # Sending events touches no engine (the same thread and client on both): one engine.
 @pytest.mark.parametrize("engine_name", ["embedded"])
 def test_a_receiver_that_is_down_costs_a_warning_not_the_build(project, engine_name):
-    from medallion_cli import tasks
+    from medallion_cli.commands import tasks
 
     with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
         port = closed.server_address[1]  # bound, then closed: nothing listens there

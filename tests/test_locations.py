@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from conftest import PROFILE
 from medallion_cli.cli import main
 from medallion_cli.engines import make_engine
-from medallion_cli.errors import MedallionError
-from medallion_cli.locations import is_remote, join, resolve
-from medallion_cli.project import load_project
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.locations import is_remote, join, resolve
+from medallion_cli.load.project import load_project
 
 ROOT = Path("/work/proj")
 ABFSS = "abfss://lake@myaccount.dfs.core.windows.net/medallion"

@@ -8,10 +8,10 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from conftest import read_delta
-from medallion_cli import maintenance
+from medallion_cli.commands import maintain as maintenance
 from medallion_cli.cli import main
-from medallion_cli.errors import MedallionError
-from medallion_cli.tasks import Invocation
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.commands.tasks import Invocation
 from test_streaming import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver
 
 

@@ -151,8 +151,8 @@ def test_a_second_sequence_column_breaks_ties(project, build):
 
 @pytest.mark.parametrize("engine_name", ["embedded"])  # config checking needs no engine
 def test_tombstone_retention_must_be_an_interval(project, engine_name):
-    from medallion_cli import tasks
-    from medallion_cli.errors import MedallionError
+    from medallion_cli.commands import tasks
+    from medallion_cli.core.errors import MedallionError
 
     root = project({"models/sources.yml": SOURCES,
                     "models/silver/m.sql": model(", tombstone_retention='forever'")})

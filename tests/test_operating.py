@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import read_delta
-from medallion_cli import maintenance, tasks
+from medallion_cli.commands import maintain as maintenance, tasks
 from medallion_cli.cli import main
-from medallion_cli.errors import MedallionError
-from medallion_cli.project import load_project
-from medallion_cli.runner import NOT_STARTED, STOPPED
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.load.project import load_project
+from medallion_cli.run.runner import NOT_STARTED, STOPPED
 from test_streaming import BATCH_1, BATCH_2, MODELS, land
 
 
@@ -27,8 +27,8 @@ def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(t
     (a subprocess) is what has a command line to look at."""
     script = textwrap.dedent(f"""
         import json
-        from medallion_cli.engines.spark import start_spark
-        from medallion_cli.project import Target
+        from medallion_cli.spark.start import start_spark
+        from medallion_cli.load.project import Target
         target = Target("t", "embedded", {str(tmp_path)!r}, "local[1]", {{
             "spark.hadoop.fs.s3a.secret.key": "hunter2-secret",
             "spark.sql.shuffle.partitions": "3"}}, 1)
@@ -104,7 +104,7 @@ def test_a_java_error_a_foreach_batch_call_raises_is_said_by_its_class():
     Python class of its own (here delta-spark's MERGE refusing its source, inside a streaming
     model's batch) reaches Python as py4j's wrapper line over the Java exception; the user's
     line is the exception's error class and message, not the wrapper."""
-    from medallion_cli.failures import error_message
+    from medallion_cli.core.failures import error_message
 
     raised = Exception(
         "An error occurred while calling o533.sql.\n"
@@ -124,7 +124,7 @@ def test_a_java_error_without_an_error_class_is_said_by_its_message(spark, tmp_p
     """Engine-independent (a Hadoop call through py4j, no Delta): a Java exception with neither
     an error class nor a Python class of its own (here Hadoop's FileNotFoundException) is said
     by its message, not by py4j's wrapper line, which names only the Java object called."""
-    from medallion_cli.failures import error_message
+    from medallion_cli.core.failures import error_message
 
     missing = spark._jvm.org.apache.hadoop.fs.Path(f"file:{tmp_path}/missing.json")
     with pytest.raises(Exception, match="An error occurred while calling") as raised:
@@ -253,8 +253,8 @@ def driver_jvm_arguments(cwd: Path, archives: Path, java_options: str = "") -> l
     without stopping Spark, as a command does)."""
     script = textwrap.dedent(f"""
         import json
-        from medallion_cli.engines.spark import start_spark
-        from medallion_cli.project import Target
+        from medallion_cli.spark.start import start_spark
+        from medallion_cli.load.project import Target
         target = Target("t", "embedded", {str(cwd)!r}, "local[1]",
                         {{"spark.driver.extraJavaOptions": {java_options!r}}}, 1)
         jvm = start_spark(target).sparkContext._jvm
@@ -270,7 +270,7 @@ def driver_jvm_arguments(cwd: Path, archives: Path, java_options: str = "") -> l
 
 CHOOSE_ARCHIVE = """
 import sys
-from medallion_cli.engines.class_archive import class_archive
+from medallion_cli.spark.class_archive import class_archive
 archive = class_archive({})
 print("none" if archive is None else "record" if archive.recording else "map", flush=True)
 sys.stdin.read()  # a command's life: its claim lasts until it ends

@@ -3,8 +3,8 @@
 import pytest
 
 from conftest import PROFILE
-from medallion_cli.errors import MedallionError
-from medallion_cli.project import load_project
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.load.project import load_project
 
 
 def test_profile_target_and_env_var(project, monkeypatch):
@@ -110,7 +110,7 @@ def test_a_dbt_project_files_own_keys_are_tolerated(project):
 ])
 def test_values_a_user_can_write_are_errors_naming_the_file_not_tracebacks(project, sql, said,
                                                                            line):
-    from medallion_cli import tasks
+    from medallion_cli.commands import tasks
 
     root = project({"models/a.sql": sql})
     with pytest.raises(MedallionError) as err:

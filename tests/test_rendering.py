@@ -3,9 +3,9 @@
 import pytest
 
 from conftest import PROFILE
-from medallion_cli.errors import MedallionError
-from medallion_cli.project import load_project
-from medallion_cli.rendering import Renderer, render_project
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.load.project import load_project
+from medallion_cli.load.rendering import Renderer, render_project
 
 SOURCES = """\
 sources:

@@ -10,7 +10,7 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 
 from conftest import model_tables, read_delta
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PARTS = ("medallion_project.yml", "profiles", "models", "macros", "seeds", "landing",
@@ -45,8 +45,8 @@ def test_sample_builds_every_table(sample, build, spark, monkeypatch, engine_nam
     assert orders == {1001: "placed", 1002: "shipped", 1003: "placed", 1004: "placed",
                       1006: "placed", 1007: "placed"}
 
-    from medallion_cli.engines.embedded import EmbeddedEngine
-    from medallion_cli.project import load_project
+    from medallion_cli.engines.embedded.engine import EmbeddedEngine
+    from medallion_cli.load.project import load_project
 
     engine = EmbeddedEngine(load_project(sample).target)
     revenue = engine.read_table(wh / "gold/gold_daily_revenue")
@@ -129,7 +129,7 @@ def test_sample_data_and_unit_tests_pass(sample, build, spark, engine_name, monk
 
 
 def test_sample_profile_has_a_cluster_target_for_the_native_engine():
-    from medallion_cli.project import load_project
+    from medallion_cli.load.project import load_project
 
     target = load_project(ROOT, target="cluster").target
     assert (target.engine, target.spark_master) == ("delta-spark", "spark://spark-master:7077")
@@ -137,7 +137,7 @@ def test_sample_profile_has_a_cluster_target_for_the_native_engine():
 
 
 def test_sample_profile_has_a_local_delta_spark_target():
-    from medallion_cli.project import load_project
+    from medallion_cli.load.project import load_project
 
     target = load_project(ROOT, target="local-delta").target
     assert (target.engine, target.spark_master, target.delta_jars) == (

@@ -268,7 +268,7 @@ def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client():
     import queue
     import threading
 
-    from medallion_cli.server import AUTH_SECONDS, MAX_REQUEST, _accept, _Running
+    from medallion_cli.serve.server import AUTH_SECONDS, MAX_REQUEST, _accept, _Running
 
     clients = queue.Queue()
     with socket.create_server(("127.0.0.1", 0)) as listener:

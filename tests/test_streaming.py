@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from conftest import read_delta
-from medallion_cli.eventlog import LOGGED_FILE, RECOVERED
+from medallion_cli.report.eventlog import LOGGED_FILE, RECOVERED
 
 SOURCES = """\
 sources:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from cookiecutter.main import cookiecutter
 
 from conftest import read_delta
-from medallion_cli import tasks
+from medallion_cli.commands import tasks
 from medallion_cli.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 
 from conftest import read_delta
-from medallion_cli.build.tally import BatchReport, StreamTally
-from medallion_cli.watch import stop_gracefully
+from medallion_cli.materialize.tally import BatchReport, StreamTally
+from medallion_cli.commands.watch import stop_gracefully
 from test_streaming import MODELS, land
 
 WATCHED = {**MODELS, "models/gold/order_count.sql": """\

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from medallion_cli import kafka_broker
+from medallion_cli.testing import kafka_broker
 
 HERE = Path(__file__).resolve().parent
 LANDING = HERE.parent.parent / "landing"

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import MedallionError
-from ..locations import is_remote
+from ..core.errors import MedallionError
+from ..core.locations import is_remote
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..project import Target
+    from ..load.project import Target
 
 
 @dataclass(frozen=True)
@@ -281,11 +281,11 @@ def make_engine(target: Target, spark_log: Path | None = None) -> Engine:
                 path=target.profiles_file,
                 hint="use engine: delta-spark for an object-store warehouse (see 'Running on a "
                      "cluster' in the README), or give the embedded engine a local folder")
-        from .embedded import EmbeddedEngine
+        from .embedded.engine import EmbeddedEngine
 
         return EmbeddedEngine(target, spark_log)
     if target.engine == "delta-spark":
-        from .native import NativeEngine
+        from .delta_spark.engine import NativeEngine
 
         return NativeEngine(target, spark_log)
     raise ValueError(f"unknown engine {target.engine}")

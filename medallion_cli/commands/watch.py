@@ -1,0 +1,174 @@
+"""`medallion build --watch`: keep streaming models running, and batch models fresh, until stopped.
+
+After the first pass (every selected node, once), each streaming model runs as a continuous
+query on its processing-time trigger, and every few seconds the batch models and the data tests
+are run again where their inputs changed (the fingerprint check makes an unchanged one cost a
+few file reads); each result is printed as it comes. A node that fails (a query, a refresh, a
+query that cannot start) is tried again after a backoff (2 s, doubling to a minute), and what
+reads it waits for it meanwhile rather than run on stale data; its error is printed when it is
+new, not at every try. The command exits non-zero when anything failed during the session.
+Ctrl-C (SIGINT) or SIGTERM stops what refreshes (its Spark jobs cancelled: a commit is whole or
+not made) and every query after the batch it has in flight; a second one stops them at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from ..materialize.context import BuildContext
+from ..materialize.streaming import start_query
+from ..materialize.tally import BatchReport, StreamTally
+from ..materialize.throughput import progress_reports
+from ..core.errors import MedallionError
+from ..core.failures import error_message
+from ..dag.graph import Graph
+from ..run.runner import NodeResult, own_session
+
+POLL_SECONDS = 2.0
+RETRIED = "\n(tried again after a backoff of 2 s, doubling to a minute; what reads it waits)"
+# Seconds before a failed node is tried again, by how many times in a row it failed.
+RESTART_BACKOFF = (2, 4, 8, 16, 32, 60)
+
+
+@dataclass(frozen=True)
+class Stops:
+    """Ctrl-C or SIGTERM: `gently` at the first (after the batches in flight), `now` at the
+    second."""
+    gently: threading.Event
+    now: threading.Event
+
+
+@contextmanager
+def stop_on_signals():
+    """Turn SIGINT/SIGTERM into Stops instead of an exception raised wherever the main thread
+    is (a JVM call, mid-way, would leave py4j broken)."""
+    stops = Stops(threading.Event(), threading.Event())
+
+    def stop(*_):
+        (stops.now if stops.gently.is_set() else stops.gently).set()
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stops
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass(frozen=True)
+class Failing:
+    """A node that failed under --watch: how often in a row, when it is tried again, and the
+    error it last printed."""
+    times: int
+    due: float
+    said: str
+
+
+def note_failure(failing: dict[str, Failing], name: str, message: str) -> bool:
+    """Record a failure and its backoff; True when its error is new (to be printed)."""
+    before = failing.get(name)
+    times = before.times + 1 if before else 1
+    wait = RESTART_BACKOFF[min(times, len(RESTART_BACKOFF)) - 1]
+    failing[name] = Failing(times, time.monotonic() + wait, message)
+    return before is None or before.said != message
+
+
+def held_back(ctx: BuildContext, failing: dict[str, Failing], stopped: set[str]) -> set[str]:
+    """Nodes not to run now: those failing until their next try, streaming models whose query
+    does not run, and everything that reads them (it would read stale or half-fixed data)."""
+    now = time.monotonic()
+    held = {n for n, f in failing.items() if f.due > now} | stopped
+    return held | {d for n in held for d in ctx.graph.descendants(n)}
+
+
+def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
+          reload: Callable[[], Graph],
+          refresh: Callable[[BuildContext, set[str], Callable, threading.Event], None],
+          report: Callable[[NodeResult], None], on_batch: Callable[[BatchReport], None],
+          stops: Stops) -> list[NodeResult]:
+    """Run until stopped; returns every result it reported (refreshes, tests, failures).
+    reload(): the project's graph as its files are now, each poll (an edit, a fix, counts).
+    refresh(ctx, held, on_result, stop): the batch models and data tests but those held, once,
+    each result told as it comes; it stops what runs when `stop` is set."""
+    nodes = ctx.graph.nodes
+    streaming = [n for n in selected if nodes[n].config.materialized == "streaming"
+                 and not nodes[n].config.once]  # a once-only flow ran in the first pass
+    ctx = replace(ctx, full_refresh=False)  # --full-refresh applies to the first pass only
+    queries: dict[str, tuple] = {}
+    failing: dict[str, Failing] = {}
+    for result in first_pass:  # printed already; tried again after a backoff
+        if result.failed:
+            note_failure(failing, result.name, result.message)
+    reported: list[NodeResult] = []
+
+    def said(result: NodeResult) -> None:
+        if result.failed:
+            if not note_failure(failing, result.name, result.message):
+                return  # the same error again: said once
+            result = replace(result, message=result.message + RETRIED)
+        elif result.status in ("success", "warn"):
+            failing.pop(result.name, None)
+        if result.status not in ("up_to_date", "skipped"):
+            reported.append(result)
+            report(result)
+
+    def failed(name: str, message: str) -> None:
+        said(NodeResult(name, nodes[name].file.kind, "streaming", "error", message=message))
+
+    try:
+        while not stops.gently.is_set():
+            held = held_back(ctx, failing, set())
+            for name in streaming:
+                if name in queries or name in held:
+                    continue
+                try:
+                    ctx = replace(ctx, graph=reload())  # the model as it is now (fixed?)
+                    # Each query in a session of its own, as in the first pass: queries'
+                    # micro-batches run side by side, each registering its inputs' views.
+                    queries[name] = start_query(own_session(ctx), ctx.graph.nodes[name],
+                                                continuous=True, on_batch=on_batch)[:2]
+                except Exception as exc:
+                    failed(name, error_message(exc))
+            for name, (query, tally) in list(queries.items()):
+                if tally.batches:
+                    failing.pop(name, None)  # it works again: the next failure waits briefly
+                if not query.isActive:
+                    del queries[name]
+                    error = tally.error or query.exception()
+                    failed(name, error_message(error) if error else "the query stopped")
+            try:
+                ctx = replace(ctx, graph=reload())
+            except MedallionError as exc:  # an edit that breaks the project: the last good one
+                said(NodeResult("files", "project", "", "error", message=str(exc)))
+                stops.gently.wait(POLL_SECONDS)
+                continue
+            said(NodeResult("files", "project", "", "up_to_date"))  # it loads (again)
+            refresh(ctx, held_back(ctx, failing, set(streaming) - set(queries)) - set(streaming),
+                    said, stops.gently)
+            stops.gently.wait(POLL_SECONDS)
+    finally:
+        for query, tally in queries.values():
+            stop_gracefully(query, tally, stops.now)
+    return reported
+
+
+def stop_gracefully(query, tally: StreamTally, now: threading.Event | None = None,
+                    poll_seconds: float = 0.2) -> None:
+    """Stop a running query after the batch in flight (if any) has finished, or at once when
+    `now` is set."""
+    while query.isActive and query.status.get("isTriggerActive") and not (now and now.is_set()):
+        time.sleep(poll_seconds)
+    query.stop()
+    if tally.detach_listener is not None:
+        tally.detach_listener()
+        # Spark's event bus tells the listener of a batch after the batch ends, so a stop can
+        # come first (CI saw it); the query keeps its recent progress itself.
+        for progress in progress_reports(query):
+            tally.progressed(progress)
+        for batch_id in sorted(tally.pending):  # batches whose progress never came
+            tally.on_batch(tally.pending.pop(batch_id))

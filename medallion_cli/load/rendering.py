@@ -1,0 +1,361 @@
+"""Rendering: turn each model's Jinja-templated SQL into Spark SQL, recording its config and inputs.
+
+The Jinja context is small and flat: ref, source, config, var, env_var, this, is_incremental,
+and every macro from macros/*.sql by name. Nothing here touches Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import jinja2
+
+from ..core.config import NodeConfig, check_keys, merge_layers, resolve_config
+from ..core.errors import MedallionError, closest
+from ..core.locations import is_remote, local_table_exists
+from .project import NodeFile, Project, env_var
+
+# env_var() values of variables named so are credentials: they are in the SQL Spark runs, but
+# masked wherever SQL is written down (target/compiled, manifest.json, the docs page).
+SECRET_ENV_PREFIX = "MEDALLION_SECRET_"
+MASK = "*****"
+
+
+def masked(text: str | None, secrets: tuple[str, ...]) -> str | None:
+    for secret in secrets:
+        if text is not None and secret:
+            text = text.replace(secret, MASK)
+    return text
+
+
+@dataclass(frozen=True)
+class CompiledNode:
+    file: NodeFile
+    config: NodeConfig
+    sql: str | None  # None for seeds
+    refs: tuple[str, ...]
+    sources: tuple[tuple[str, str], ...]
+    is_incremental: bool
+    secrets: tuple[str, ...] = ()  # values of secret env_var()s in the SQL
+    change_refs: tuple[str, ...] = ()  # refs read as their change feed: ref('x', changes=true)
+    feed_only: tuple[str, ...] = ()  # of those, the ones never read as themselves
+    # its SQL asked `execute` or called run_query(): rendered again when it runs (build/execute.py)
+    executes: bool = False
+    after: tuple[str, ...] = ()  # nodes it runs after beside its refs (graph.py: flows)
+    # its SQL with is_incremental() true, as it runs once its table exists (None for seeds)
+    incremental_sql: str | None = None
+
+    @property
+    def shown_sql(self) -> str | None:
+        """The SQL as written down for people: secrets masked."""
+        return masked(self.sql, self.secrets)
+
+    @property
+    def name(self) -> str:
+        return self.file.name
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return self.refs + self.after
+
+
+def relation(name: str) -> str:
+    """How a model, seed or source is named in compiled SQL (a temp view the engine registers)."""
+    return f"`{name}`"
+
+
+def changes_relation(name: str) -> str:
+    """The temp view of a ref's change feed (ref('x', changes=true)). Temp views take plain
+    identifiers only; the leading `__` keeps this one apart from sources' (`source__table`)."""
+    return f"__changes__{name}"
+
+
+def _template_line(exc: BaseException, filename: str) -> int | None:
+    """The line in `filename` where a Jinja runtime error happened, from the rewritten traceback."""
+    line = getattr(exc, "lineno", None)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+TEST_BLOCK = re.compile(r"{%(-?)\s*test\s+(\w+)\s*\(")
+END_TEST_BLOCK = re.compile(r"{%(-?)\s*endtest\s*(-?)%}")
+BUILTIN_TESTS = Path(__file__).resolve().parent / "generic_tests.sql"
+RELATION_CALL = re.compile(r"\s*(ref|source)\(.*\)\s*")  # a string argument naming a relation
+
+
+def test_blocks_as_macros(text: str) -> str:
+    """`{% test name(model, ...) %}...{% endtest %}` (dbt's generic test syntax) as a macro named
+    test_<name>, so generic tests are ordinary macros; lines stay where they were."""
+    text = TEST_BLOCK.sub(lambda m: "{%" + m.group(1) + " macro test_" + m.group(2) + "(", text)
+    return END_TEST_BLOCK.sub(lambda m: "{%" + m.group(1) + " endmacro " + m.group(2) + "%}", text)
+
+
+class _Loader(jinja2.FileSystemLoader):
+    def get_source(self, environment, template):
+        source, filename, uptodate = super().get_source(environment, template)
+        return test_blocks_as_macros(source), filename, uptodate
+
+
+@dataclass
+class Recorded:
+    """What rendering one file recorded: its config() calls and the relations it named."""
+
+    origin: str
+    captured: dict = field(default_factory=dict)
+    refs: list[str] = field(default_factory=list)
+    sources: list[tuple[str, str]] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
+    change_refs: list[str] = field(default_factory=list)
+    direct_refs: set[str] = field(default_factory=set)  # refs read as themselves
+    executes: bool = False  # it asked `execute` or called run_query()
+
+
+class ParseTimeExecute:
+    """dbt's `execute` while a model is parsed: false, and asking it marks the model as one
+    to render again when it runs, when its queries can see the tables built before it."""
+
+    def __init__(self, record: Recorded):
+        self.record = record
+
+    def __bool__(self) -> bool:
+        self.record.executes = True
+        return False
+
+
+class Renderer:
+    """Compiles macros once and renders each model or test with its own context."""
+
+    def __init__(self, project: Project, full_refresh: bool = False,
+                 table_exists: Callable[[str], bool] | None = None,
+                 relations: dict[str, str] | None = None):
+        self.project = project
+        # relation -> the name to render instead of its temp view (catalog.real_relations)
+        self.relations = relations or {}
+        self.full_refresh = full_refresh
+        self.table_exists = table_exists or _delta_table_exists
+        self.env = jinja2.Environment(
+            loader=_Loader(str(project.root)),
+            undefined=jinja2.StrictUndefined,
+            extensions=["jinja2.ext.do"],
+            keep_trailing_newline=True,
+        )
+        # Built-in generic tests first, so a project's own macro of the same name wins.
+        self.macros = [self.env.from_string(test_blocks_as_macros(BUILTIN_TESTS.read_text()))]
+        self.macros += [self._load(p) for p in project.macro_files]
+
+    def _load(self, path: Path) -> jinja2.Template:
+        rel = str(path.relative_to(self.project.root))
+        try:
+            return self.env.get_template(rel)
+        except jinja2.TemplateSyntaxError as exc:
+            raise MedallionError(f"Jinja syntax error: {exc.message}", path=rel,
+                                 line=exc.lineno) from exc
+
+    def context(self, record: Recorded, self_name: str | None = None,
+                is_incremental: Callable[[], bool] = lambda: False,
+                extra: dict | None = None) -> dict:
+        """The Jinja context: ref, source, config, var, env_var, this, is_incremental, macros;
+        plus `extra` (run-operation's run_query and log), which macros see too."""
+        project = self.project
+        origin = record.origin
+
+        def config(**kwargs) -> str:
+            record.captured.update(kwargs)
+            return ""
+
+        def ref(name: str, changes: bool = False) -> str:
+            if name not in project.nodes:
+                raise MedallionError(f"ref('{name}') names no model or seed. "
+                                     f"{closest(name, project.nodes)}".strip(), path=origin)
+            if name == self_name:
+                raise MedallionError(f"model refers to itself with ref('{name}')", path=origin,
+                                     hint="use {{ this }} for the model's own table")
+            if name not in record.refs:
+                record.refs.append(name)
+            if changes:
+                if name not in record.change_refs:
+                    record.change_refs.append(name)
+                return relation(changes_relation(name))
+            record.direct_refs.add(name)
+            return self.named(name)
+
+        def source(source_name: str, table_name: str) -> str:
+            key = (source_name, table_name)
+            if key not in project.sources:
+                known = [f"{s}.{t}" for s, t in project.sources]
+                raise MedallionError(
+                    f"source('{source_name}', '{table_name}') is not declared. "
+                    f"{closest(f'{source_name}.{table_name}', known)}".strip(), path=origin,
+                    hint="declare it under 'sources:' in a models/**/*.yml file")
+            if key not in record.sources:
+                record.sources.append(key)
+            return self.named(project.sources[key].relation)
+
+        def var(name: str, default=None):
+            if name in project.vars:
+                return project.vars[name]
+            if default is not None:
+                return default
+            raise MedallionError(f"var('{name}') is not set", path=origin,
+                                 hint="set it under 'vars:' in medallion_project.yml or "
+                                      "pass --vars '{" + name + ": ...}'")
+
+        def secret_aware_env_var(name: str, default: str | None = None) -> str:
+            value = env_var(name, default)
+            if name.startswith(SECRET_ENV_PREFIX):
+                record.secrets.append(value)
+            return value
+
+        context = {**self.env.globals, "ref": ref, "source": source, "config": config, "var": var,
+                   "env_var": secret_aware_env_var, "is_incremental": is_incremental,
+                   **(extra or {})}
+        if self_name:
+            context["this"] = self.named(self_name)
+        # shared=True makes `context` itself the macros' namespace, so macros from one file
+        # can call macros from another, and all of them see this render's ref/this.
+        with self._errors(origin, None):
+            for template in self.macros:
+                module = template.make_module(vars=context, shared=True)
+                context.update({k: getattr(module, k) for k in dir(module)
+                                if not k.startswith("_")})
+        return context
+
+    def named(self, key: str) -> str:
+        """How a model, seed or source (by its relation key) is named in the SQL rendered."""
+        return self.relations.get(key) or relation(key)
+
+    @contextmanager
+    def _errors(self, origin: str, filename: str | None):
+        """Jinja errors as MedallionErrors naming the file and line."""
+        try:
+            yield
+        except MedallionError as exc:
+            exc.line = exc.line or (filename and _template_line(exc, filename))
+            raise
+        except jinja2.TemplateSyntaxError as exc:
+            path = (Path(exc.filename).relative_to(self.project.root) if exc.filename
+                    else origin)
+            raise MedallionError(f"Jinja syntax error: {exc.message}", path=path,
+                                 line=exc.lineno) from exc
+        except jinja2.TemplateError as exc:
+            raise MedallionError(f"cannot render: {exc}", path=origin,
+                                 line=filename and _template_line(exc, filename)) from exc
+        except Exception as exc:  # Python's, from an expression ({{ 1 // 0 }}, {{ 'a' + 1 }})
+            raise MedallionError(f"cannot render: {type(exc).__name__}: {exc}", path=origin,
+                                 line=filename and _template_line(exc, filename),
+                                 hint="fix the Jinja expression on that line") from exc
+
+    def render_file(self, rel_path: str, context: dict) -> str:
+        with self._errors(rel_path, str(self.project.root / rel_path)):
+            return self.env.get_template(rel_path).render(context)
+
+    def render_text(self, text: str, origin: str,
+                    self_name: str | None = None) -> tuple[str, Recorded]:
+        """Ad hoc SQL (show --inline, hooks) rendered as a model would be, with what it names;
+        self_name: the model whose table `this` names (a model's hooks)."""
+        record = Recorded(origin)
+        with self._errors(origin, None):
+            return (self.env.from_string(text).render(self.context(record, self_name)),
+                    record)
+
+    def call_macro(self, name: str, kwargs: dict, record: Recorded, on: tuple) -> str:
+        """Render by calling a macro (a generic test) on a relation, `on` = ("ref", model) or
+        ("source", source, table), with arguments; `to: ref('x')` style string arguments are
+        evaluated as Jinja expressions."""
+        context = self.context(record)
+        kwargs = {"model": context[on[0]](*on[1:]), **kwargs}
+        if name not in context:
+            raise MedallionError(f"no generic test named '{name[len('test_'):]}'", path=record.origin,
+                                 hint="built-in: not_null, unique, accepted_values, relationships, "
+                                      "expression; or define {% test name(model, column_name) %}")
+        with self._errors(record.origin, None):
+            args = {k: self._evaluate(v, context) for k, v in kwargs.items()}
+            return str(context[name](**args))
+
+    def call_operation(self, name: str, args: dict, record: Recorded, extra: dict) -> str:
+        """Render by calling a project macro with keyword arguments (run-operation)."""
+        context = self.context(record, extra=extra)
+        macros = sorted(k for k, v in context.items() if isinstance(v, jinja2.runtime.Macro)
+                        and not k.startswith("test_"))
+        if name not in macros:
+            raise MedallionError(f"no macro named '{name}'. {closest(name, macros)}".strip(),
+                                 hint="define it with {% macro " + name + "(...) %} in macros/")
+        with self._errors(record.origin, None):
+            return str(context[name](**args))
+
+    def _evaluate(self, value, context: dict):
+        if isinstance(value, str) and RELATION_CALL.fullmatch(value):
+            return self.env.compile_expression(value, undefined_to_none=False)(**context)
+        return value
+
+    def relation_of(self, text: str, origin: str) -> str | None:
+        """The relation `ref('x')` or `source('s', 't')` names (unit-test inputs), or None when
+        `text` is neither; unknown names fail as they do in a model, with the closest ones."""
+        if not RELATION_CALL.fullmatch(text):
+            return None
+        with self._errors(origin, None):
+            return str(self._evaluate(text, self.context(Recorded(origin)))).strip("`")
+
+    def render(self, node: NodeFile,
+               run_query: Callable[[str, Recorded], list] | None = None) -> CompiledNode:
+        """The model's SQL and config. run_query: how its run_query() runs, when it runs
+        (`execute` true); without, it is being parsed: `execute` is false and run_query()
+        returns no rows, as in dbt."""
+        if node.kind == "seed":
+            cfg = resolve_config({**node.yaml_config, "materialized": "table"}, node.rel_path)
+            return CompiledNode(node, cfg, None, (), (), False)
+        record = Recorded(node.rel_path)
+
+        def parse_time_query(sql: str) -> list:
+            record.executes = True
+            return []
+
+        extra = ({"execute": True, "run_query": lambda sql: run_query(sql, record)} if run_query
+                 else {"execute": ParseTimeExecute(record), "run_query": parse_time_query})
+
+        asked: list[bool] = []  # what is_incremental() answered the SQL
+
+        def incremental_kind() -> bool:
+            materialized = merge_layers(node.yaml_config, record.captured).get("materialized")
+            return materialized in ("incremental", "streaming")
+
+        def is_incremental() -> bool:
+            asked.append(incremental_kind() and not self.full_refresh
+                         and self.table_exists(self.project.table_path(node)))
+            return asked[-1]
+
+        sql = self.render_file(node.rel_path, self.context(record, node.name, is_incremental,
+                                                           extra))
+        check_keys(record.captured, node.rel_path)
+        cfg = resolve_config(merge_layers(node.yaml_config, record.captured), node.rel_path)
+        # The SQL the model runs once its table exists, which fingerprints hash: its first
+        # build and every build after it then agree on the model's SQL
+        incremental_sql = sql
+        if asked and not all(asked) and incremental_kind():
+            incremental_sql = self.render_file(node.rel_path, self.context(
+                Recorded(node.rel_path), node.name, lambda: True, extra))
+        return CompiledNode(node, cfg, sql, tuple(record.refs), tuple(record.sources),
+                            is_incremental(), tuple(record.secrets), tuple(record.change_refs),
+                            tuple(n for n in record.change_refs if n not in record.direct_refs),
+                            record.executes or run_query is not None,
+                            incremental_sql=incremental_sql)
+
+
+def _delta_table_exists(path: str) -> bool:
+    """Whether a table exists, as compile and ls see it without an engine: from the local disk.
+    A remote warehouse is not read (that would need its credentials and network), so its
+    tables count as not built; builds ask the engine instead."""
+    return not is_remote(path) and local_table_exists(path)
+
+
+def render_project(project: Project, full_refresh: bool = False) -> dict[str, CompiledNode]:
+    renderer = Renderer(project, full_refresh)
+    return {name: renderer.render(node) for name, node in project.nodes.items()}

@@ -1,0 +1,135 @@
+"""Groups kept up to date by adding their inputs' changes (sums and counts), without reading the
+inputs' unchanged rows.
+
+A model of the form `SELECT <keys>, count(*), count(x), sum(y) FROM one_ref [WHERE ..] GROUP BY
+<keys>` (its keys being its `incremental_by` columns) is maintained from the change feed alone:
+its SQL runs over the rows the changes added (inserts, update post-images) and over those they
+removed (deletes, update pre-images), and each touched group's new values are its stored ones
+plus the first and minus the second. A group whose count(*) falls to 0 is deleted.
+
+Exact, as a full recompute: only whole-number and decimal sums are added (floating point sums
+depend on the order of addition), and sum() is null when a group has no non-null value, which
+adding cannot always tell: a sum that comes out 0 after non-null values were removed may be 0 or
+null, so those few groups are recomputed from the inputs' rows (incremental.py's way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+import sqlglot
+from sqlglot import exp
+
+from ..load.rendering import CompiledNode
+from .incremental import in_groups
+
+ADDED = ("insert", "update_postimage")
+SIGN, RECOMPUTE = "_medallion_sign", "_medallion_recompute"
+
+
+@dataclass(frozen=True)
+class Aggregates:
+    """The model's output columns by position: its keys, and per aggregate 'count' or 'sum'."""
+
+    kinds: tuple[str | None, ...]  # None: a key column; 'rows': count(*)
+
+
+def _aggregate_kind(projection) -> str | None:
+    """'rows' (count(*)), 'count', 'sum' or None for a projection that is none of them
+    plainly (not inside another expression)."""
+    inner = projection.unalias()
+    if isinstance(inner.this, exp.Distinct):
+        return None
+    if isinstance(inner, exp.Count):
+        everything = isinstance(inner.this, exp.Star) or (
+            isinstance(inner.this, exp.Literal) and not isinstance(inner.this, exp.Null))
+        return "rows" if everything else "count"
+    return "sum" if isinstance(inner, exp.Sum) else None
+
+
+def aggregates_of(node: CompiledNode) -> tuple[Aggregates | None, str | None]:
+    """(how to add changes to the model's groups, None) or (None, why its SQL is not a single
+    GROUP BY of sums and counts over one input)."""
+    keys = set(node.config.incremental_by)
+    tree = sqlglot.parse_one(node.sql, read="spark")
+    if not isinstance(tree, exp.Select) or len(list(tree.find_all(exp.Select))) > 1:
+        return None, "its SQL is not one SELECT"
+    if tree.args.get("joins") or len(list(tree.find_all(exp.Table))) != 1 or node.sources \
+            or len(node.refs) != 1:
+        return None, "it reads more than one relation"
+    if tree.args.get("having") or tree.args.get("distinct") or tree.find(exp.Window):
+        return None, "it has HAVING, DISTINCT or a window"
+    group = tree.args.get("group")
+    grouped = {c.name for c in group.expressions if isinstance(c, exp.Column)} if group else set()
+    if not group or grouped != keys or len(group.expressions) != len(keys):
+        return None, f"it is not grouped by exactly {', '.join(sorted(keys))}"
+    kinds = []
+    for projection in tree.expressions:
+        plain = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(plain, exp.Column) and plain.name in keys and projection.alias_or_name \
+                == plain.name:
+            kinds.append(None)
+            continue
+        kind = _aggregate_kind(projection)
+        if kind is None:
+            return None, f"'{projection.sql(dialect='spark')}' is not a sum or count"
+        kinds.append(kind)
+    if "rows" not in kinds:
+        return None, "it has no count(*), which tells when a group has no rows left"
+    return Aggregates(tuple(kinds)), None
+
+
+def inexact_sum(aggregates: Aggregates, added) -> str | None:
+    """Why adding the model's sums would not equal summing again (their types), or None."""
+    from ..spark.pyspark_api import T
+
+    for kind, field in zip(aggregates.kinds, added.schema.fields):
+        if kind == "sum" and not isinstance(field.dataType, (T.IntegralType, T.DecimalType)):
+            return f"the sum {field.name} is of type {field.dataType.simpleString()}, " \
+                   "whose additions are not exact"
+    return None
+
+
+def sides(changes):
+    """(rows the changes added, rows they removed)."""
+    from ..spark.pyspark_api import F
+
+    added = F.col("_change_type").isin(*ADDED)
+    return changes.where(added), changes.where(~added)
+
+
+def updated_groups(aggregates: Aggregates, stored, touched, added, removed, delete_column: str):
+    """Per group the changes touch (`touched`, their keys): its new row (stored + added -
+    removed), `delete_column` true when the group has no rows left; and a column RECOMPUTE,
+    true where a sum cannot be told from 0 or null and the group is computed from its rows
+    instead."""
+    from ..spark.pyspark_api import F
+
+    columns = added.columns
+    keys = [c for c, kind in zip(columns, aggregates.kinds) if kind is None]
+    rows_left = columns[aggregates.kinds.index("rows")]
+    changed = added.withColumn(SIGN, F.lit(1)).unionByName(removed.withColumn(SIGN, F.lit(-1)))
+    # Only the touched groups' stored rows: the table is read, but not grouped, in full.
+    stored = in_groups(stored, F.broadcast(touched))
+    union = changed.unionByName(stored.select(*columns).withColumn(SIGN, F.lit(1)))
+    sign = F.col(SIGN)
+    values, ambiguous = [], []
+    for column, kind, field in zip(columns, aggregates.kinds, added.schema.fields):
+        if kind is None:
+            continue
+        total = F.sum(sign * F.coalesce(F.col(column), F.lit(0)))
+        if kind != "sum":
+            values.append(total.cast(field.dataType).alias(column))
+            continue
+        kept = F.max(F.when((sign > 0) & F.col(column).isNotNull(), 1).otherwise(0)) == 1
+        taken = F.max(F.when((sign < 0) & F.col(column).isNotNull(), 1).otherwise(0)) == 1
+        values.append(F.when(kept, total).cast(field.dataType).alias(column))
+        ambiguous.append(kept & taken & (total == 0))
+    grouped = union.groupBy(*keys).agg(
+        *values, (F.lit(False) if not ambiguous else _any(ambiguous)).alias(RECOMPUTE))
+    return grouped.withColumn(delete_column, F.col(rows_left) <= 0)
+
+
+def _any(conditions):
+    return reduce(lambda a, b: a | b, conditions)

@@ -1,0 +1,154 @@
+"""The batch build of a table maintained per group (`incremental_by`): the groups its inputs'
+changes touch are brought up to date, by adding the changes to their sums and counts
+(aggregates.py) or by computing them again from their input rows (incremental.py); or, when that
+cannot be shown equal to a full recompute, the whole table is written again.
+
+The touched groups replace the stored ones in one MERGE when they are few next to the table's
+files; when they reach most files, a MERGE would rewrite them all anyway, in two passes and with
+its source materialized (on delta-spark it then cost 1.5-2x a full recompute), so the table is
+rewritten in one pass instead: its untouched groups as stored, the touched ones as computed."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+from ..engines import MergeSpec
+from ..core.errors import MedallionError
+from ..load.rendering import CompiledNode
+from .aggregates import RECOMPUTE, aggregates_of, inexact_sum, sides, updated_groups
+from .checks import checked_rows
+from .context import DELETE_COLUMN, BuildContext, Outcome, cached
+from .incremental import group_replacement, in_groups, input_changes, input_versions, touched_groups
+from .incremental import metadata as group_metadata
+from .rows import model_rows
+from .state import rows_read
+
+
+def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict) -> Outcome:
+    cfg = node.config
+    versions = input_versions(ctx, node)  # before reading: the changes up to these are applied
+    metadata = {**metadata, **group_metadata(ctx, node, versions)}
+    with ctx.phases.timing("changed_groups"):
+        feeds, why_full = (None, None) if ctx.full_refresh or not ctx.engine.table_exists(
+            path) else input_changes(ctx, node, path, versions)
+    rows = model_rows(ctx, node)
+    missing = [k for k in cfg.incremental_by if k not in rows.columns]
+    if missing:
+        raise MedallionError(f"incremental_by names {', '.join(missing)}, which the model does "
+                             "not return", path=node.file.rel_path,
+                             hint="name columns of its SELECT: the groups its rows are computed per")
+    if feeds is None:
+        with checked_rows(ctx, node, rows, replace=True) as checks, ctx.phases.timing("write"):
+            write = ctx.engine.write(checks.rows, path, "overwrite", cfg.partition_by,
+                                     metadata=metadata,
+                                     properties=cfg.delta_properties(checks.rows.columns))
+        message = f"recomputed in full: {why_full}" if why_full else ""
+        return Outcome("success", write, message, checks.counts, rows_read(ctx, node),
+                       rows_checked=checks.checked)
+    # The changes are read several times (rows added, rows removed, the groups they touch):
+    # kept in memory, they are small next to the tables.
+    with ExitStack() as held:
+        feeds = {relation: held.enter_context(cached(feed)) for relation, feed in feeds.items()}
+        with ctx.phases.timing("add_changes"):
+            updated, why_not_added = added_up(ctx, node, path, feeds)
+        if updated is None:
+            return recompute_groups(ctx, node, path, metadata, rows, touched_groups(
+                feeds, cfg.incremental_by), why_not_added)
+        return merge_updated(ctx, node, path, metadata, rows, updated)
+
+
+def added_up(ctx: BuildContext, node: CompiledNode, path: str, feeds: dict):
+    """(the touched groups' new rows from their sums and counts plus the changes, None; see
+    updated_groups) or (None, why the model's groups cannot be added up)."""
+    aggregates, why_not = aggregates_of(node)
+    if aggregates is None:
+        return None, why_not
+    (relation, feed), = feeds.items()  # aggregates_of allows one input
+    added_rows, removed_rows = sides(feed)
+    added = model_rows(ctx, node, inputs={relation: added_rows})
+    removed = model_rows(ctx, node, inputs={relation: removed_rows})
+    why_not = inexact_sum(aggregates, added)
+    if why_not:
+        return None, why_not
+    return updated_groups(aggregates, ctx.engine.read_table(path), touched_groups(
+        feeds, node.config.incremental_by), added, removed, DELETE_COLUMN), None
+
+
+def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,
+                  updated) -> Outcome:
+    """MERGE the updated groups; those whose sums adding cannot tell from null are computed
+    from their rows first."""
+    from ..spark.pyspark_api import F
+
+    cfg = node.config
+    with cached(updated) as updated:
+        unclear = updated.where(RECOMPUTE).select(*cfg.incremental_by)
+        with ctx.phases.timing("add_changes"):  # one pass counts both
+            groups, recomputed = updated.select(F.count(F.lit(1)), F.count_if(RECOMPUTE)).first()
+        current = updated.where(~F.col(RECOMPUTE) & ~F.col(DELETE_COLUMN)).drop(
+            RECOMPUTE, DELETE_COLUMN)
+        if recomputed:
+            current = current.unionByName(in_groups(rows, unclear))
+        with checked_rows(ctx, node, current, replace=False) as checks, \
+                ctx.phases.timing("write"):
+            df = checks.rows
+            gone = updated.where(F.col(DELETE_COLUMN)).drop(RECOMPUTE)
+            write, how = replace_groups(
+                ctx, node, path, metadata, df, updated.select(*cfg.incremental_by), groups,
+                merge_source=lambda: df.withColumn(DELETE_COLUMN, F.lit(False)).unionByName(gone),
+                spec=MergeSpec(cfg.incremental_by, null_safe_keys=cfg.incremental_by,
+                               delete_column=DELETE_COLUMN))
+        message = (f"{groups} group(s) updated by adding their inputs' changes"
+                   + (f" ({recomputed} recomputed: a sum adding cannot tell from null)"
+                      if recomputed else "") + how)
+    return Outcome("success", write, message, checks.counts, rows_checked=checks.checked)
+
+
+def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,
+                     groups, why_not_added: str) -> Outcome:
+    """Compute the touched groups again from their input rows and replace them."""
+    cfg = node.config
+    with cached(groups) as groups:
+        count = groups.count()
+        with checked_rows(ctx, node, in_groups(rows, groups), replace=False) as checks, \
+                ctx.phases.timing("write"):
+            df = checks.rows
+            write, how = replace_groups(
+                ctx, node, path, metadata, df, groups, count,
+                merge_source=lambda: group_replacement(df, groups),
+                spec=MergeSpec(cfg.incremental_by, null_safe_keys=cfg.incremental_by,
+                               delete_column=DELETE_COLUMN, replace_groups=True))
+        message = (f"{count} group(s) recomputed from their input rows (not added up "
+                   f"from the changes: {why_not_added}){how}")
+    return Outcome("success", write, message, checks.counts, rows_checked=checks.checked)
+
+
+def replace_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,
+                   groups, group_count: int, merge_source, spec: MergeSpec):
+    """Put `rows` in place of the stored rows of `groups` (the touched groups' keys, of which
+    there are `group_count`): (the write, how it was done, for the message).
+
+    Rows land in files by no order of their keys, so `group_count` touched groups reach about
+    1 - (1 - 1/files)^group_count of the table's files: most of them once there are as many
+    groups as files. Then the table is rewritten rather than MERGEd, unless a model reads its
+    change feed: a rewrite's feed has every row deleted and inserted again, which would make
+    such a model redo all its groups (or see every row as new), where a MERGE's has only the
+    rows that changed."""
+    cfg = node.config
+    properties = cfg.delta_properties(rows.columns)
+    # the graph first: counting files reads the table's log
+    if _feed_is_read(ctx, node) or group_count < (files := ctx.engine.file_count(path)):
+        return ctx.engine.merge(merge_source(), path, spec, metadata, properties=properties), ""
+    untouched = in_groups(ctx.engine.read_table(path), groups, inside=False)
+    whole = untouched.select(*rows.columns).unionByName(rows)
+    write = ctx.engine.write(whole, path, "overwrite", cfg.partition_by, metadata=metadata,
+                             properties=properties)
+    return write, f"; the table rewritten, as they reach most of its {files} file(s)"
+
+
+def _feed_is_read(ctx: BuildContext, node: CompiledNode) -> bool:
+    """Whether a model reads this one's changes: as a table maintained per group, or through
+    ref(.., changes=true)."""
+    children = (ctx.graph.nodes[name] for name in ctx.graph.children.get(node.name, ()))
+    return any(child.config.incremental_by or node.name in child.change_refs
+               for child in children)

@@ -1,0 +1,91 @@
+"""What building a node shares across its steps: the context it runs in, what it returns, and
+the names of the columns medallion adds to rows."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..engines import Engine, WriteResult
+from ..dag.graph import Graph
+from ..load.project import Project
+
+DELETE_COLUMN = "_medallion_delete"
+CORRUPT_COLUMN = "_corrupt_record"
+SOURCE_FILE_COLUMN = "_source_file"
+RESCUED_COLUMN = "_rescued_data"  # JSON fields outside a source's schema
+FAILED_RULES = "_failed_rules"
+VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
+
+
+@dataclass
+class Phases:
+    """Seconds a node's build spent in each step (fingerprint, expectations, write, ...), summed
+    over its micro-batches: where the time goes, in run_results.json."""
+
+    seconds: dict = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def timing(self, phase: str):
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - began
+
+    def rounded(self) -> dict:
+        return {phase: round(seconds, 3) for phase, seconds in self.seconds.items()}
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """A node's build: the project, the graph, and the engine, bound to the node's own Spark
+    session (its temp views are its own, so nodes built side by side never see each other's)."""
+
+    project: Project
+    graph: Graph
+    engine: Engine
+    full_refresh: bool = False
+    selected: frozenset = frozenset()  # the nodes this invocation builds
+    # The event log's record of streaming micro-batches: each, right after its data commit;
+    # and at a query's first batch, (model, app id, last batch id its table has committed).
+    record_batch: Callable = lambda report: None
+    record_committed: Callable = lambda model, app_id, committed: None
+    # Runs an action once the batches recorded so far are in the event log.
+    after_recorded: Callable = lambda action: action()
+    phases: Phases = field(default_factory=Phases)  # the node's own (see runner.own_session)
+    deferred: dict = field(default_factory=dict)  # --defer: model -> the --state run's table
+
+
+def input_table(ctx: BuildContext, name: str) -> str:
+    """Where the table of model or seed `name` is read: this target's, or with --defer the
+    --state run's when this target has none."""
+    return ctx.deferred.get(name) or ctx.project.table_path(ctx.graph.nodes[name].file)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # "success" | "up_to_date" | "warn"
+    write: WriteResult | None = None
+    message: str = ""
+    expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
+    rows_read: int | None = None
+    stream: dict = field(default_factory=dict)  # a streaming query's rates and lag
+    malformed: int | None = None  # rows kept in _corrupt_record (streaming reads of files)
+    rescued: int | None = None  # rows with fields outside the schema kept in _rescued_data
+    rows_checked: int | None = None  # rows its expectations were evaluated on (None: none)
+
+
+@contextmanager
+def cached(df):
+    """The DataFrame, computed once for the reads within the block, then released."""
+    df = df.persist()
+    try:
+        yield df
+    finally:
+        df.unpersist()

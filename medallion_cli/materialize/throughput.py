@@ -1,0 +1,66 @@
+"""How fast a streaming query went and how far behind its sources it is, from Spark's own query
+progress (one report per micro-batch): rows per second, batch durations and, for Kafka
+sources, how many records the query is behind the latest offsets after its last batch."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Callable
+
+
+def progress_reports(query) -> list[dict]:
+    """The query's recent progress reports as plain dicts (pyspark gives objects whose offsets
+    are Python reprs; their JSON text is the real thing)."""
+    return [json.loads(p.json) for p in query.recentProgress]
+
+
+def stream_stats(reports: list[dict], rows_read: int | None) -> dict:
+    """rows_per_second: rows read over the time the batches that had data took (Spark counts a
+    micro-batch's input again each time foreachBatch uses it, so its own rates are not used);
+    batch_seconds: the median and slowest of those batches; kafka_lag: records behind the
+    latest offsets per Kafka source, after the last batch."""
+    busy = [r for r in reports if r.get("numInputRows")]
+    seconds = [r["durationMs"].get("triggerExecution", 0) / 1000 for r in busy]
+    stats: dict = {}
+    if seconds:
+        stats["batch_seconds"] = {"median": round(statistics.median(seconds), 3),
+                                  "max": round(max(seconds), 3)}
+        if rows_read and sum(seconds):
+            stats["rows_per_second"] = round(rows_read / sum(seconds), 1)
+    lag = kafka_lag(reports[-1]) if reports else {}
+    if lag:
+        stats["kafka_lag"] = lag
+    return stats
+
+
+def kafka_lag(report: dict) -> dict:
+    """Records behind the latest offsets after the report's batch, per Kafka source."""
+    lag = {}
+    for source in report.get("sources") or []:
+        behind = (source.get("metrics") or {}).get("maxOffsetsBehindLatest")
+        if behind is not None:
+            lag[source.get("description", "kafka")] = int(float(behind))
+    return lag
+
+
+def progress_listener(name: str, on_progress: Callable[[dict], None]):
+    """A listener passing each progress report of the query named `name` to `on_progress`, as
+    a plain dict, as soon as Spark makes it (after each micro-batch)."""
+    from ..spark.pyspark_api import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            if event.progress.name == name:
+                on_progress(json.loads(event.progress.json))
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    return Listener()

@@ -1,0 +1,63 @@
+"""One writer per warehouse: commands that write tables hold a lock on the warehouse.
+
+Two builds at once on one warehouse (a scheduled run over a manual one, a build beside
+`build --watch`) would race on the same streaming batches. The second is refused at once, naming
+the holder. The lock is an OS file lock (flock) on `<warehouse>/_medallion/lock`, so it goes with
+its process, however that process ends (a SIGKILLed build leaves no stale lock). Object-store
+warehouses have no such lock: there, Delta's own conflict checks refuse a commit whose app
+transaction another build took meanwhile, and a scheduler should run one build at a time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import socket
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..core.errors import MedallionError
+from ..core.locations import is_remote
+
+LOCK_FILE = Path("_medallion") / "lock"
+
+
+def _holder(text: str) -> str:
+    try:
+        held = json.loads(text)
+    except ValueError:
+        return "another medallion command"
+    return (f"`medallion {held['command']}` (pid {held['pid']} on {held['host']}, "
+            f"since {held['since']})")
+
+
+@contextmanager
+def warehouse_lock(warehouse: str, command: str):
+    """Hold the warehouse's lock while the block runs; refuse if another process holds it."""
+    if is_remote(warehouse):
+        yield
+        return
+    path = Path(warehouse) / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise MedallionError(
+                f"{_holder(handle.read())} is writing this warehouse; two at once could write "
+                "the same rows twice", path=warehouse,
+                hint="wait for it to finish, or stop it (its lock goes with its process), then "
+                     "run this again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({
+            "command": command, "pid": os.getpid(), "host": socket.gethostname(),
+            "since": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}))
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)

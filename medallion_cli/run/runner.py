@@ -1,0 +1,291 @@
+"""Running selected nodes in DAG order, in parallel where the DAG allows.
+
+A node runs once all its selected parents finished; when one fails (a data test with error
+severity included), everything downstream of it is skipped rather than built on bad or stale data.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from ..materialize.batch import build_batch
+from ..materialize.register import check_name, register
+from ..materialize.clustering import check_clustering, cluster_table
+from ..materialize.context import BuildContext, Phases
+from ..materialize.empty import check_on_no_rows
+from ..materialize.execute import rendered_to_run
+from ..materialize.hooks import run_hooks
+from ..materialize.inputs import register_relations
+from ..materialize.rows import with_views
+from ..materialize.state import inputs_fingerprint, record_test, verdict_on
+from ..materialize.streaming import build_streaming
+from ..load.datatests import DataTest, run_test
+from ..core.errors import StartError
+from ..core.failures import error_message
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    name: str
+    kind: str
+    materialized: str
+    status: str  # success | up_to_date | warn | error | skipped
+    seconds: float = 0.0
+    rows: int | None = None  # rows written; for a test, failing rows
+    rows_read: int | None = None  # input rows, where known (Delta inputs)
+    files_added: int | None = None
+    version: int | None = None
+    message: str = ""
+    expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
+    on_violation: dict = field(default_factory=dict)  # rule -> warn | drop | fail
+    quarantine: str | None = None  # where rows of its `drop` rules went
+    rows_checked: int | None = None  # rows the expectations were evaluated on
+    stream: dict = field(default_factory=dict)  # streaming: rows/s, batch seconds, Kafka lag
+    malformed: int | None = None
+    rescued: int | None = None
+    phases: dict = field(default_factory=dict)  # step -> seconds (build/context.py Phases)
+    detail: str = ""  # the traceback, for --debug
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "error"
+
+
+def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult],
+          origin: str | None = None) -> NodeResult:
+    """Run `work`, timing it; an exception becomes an error result instead of stopping the run,
+    but for Spark failing to start, which stops it. origin: the node's file, named by an error
+    that does not name one (Spark's)."""
+    start = time.perf_counter()
+    try:
+        result = work()
+    except StartError:
+        raise
+    except Exception as exc:
+        message = error_message(exc)
+        if origin and not getattr(exc, "path", None) and origin not in message:
+            message = f"{origin}: {message}"
+        return NodeResult(name, kind, materialized, "error", time.perf_counter() - start,
+                          message=message, detail=traceback.format_exc())
+    return replace(result, seconds=time.perf_counter() - start)
+
+
+def own_session(ctx: BuildContext) -> BuildContext:
+    """The context with a Spark session of its own (one SparkContext for all), made when the
+    node first uses Spark, timing its own phases."""
+    return replace(ctx, engine=ctx.engine.for_node(), phases=Phases())
+
+
+def run_node(ctx: BuildContext, name: str) -> NodeResult:
+    node = ctx.graph.nodes[name]
+    build = build_streaming if node.config.materialized == "streaming" else build_batch
+
+    def work() -> NodeResult:
+        node_ctx = own_session(ctx)
+        node = rendered_to_run(node_ctx, ctx.graph.nodes[name])
+        origin = node.file.rel_path
+        run_hooks(node_ctx, node.config.pre_hook, "pre_hook", origin, node,
+                  after=" (nothing was written)")
+        registered = check_name(node_ctx, node)
+        check_clustering(node_ctx.engine, node.config.cluster_by, origin)
+        outcome = build(node_ctx, node)
+        notes = (cluster_table(node_ctx, node), register(node_ctx, node, registered))
+        write = outcome.write
+        run_hooks(node_ctx, node.config.post_hook, "post_hook", origin, node,
+                  after=f" after the table was written (version {write.version})"
+                  if write and write.version is not None else "")
+        return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
+                          rows=write.rows if write else None, rows_read=outcome.rows_read,
+                          files_added=write.files_added if write else None,
+                          version=write.version if write else None,
+                          message="; ".join(m for m in (outcome.message, *notes) if m),
+                          expectations=outcome.expectations,
+                          on_violation={rule: r["on_violation"] for rule, r in
+                                        node.config.expectations.items()},
+                          quarantine=node_ctx.project.quarantine_path(node.file),
+                          rows_checked=outcome.rows_checked, stream=outcome.stream,
+                          malformed=outcome.malformed, rescued=outcome.rescued,
+                          phases=node_ctx.phases.rounded())
+
+    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path)
+
+
+def run_project_hooks(ctx: BuildContext, which: str, statements: tuple[str, ...],
+                      on_result: Callable[[NodeResult], None]) -> list[NodeResult]:
+    """on-run-start or on-run-end: each statement a result of kind `hook`; once one fails,
+    the rest are skipped."""
+    results: list[NodeResult] = []
+    for number, statement in enumerate(statements, 1):
+        name = f"{which} {number}"
+
+        def work(statement=statement, name=name) -> NodeResult:
+            run_hooks(own_session(ctx), (statement,), which, "medallion_project.yml",
+                      first=number)
+            return NodeResult(name, "hook", "", "success")
+
+        if results and results[-1].status in ("error", "skipped"):
+            result = NodeResult(name, "hook", "", "skipped", message=f"after {which} "
+                                f"{number - 1} failed")
+        else:
+            result = timed(name, "hook", "", work)
+        on_result(result)
+        results.append(result)
+    return results
+
+
+def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
+    """--empty: the node checked over inputs with no rows (build/empty.py), nothing written."""
+    node = ctx.graph.nodes[name]
+
+    def work() -> NodeResult:
+        outcome = check_on_no_rows(own_session(ctx), node, schemas)
+        return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
+                          message=outcome.message)
+
+    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path)
+
+
+def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) -> NodeResult:
+    """Run a data test. With skip_passed (a build), one that passed or warned on its inputs as
+    they are now is not run: its SQL, thresholds and every table it reads are unchanged, so it
+    would reach the same verdict. A pass is reported up to date, a warning again as recorded."""
+    def work() -> NodeResult:
+        test_ctx = own_session(ctx)
+        with test_ctx.phases.timing("fingerprint"):
+            state = inputs_fingerprint(test_ctx, test.sql, test.refs, test.sources,
+                                       [test.severity, test.error_if, test.warn_if])
+            known = verdict_on(test_ctx, test.name, state) if skip_passed else None
+        if known:
+            again = "on its inputs as they are; --rerun-tests runs it again"
+            if known["status"] == "success":
+                return NodeResult(test.name, "test", "test", "up_to_date",
+                                  message=f"passed at {known['at']} {again}")
+            return NodeResult(test.name, "test", "test", "warn", rows=known["failures"],
+                              message=f"warned at {known['at']} {again}\n{known['message']}")
+        with test_ctx.phases.timing("query"):
+            register_relations(test_ctx, test.refs, test.sources,
+                               given=with_views(test_ctx, test.refs))
+            run = run_test(test_ctx.engine.spark, test)
+        kept = ""
+        if test.store_failures:  # replaced each run, so it holds this run's failures only
+            with test_ctx.phases.timing("store_failures"):
+                where = test_ctx.project.test_failures_path(test.name)
+                test_ctx.engine.write(run.rows, where, "overwrite")
+                kept = f"; kept in {where}"
+        word = {"success": "passed", "warn": "warned", "error": "failed"}[run.status]
+        message = (f"{word}: {run.failures} failing row(s) ({test.origin}, {test.key}){kept}\n"
+                   f"{run.sample}" if run.failures else "").rstrip()
+        record_test(test_ctx, test.name, state, run.status, run.failures, message)
+        return NodeResult(test.name, "test", "test", run.status, rows=run.failures,
+                          message=message, phases=test_ctx.phases.rounded())
+
+    return timed(test.name, "test", "test", work, test.origin)
+
+
+NOT_STARTED = "not started: Ctrl-C stopped the run"
+STOPPED = "stopped by Ctrl-C: nothing half-written (what it committed before stays)"
+
+
+def interrupted(results: list[NodeResult]) -> bool:
+    """Whether Ctrl-C stopped the run these results are of."""
+    return any(r.message in (NOT_STARTED, STOPPED) for r in results)
+
+
+def drain(running: dict, finish: Callable[[NodeResult], None],
+          on_interrupt: Callable[[], None] | None) -> None:
+    """Wait for the running nodes. After Ctrl-C (on_interrupt given), Spark jobs they start
+    are cancelled as they come, and a node that fails is said to be stopped."""
+    while running:
+        done, _ = wait(running, timeout=0.5 if on_interrupt else None,
+                       return_when=FIRST_COMPLETED)
+        for future in done:
+            running.pop(future)
+            result = future.result()
+            if on_interrupt and result.failed:
+                result = replace(result, message=STOPPED)
+            finish(result)
+        if on_interrupt and running:
+            on_interrupt()
+
+
+def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str], NodeResult],
+            labels: dict[str, tuple[str, str]], threads: int = 1,
+            on_result: Callable[[NodeResult], None] = lambda r: None,
+            on_begin: Callable[[str], None] = lambda name: None,
+            fail_fast: bool = False,
+            on_interrupt: Callable[[], None] = lambda: None,
+            stop: threading.Event | None = None) -> list[NodeResult]:
+    """Run nodes (models, seeds, tests) in `order`, each once its `parents` finished; a node with a
+    parent that failed or was skipped is skipped. labels: name -> (kind, materialized).
+    fail_fast: after the first failure start nothing more (what runs finishes: a commit is not
+    cut short) and report the rest skipped. Ctrl-C (KeyboardInterrupt) starts nothing more
+    either, and stops what runs with on_interrupt (which cancels its Spark jobs): a node either
+    committed or left its table as it was. A second Ctrl-C leaves at once. `stop`, when set,
+    stops the run as Ctrl-C does (under --watch, where a signal only sets it)."""
+    waiting = {n: set(parents.get(n, ())) & set(order) for n in order}
+    children: dict[str, list[str]] = {}
+    for name, ps in waiting.items():
+        for p in ps:
+            children.setdefault(p, []).append(name)
+    results: dict[str, NodeResult] = {}
+    # Of the nodes ready at once, those with the longest chain of work after them start first,
+    # so a short branch does not hold a thread while the longest one waits (the build's end is
+    # the longest chain's). A seed (a small CSV, loaded in a moment) counts for no work: of a
+    # seed and a silver model that the same gold model reads, the silver model goes first.
+    below = {name: 0 if labels[name][0] == "seed" else 1 for name in order}
+    for name in reversed(order):
+        below[name] += max((below[c] for c in children.get(name, ())), default=0)
+    by_priority = sorted(order, key=lambda name: -below[name])
+
+    def finish(result: NodeResult) -> None:
+        results[result.name] = result
+        on_result(result)
+        for child in children.get(result.name, ()):
+            if child in results:
+                continue
+            if result.status in ("error", "skipped"):
+                finish(NodeResult(child, *labels[child], "skipped", message=NOT_STARTED
+                                  if result.message in (NOT_STARTED, STOPPED)
+                                  else f"upstream '{result.name}' {result.status}"))
+            else:
+                waiting[child].discard(result.name)
+
+    interrupted = False
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        running = {}
+        while len(results) < len(order):
+            failed = fail_fast and next((r.name for r in results.values() if r.failed), None)
+            if interrupted or failed:
+                drain(running, finish, on_interrupt if interrupted else None)
+                why = (NOT_STARTED if interrupted
+                       else f"--fail-fast: stopped after '{failed}' failed")
+                for name in order:
+                    if name not in results:
+                        finish(NodeResult(name, *labels[name], "skipped", message=why))
+                break
+            for name in by_priority:
+                if len(running) >= max(1, threads):  # a node starts when a thread takes it
+                    break
+                if name not in results and name not in running.values() and not waiting[name]:
+                    on_begin(name)
+                    running[pool.submit(run, name)] = name
+            if not running:
+                break
+            try:
+                done, _ = wait(running, timeout=stop and 0.5, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt:  # Ctrl-C: stop what runs, start nothing more
+                interrupted = True
+                on_interrupt()
+                continue
+            if stop is not None and stop.is_set():
+                interrupted = True
+                on_interrupt()
+            for future in done:
+                running.pop(future)
+                finish(future.result())
+    return [results[n] for n in order if n in results]

@@ -1,0 +1,153 @@
+"""JARs from Maven Central: fetched once with Maven, from version-pinned recipes, into a folder
+that is reused while its recipe is unchanged.
+
+Each bundle is a small POM in medallion_cli/maven/ listing exactly the JARs it needs (Spark already
+ships Scala, Hadoop, Jackson and the rest, so the Spark-side bundles take nothing transitively).
+`mvn dependency:copy-dependencies` copies them: the ordinary Maven client, with the machine's own
+settings (mirrors, proxies) and its local repository as a cache. Before Spark is given a JAR built
+for Spark, `check_spark_jars` makes sure it was built for the installed Spark and Scala.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+from ..core.errors import MedallionError
+
+RECIPES = Path(__file__).resolve().parent / "maven"
+BUNDLES = ("delta", "kafka", "kafka-broker")
+CACHE_ENV = "MEDALLION_JARS_DIR"
+DONE = ".complete"  # written last: a folder without it was cut off and is fetched again
+# delta-spark_4.1_2.13-4.1.0.jar (built per Spark release), delta-spark_2.13-4.0.0.jar (one Spark
+# per Delta release), spark-sql-kafka-0-10_2.13-4.1.3.jar (versioned with Spark itself).
+SPARK_BUILT = re.compile(r"^(?P<name>delta-spark|spark-[\w-]+?)(?:_(?P<spark>\d+\.\d+))?"
+                         r"_(?P<scala>2\.1[23])-(?P<version>[\w.-]+)\.jar$")
+DELTA_FOR_SPARK = {"3": "3.5", "4.0": "4.0"}  # Delta releases without a Spark segment
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "medallion" / "jars")
+
+
+def recipe(bundle: str) -> Path:
+    if bundle not in BUNDLES:
+        raise MedallionError(f"no JAR bundle named '{bundle}'", hint="bundles: " + ", ".join(BUNDLES))
+    return RECIPES / f"{bundle}.pom.xml"
+
+
+def folder(bundle: str) -> Path:
+    """Where the bundle's JARs are kept: named by the recipe's content, so a changed pin is a
+    new folder and an old one is never mixed with it."""
+    digest = hashlib.sha256(recipe(bundle).read_bytes()).hexdigest()[:10]
+    return cache_root() / f"{bundle}-{digest}"
+
+
+def present(bundle: str) -> Path | None:
+    """The bundle's folder if a fetch into it finished, else None."""
+    where = folder(bundle)
+    return where if (where / DONE).is_file() else None
+
+
+def fetch(bundle: str) -> Path:
+    """The bundle's folder, fetching its JARs with Maven first when it is not there yet."""
+    done = present(bundle)
+    if done:
+        return done
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise MedallionError(
+            f"Maven (mvn) was not found, and the {bundle} JARs are not in {folder(bundle)} yet",
+            hint="install Maven (e.g. apt-get install maven), or fetch the JARs listed in "
+                 f"{recipe(bundle)} by hand into that folder")
+    where = folder(bundle)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{bundle}-", dir=where.parent))
+    staging.chmod(0o755)
+    try:
+        run = subprocess.run(
+            [mvn, "-B", "-q", "-f", str(recipe(bundle)), "dependency:copy-dependencies",
+             f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+            capture_output=True, text=True)
+        if run.returncode != 0:
+            lines = [ln for ln in (run.stdout + run.stderr).splitlines() if "ERROR" in ln]
+            raise MedallionError(
+                f"Maven could not fetch the {bundle} JARs: "
+                + (lines[0].replace("[ERROR]", "").strip() if lines else f"exit {run.returncode}"),
+                path=recipe(bundle),
+                hint="check that Maven reaches Maven Central (or your mirror in ~/.m2/settings.xml)")
+        jars = sorted(p.name for p in staging.glob("*.jar"))
+        (staging / DONE).write_text("\n".join(jars) + "\n")
+        try:
+            staging.rename(where)  # atomic: another fetch that finished first wins
+        except OSError:
+            if not present(bundle):
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return where
+
+
+def jar_files(location: str | Path) -> list[Path]:
+    return sorted(Path(location).glob("*.jar"))
+
+
+def installed_spark() -> tuple[str, str]:
+    """(Spark major.minor, Scala binary version) of the installed pyspark, read without a JVM."""
+    # Read from its files: importing pyspark here could race a node's first import of it.
+    home = Path(importlib.util.find_spec("pyspark").origin).parent
+    scala = next((m.group(1) for p in (home / "jars").glob("scala-library-*.jar")
+                  if (m := re.match(r"scala-library-(\d+\.\d+)", p.name))), "2.13")
+    return ".".join(version("pyspark").split(".")[:2]), scala
+
+
+def built_for(jar: Path) -> tuple[str, str, str | None] | None:
+    """(artifact, Scala version, Spark major.minor) a Spark-side JAR was built for, from its
+    Maven file name; None for JARs that are not built per Scala (delta-storage, kafka-clients)."""
+    match = SPARK_BUILT.match(jar.name)
+    if not match:
+        return None
+    spark = match["spark"]
+    if spark is None and match["name"] == "delta-spark":
+        version = match["version"]
+        spark = DELTA_FOR_SPARK.get(version[:3]) or DELTA_FOR_SPARK.get(version[:1])
+    elif spark is None:
+        spark = ".".join(match["version"].split(".")[:2])  # Spark's own modules: Spark's version
+    return match["name"], match["scala"], spark
+
+
+def check_spark_jars(jars: list[Path], where: str, hint: str, subject: str = "") -> None:
+    """Fail, naming the JAR (and the subject, e.g. a target), when one was built for another
+    Spark or Scala than the installed."""
+    spark, scala = installed_spark()
+    for jar in jars:
+        built = built_for(jar)
+        if built is None:
+            continue
+        name, jar_scala, jar_spark = built
+        if jar_scala != scala or (jar_spark is not None and jar_spark != spark):
+            raise MedallionError(
+                f"{subject}{jar.name} is built for Spark {jar_spark or '?'} with Scala {jar_scala}, but "
+                f"this Spark is {spark} with Scala {scala}", path=where, hint=hint)
+
+
+def with_bundles(target, bundles: list[str]):
+    """The target with the bundles' JARs (fetched when not here yet, checked against this
+    Spark) added to its spark.jars: e.g. Spark's Kafka source for a project with Kafka sources."""
+    from dataclasses import replace
+
+    if not bundles:
+        return target
+    found = [jar for bundle in bundles for jar in jar_files(fetch(bundle))]
+    check_spark_jars(found, str(recipe(bundles[0])), "delete the folder and run medallion jars "
+                     "again, or fix the pinned versions in the recipe")
+    own = target.spark_conf.get("spark.jars")
+    jar_list = ",".join([str(p) for p in found] + ([own] if own else []))
+    return replace(target, spark_conf={**target.spark_conf, "spark.jars": jar_list})
