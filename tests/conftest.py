@@ -80,7 +80,7 @@ def spark(delta_jars):
     Kafka's) JARs."""
     from medallion_cli.engines.delta_spark.engine import check_delta_loaded, spark_settings
     from medallion_cli.spark.start import start_spark
-    from medallion_cli.load.project import load_target
+    from medallion_cli.load.profiles import load_target
 
     root = write_project(Path(__import__("tempfile").mkdtemp()), {}, profile=profile_for(
         "delta-spark"))

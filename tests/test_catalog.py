@@ -16,10 +16,11 @@ import pytest
 from conftest import PROFILE_TEMPLATE
 from deltalake import DeltaTable
 
-from medallion_cli.core.config import merge_layers, resolve_config
+from medallion_cli.load.model_config import merge_layers, resolve_config
 from medallion_cli.engines.delta_spark.engine import metastore_settings
 from medallion_cli.core.errors import MedallionError
-from medallion_cli.load.project import load_project, load_target
+from medallion_cli.load.project import load_project
+from medallion_cli.load.profiles import load_target
 
 FILES = {
     "seeds/orders.csv": "id,amount\n1,10\n2,20\n3,30\n",

@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from medallion_cli.engines import MergeSpec, make_engine, sql_literal
 from medallion_cli.engines.sql import merge_sql, snapshot_sql
-from medallion_cli.load.project import Target
+from medallion_cli.core.project import Target
 
 
 @pytest.fixture

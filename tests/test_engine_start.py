@@ -136,7 +136,7 @@ def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
     tasks on a cluster (one on a local master). No Spark starts here."""
     from medallion_cli.engines.delta_spark.engine import spark_settings
     from medallion_cli.spark.start import spark_conf
-    from medallion_cli.load.project import Target
+    from medallion_cli.core.project import Target
 
     def settings(conf, master="local[2]"):
         target = Target("t", engine, "/w", master, conf, 1, delta_jars=str(delta_jars))

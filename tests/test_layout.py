@@ -1,14 +1,25 @@
-"""The code's shape, checked: imports go one way with no circle, and the modules on the build
-path stay small enough to read in one sitting."""
+"""The code's shape, checked: packages by layer importing strictly one way (down), no circle of
+imports anywhere (inside functions and package faces included), small modules, and a README
+in each package saying what it holds and what it may import."""
 
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
-BUILD_STEPS = {"inputs", "landing", "json_values", "debezium", "kafka", "rows", "checks", "writes",
-               "state", "checkpoints", "throughput", "incremental", "aggregates", "history",
-               "tally", "catalog", "execute", "tombstones"}
-BUILD_DRIVERS = {"batch", "by_groups", "streaming", "empty"}
+# Top to bottom: a package imports only packages below it (and its own modules). The command
+# line and the pytest plugin (testing) are both on top: nothing imports them.
+LAYERS = (("cli", "testing"), "commands", "report", "run", "materialize", "engines", "spark",
+          "dag", "load", "core")
+LEAVES = ("serve",)  # apart from the layers: the served-command protocol imports only core
+RANK = {name: rank for rank, layer in enumerate(LAYERS)
+        for name in (layer if isinstance(layer, tuple) else (layer,))}
+ENGINES = ("engines.embedded", "engines.delta_spark")  # neither imports the other
+LONGEST = 300  # lines
+AT_THE_ROOT = 10  # modules directly under medallion_cli/
 
 
 def module_name(path: Path) -> str:
@@ -27,13 +38,21 @@ def imports() -> dict[str, set[str]]:
             if isinstance(node, ast.ImportFrom) and node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 target = f"{base}.{node.module}" if node.module else base
-                candidates = [target] + [f"{target}.{a.name}" for a in node.names]
-                found |= {c for c in candidates if c in modules}
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("medallion_cli"):
-                found |= {c for c in [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                          if c in modules}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "medallion_cli"):
+                target = node.module
+            else:
+                continue
+            named = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in modules]
+            found |= set(named) or ({target} & set(modules))
         graph[name] = found - {name}
     return graph
+
+
+def package_of(module: str) -> str:
+    """The layer or leaf a module belongs to ('' for the package's own top modules)."""
+    parts = module.split(".")[1:]
+    return parts[0] if parts and parts[0] in (*RANK, *LEAVES) else ""
 
 
 def cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -55,31 +74,48 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_module_imports_itself_back_in_a_circle():
-    # a package __init__ importing its own submodules is not a circle of the code's design
-    graph = {m: {d for d in deps if not m.endswith(".__init__") and not d.startswith(m + ".")}
-             for m, deps in imports().items()}
-    assert cycle(graph) is None, " -> ".join(cycle(graph))
+def test_no_import_circle_anywhere():
+    found = cycle(imports())
+    assert found is None, " -> ".join(found)
 
 
-def test_building_a_node_goes_drivers_then_steps_then_engines():
-    graph = imports()
-    build = {m.rsplit(".", 1)[1]: deps for m, deps in graph.items()
-             if m.startswith("medallion_cli.materialize.")}
-    above = {"medallion_cli." + m for m in ("runner", "tasks", "cli", "watch", "maintenance",
-                                            "progress", "docs")}
-    for module, deps in build.items():
-        assert not deps & above, f"build.{module} imports {deps & above}"
-        imported = {d.rsplit(".", 1)[1] for d in deps if d.startswith("medallion_cli.materialize.")}
-        if module in BUILD_STEPS | {"context"}:
-            assert not imported & BUILD_DRIVERS, f"step {module} imports a driver"
-        if module == "context":
-            assert not imported, "context imports no step"
-    assert not any(d.startswith("medallion_cli.materialize") for m, deps in graph.items()
-                   if m.startswith("medallion_cli.engines") for d in deps)
+def test_packages_import_strictly_downward():
+    wrong = []
+    for module, deps in imports().items():
+        here = package_of(module)
+        for dep in deps:
+            there = package_of(dep)
+            if there == here or not there:
+                continue
+            if here in LEAVES:
+                ok = there == "core"
+            elif there in LEAVES:
+                ok = here in ("cli", "commands")  # the commands start a server and forward
+            else:
+                ok = RANK[there] > RANK[here]
+            if not ok:
+                wrong.append(f"{module} imports {dep}")
+    assert not wrong, "\n".join(sorted(wrong))
 
 
-def test_modules_on_the_build_path_stay_small():
-    path = [PACKAGE / "build" / f"{m}.py" for m in sorted(BUILD_STEPS | BUILD_DRIVERS)]
-    long = {p.name: n for p in path if (n := len(p.read_text().splitlines())) > 260}
+def test_an_engine_never_imports_the_other():
+    wrong = [f"{m} imports {d}" for m, deps in imports().items() for d in deps
+             for a, b in (ENGINES, ENGINES[::-1])
+             if m.startswith(f"medallion_cli.{a}") and d.startswith(f"medallion_cli.{b}")]
+    assert not wrong, wrong
+
+
+def test_modules_stay_small_and_the_root_stays_short():
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > LONGEST}
     assert not long, long
+    at_root = [p.name for p in PACKAGE.iterdir() if p.is_file() and p.suffix == ".py"]
+    assert len(at_root) <= AT_THE_ROOT, at_root
+    assert not (PACKAGE / "build").exists()  # named like build output, which tools skip
+
+
+def test_each_package_says_what_it_holds_and_what_it_may_import():
+    for package in (p for p in PACKAGE.rglob("__init__.py")):
+        readme = package.parent / "README.md"
+        assert readme.is_file(), f"no README.md in {package.parent.relative_to(PACKAGE.parent)}"
+        assert "import" in readme.read_text(), f"{readme} does not say what it may import"

@@ -15,7 +15,7 @@ from ..engines import Engine
 from ..core.errors import MedallionError, closest
 from ..core.failures import error_message
 from ..run.locking import warehouse_lock
-from ..load.project import QUARANTINE_SUFFIX
+from ..core.project import QUARANTINE_SUFFIX
 from .tasks import Invocation, Loaded, engine_of, load, selected_nodes
 
 MIN_RETENTION_HOURS = 168  # Delta's default: a week of versions stays readable

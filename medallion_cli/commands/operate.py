@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..load.rendering import Recorded, Renderer
+from ..core.nodes import Recorded
+from ..load.rendering import Renderer
 from .tasks import Invocation, load
 
 

@@ -25,8 +25,10 @@ from ..dag.graph import Graph, build_graph, check_flow_refresh
 from ..core.locations import is_remote
 from ..run.locking import warehouse_lock
 from ..run.new_input import new_landing_bytes
-from ..load.project import Project, load_project
-from ..load.rendering import CompiledNode, Renderer
+from ..core.project import Project
+from ..load.project import load_project
+from ..core.nodes import CompiledNode
+from ..load.rendering import Renderer
 from ..report.artifacts import (
     read_run_results,
     read_state,

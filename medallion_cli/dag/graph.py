@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..core.errors import MedallionError, closest
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..load.project import Target
+    from ..core.project import Target
 
 
 @dataclass(frozen=True)

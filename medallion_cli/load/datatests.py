@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 
 from ..core.errors import MedallionError, closest
-from .project import NodeFile, Project, SourceTable
-from .rendering import Recorded, Renderer, masked
+from ..core.nodes import Recorded, masked
+from ..core.project import NodeFile, Project, SourceTable
 from ..core.rowtext import rows_text
+from .rendering import Renderer
 
 TEST_CONFIG_KEYS = ("severity", "error_if", "warn_if", "tags", "enabled", "name", "store_failures")
 SEVERITIES = ("error", "warn")

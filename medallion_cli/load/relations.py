@@ -11,8 +11,9 @@ file and Kafka sources need their reader options, which no SQL name carries.
 
 from __future__ import annotations
 
-from .project import Project
-from .rendering import CompiledNode, Renderer
+from ..core.nodes import CompiledNode
+from ..core.project import Project
+from .rendering import Renderer
 
 PATH_NAMED_FORMATS = ("delta", "parquet")
 

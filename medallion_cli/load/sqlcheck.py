@@ -8,7 +8,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from ..core.errors import MedallionError
-from .rendering import CompiledNode
+from ..core.nodes import CompiledNode
 
 
 def check_model_sql(node: CompiledNode, node_names) -> None:

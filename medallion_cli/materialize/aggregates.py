@@ -21,7 +21,7 @@ from functools import reduce
 import sqlglot
 from sqlglot import exp
 
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .incremental import in_groups
 
 ADDED = ("insert", "update_postimage")

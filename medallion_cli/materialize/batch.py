@@ -6,7 +6,7 @@ Its steps in order: is anything new (the fingerprint)? its rows (rows.py), its c
 
 from __future__ import annotations
 
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .by_groups import build_by_groups
 from .checks import check_table_properties, checked_rows
 from .context import BuildContext, Outcome

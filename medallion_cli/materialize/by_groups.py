@@ -14,7 +14,7 @@ from contextlib import ExitStack
 
 from ..engines import MergeSpec
 from ..core.errors import MedallionError
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .aggregates import RECOMPUTE, aggregates_of, inexact_sum, sides, updated_groups
 from .checks import checked_rows
 from .context import DELETE_COLUMN, BuildContext, Outcome, cached

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from ..engines import Engine
 from ..core.locations import join
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .context import BuildContext
 from .state import DEFINITION_KEY, definition, inputs_fingerprint, read_json
 

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..core.config import NULL_KEY_RULE
 from ..core.errors import MedallionError
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .clustering import check_layout_columns
 from .context import FAILED_RULES, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext, cached
 

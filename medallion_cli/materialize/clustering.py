@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..engines import Engine
 from ..core.errors import MedallionError
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .context import BuildContext
 
 

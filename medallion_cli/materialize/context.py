@@ -11,7 +11,7 @@ from typing import Callable
 
 from ..engines import Engine, WriteResult
 from ..dag.graph import Graph
-from ..load.project import Project
+from ..core.project import Project
 
 DELETE_COLUMN = "_medallion_delete"
 CORRUPT_COLUMN = "_corrupt_record"

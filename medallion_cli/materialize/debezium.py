@@ -20,7 +20,7 @@ source's schema columns, from `after` (from `before` for a delete), and:
 
 from __future__ import annotations
 
-from ..load.project import SourceTable
+from ..core.project import SourceTable
 from .context import CORRUPT_COLUMN, RESCUED_COLUMN
 from .json_values import parsed_json
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..core.errors import MedallionError
 from ..core.failures import error_message
-from ..load.rendering import CompiledNode, changes_relation
+from ..core.nodes import CompiledNode, changes_relation
 from .checks import check_contract
 from .clustering import check_layout_columns
 from .context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext, Outcome

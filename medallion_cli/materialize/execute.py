@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.errors import MedallionError
-from ..load.rendering import CompiledNode, Recorded, Renderer
+from ..core.nodes import CompiledNode, Recorded
+from ..load.rendering import Renderer
 from .context import BuildContext
 from .rows import query_rows
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from ..core.errors import MedallionError
 from ..core.failures import error_message
-from ..load.rendering import CompiledNode, Renderer
+from ..core.nodes import CompiledNode
+from ..load.rendering import Renderer
 from .context import BuildContext
 from .inputs import register_relations
 from .rows import with_views

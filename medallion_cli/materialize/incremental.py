@@ -21,7 +21,7 @@ from functools import reduce
 import sqlglot
 from sqlglot import exp
 
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .context import DELETE_COLUMN, BuildContext, input_table
 from .inputs import built_table
 from .state import definition

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.errors import MedallionError
-from ..load.project import SourceTable
-from ..load.rendering import CompiledNode, changes_relation
+from ..core.project import SourceTable
+from ..core.nodes import CompiledNode, changes_relation
 from .context import BuildContext, input_table
 from .kafka import read_kafka
 from .landing import inferred_schema, read_landing

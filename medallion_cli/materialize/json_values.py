@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..load.project import SourceTable
+from ..core.project import SourceTable
 from .context import CORRUPT_COLUMN, RESCUED_COLUMN
 
 ESCAPED_PREFIX = "base64:"

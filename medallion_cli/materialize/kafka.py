@@ -9,7 +9,7 @@ replayed after a crash reads the same offsets and writes nothing twice.
 
 from __future__ import annotations
 
-from ..load.project import SourceTable
+from ..core.project import SourceTable
 from .context import CORRUPT_COLUMN
 from .debezium import decoded
 from .json_values import readable

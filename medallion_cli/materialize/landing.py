@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 
 from ..core.errors import MedallionError
 from ..core.locations import COMMIT_OR_CHECKPOINT, data_files, is_remote
-from ..load.project import SourceTable
+from ..core.project import SourceTable
 from .context import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
 from .debezium import decoded
 from .json_values import readable

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..load.relations import PATH_NAMED_FORMATS, catalog_name, quoted, spark_sql
 from ..engines import sql_literal
 from ..core.errors import MedallionError
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .context import BuildContext
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..core.errors import MedallionError
 from ..core.failures import error_message
-from ..load.rendering import CompiledNode, Recorded
+from ..core.nodes import CompiledNode, Recorded
 from .context import BuildContext
 from .inputs import register_inputs, register_relations
 

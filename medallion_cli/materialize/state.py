@@ -15,7 +15,7 @@ import json
 from datetime import datetime, timezone
 
 from ..core.locations import is_remote, join, local_files
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .context import BuildContext, input_table
 
 FINGERPRINT_KEY = "medallion.fingerprint"

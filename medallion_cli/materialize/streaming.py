@@ -21,7 +21,7 @@ from ..core.errors import MedallionError
 from ..core.failures import error_message
 from ..core.faults import crash_point
 from ..core.locations import join
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .checkpoints import (
     QueryStart,
     caught_up,

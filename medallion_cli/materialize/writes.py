@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ..engines import MergeSpec, WriteResult, newer_condition, sql_literal
 from ..engines.sql import quote
 from ..core.errors import MedallionError
-from ..load.rendering import CompiledNode
+from ..core.nodes import CompiledNode
 from .context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
 from .tombstones import remembered_deletes, without_superseded, write_tombstones

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..load.relations import spark_sql
 from ..core.errors import MedallionError
-from ..load.project import Project
-from ..load.rendering import CompiledNode
+from ..core.project import Project
+from ..core.nodes import CompiledNode
 from ..run.runner import NodeResult
 from ..dag.selection import checksum
 

@@ -14,7 +14,7 @@ from sqlglot.lineage import lineage
 from sqlglot.optimizer.qualify import qualify
 
 from ..dag.graph import Graph
-from ..load.project import Project, SourceTable
+from ..core.project import Project, SourceTable
 
 
 @dataclass(frozen=True)

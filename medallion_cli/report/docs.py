@@ -18,8 +18,8 @@ from ..load.relations import spark_sql
 from .columns import node_columns, source_columns
 from ..load.datatests import DataTest
 from ..dag.graph import Graph
-from ..load.project import Project, SourceTable
-from ..load.rendering import CompiledNode
+from ..core.project import Project, SourceTable
+from ..core.nodes import CompiledNode
 from .artifacts import read_sources
 from .status import table_status
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..materialize.tally import BatchReport
     from ..engines import Engine
     from ..dag.graph import Graph
-    from ..load.project import Project
+    from ..core.project import Project
 
 EVENTS_FOLDER = ("_medallion", "events")
 COUNTS = pa.map_(pa.string(), pa.int64())

@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..core.errors import MedallionError
 from ..core.locations import data_files, is_remote
-from ..load.project import SourceTable
+from ..core.project import SourceTable
 from .status import freshness_level
 
 

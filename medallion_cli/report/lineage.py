@@ -40,7 +40,8 @@ from openlineage.client.facet_v2 import (
 
 from .. import __version__
 from .columns import Column, node_columns
-from ..load.project import KAFKA_BROKERS, Project, SourceTable
+from ..load.sources import KAFKA_BROKERS
+from ..core.project import Project, SourceTable
 from ..run.runner import NodeResult
 
 if TYPE_CHECKING:

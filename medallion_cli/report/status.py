@@ -16,7 +16,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from .eventlog import events_path, now
 from ..dag.graph import Graph
-from ..load.project import Project
+from ..core.project import Project
 from .tablefacts import table_facts
 
 SUCCEEDED = ("success", "up_to_date", "warn")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..dag.graph import Graph
 from ..core.locations import COMMIT_OR_CHECKPOINT, is_remote, local_files
-from ..load.project import Project
+from ..core.project import Project
 
 
 def new_landing_bytes(project: Project, graph: Graph, selected, full_refresh: bool) -> int:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from ..materialize.writes import first_build_rows
 from ..core.errors import MedallionError, closest
 from ..dag.graph import Graph
-from ..load.project import Project, read_yaml
+from ..core.project import Project
+from ..load.yaml_io import read_yaml
 from ..load.rendering import Renderer
 
 

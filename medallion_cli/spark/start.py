@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from ..core.errors import MedallionError
 from ..core.locations import is_remote, join
-from ..load.project import Target
+from ..core.project import Target
 from .class_archive import class_archive, forget, keep_when_recorded, with_archive
 
 LOG_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"

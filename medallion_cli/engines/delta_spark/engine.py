@@ -19,7 +19,7 @@ from deltalake.exceptions import DeltaError
 from ...spark import jars
 from ...core.errors import MedallionError
 from ...core.locations import is_remote, join, local_table_exists
-from ...load.project import Target
+from ...core.project import Target
 from .. import (
     MergeSpec,
     WriteResult,
@@ -159,7 +159,7 @@ class NativeEngine(OnDemandSpark):
         check_delta_loaded(spark, self.target)
         # Imported for its effect: Delta's errors (a concurrent commit...) then reach Python
         # with their error classes, which failures.py reads, whatever Delta API runs first.
-        from ...spark.pyspark_api import delta_exceptions
+        from ...spark.pyspark_api import delta_exceptions  # noqa: F401
 
         return spark
 

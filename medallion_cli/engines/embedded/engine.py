@@ -27,7 +27,7 @@ from deltalake.transaction import create_table_with_add_actions
 from ...core.errors import MedallionError
 from ...core.failures import CONCURRENT_COMMIT
 from ...core.locations import data_files, local_table_exists
-from ...load.project import Target
+from ...core.project import Target
 from .. import (
     MergeSpec,
     WriteResult,

@@ -1,0 +1,287 @@
+"""A model's config as written (in its file, per folder in medallion_project.yml, in
+models/**/*.yml) merged, checked key by key and value by value, and made a NodeConfig.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ..core.config import (
+    CDC_DEFAULTS,
+    CONFIG_KEYS,
+    EXPECTATION_ACTIONS,
+    NULL_KEY_RULE,
+    PERSIST_DOCS,
+    SPELLED_KEYS,
+    SPELLINGS,
+    NodeConfig,
+    as_tuple,
+    freshness_limits,
+    is_interval,
+)
+from ..core.errors import MedallionError, closest
+
+
+def _names(raw: dict, key: str, origin: str) -> tuple[str, ...]:
+    """A config value naming columns (or tags): one name, a comma-separated string, or a list
+    of names."""
+    value = raw.get(key)
+    if value is None or isinstance(value, str) or (
+            isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
+        return as_tuple(value)
+    raise MedallionError(f"config '{key}' is {value!r}", path=origin,
+                         hint=f"give a name or a list of names, e.g. {key}='id' or "
+                              f"{key}=['a', 'b']")
+
+
+def _expectations(raw, origin: str) -> dict:
+    """{rule: {expect: SQL condition, on_violation: warn|drop|fail}}; a bare string is a warn."""
+    if not isinstance(raw, dict):
+        raise MedallionError("expectations must map rule names to conditions", path=origin,
+                             hint="e.g. expectations: {positive_qty: {expect: 'qty > 0', "
+                                  "on_violation: drop}}")
+    rules = {}
+    for name, rule in raw.items():
+        rule = {"expect": rule} if isinstance(rule, str) else dict(rule or {})
+        unknown = set(rule) - {"expect", "on_violation"}
+        if "expect" not in rule or unknown:
+            raise MedallionError(f"expectation '{name}' needs 'expect' (a SQL condition) and "
+                                 "optionally 'on_violation'" + (
+                                     f"; unknown: {', '.join(sorted(unknown))}" if unknown else ""),
+                                 path=origin)
+        action = rule.get("on_violation", "warn")
+        if action not in EXPECTATION_ACTIONS:
+            raise MedallionError(f"expectation '{name}': on_violation is {action!r}; it must be "
+                                 "one of warn, drop, fail", path=origin)
+        rules[str(name)] = {"expect": str(rule["expect"]), "on_violation": action}
+    return rules
+
+
+def _table_properties(raw, origin: str) -> dict[str, str]:
+    """{property: value} with values as Delta keeps them: strings, booleans as true/false."""
+    if not isinstance(raw, dict) or any(isinstance(v, (dict, list)) for v in raw.values()):
+        raise MedallionError("table_properties must map property names to values", path=origin,
+                             hint="e.g. table_properties: {delta.enableChangeDataFeed: true}")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in raw.items()}
+
+
+def _positive_int(value, key: str, origin: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MedallionError(f"config '{key}' is {value!r}; it must be a whole number above 0",
+                             path=origin)
+    return value
+
+
+def check_keys(raw: dict, origin: str, allowed=SPELLED_KEYS, what: str = "config key",
+               where: str = "", listed: str = "valid keys", tolerated=()) -> None:
+    """Reject keys outside `allowed` (the config vocabulary unless told), naming the closest
+    one, the line where a YAML mapping has it, and the valid ones. `tolerated` keys pass
+    unlisted (another tool's, meaning nothing here)."""
+    for key in raw:
+        if key not in allowed and key not in tolerated:
+            raise MedallionError(
+                f"{where + ': ' if where else ''}unknown {what} '{key}'. "
+                f"{closest(str(key), allowed)}".strip(),
+                path=origin, line=getattr(raw, "lines", {}).get(key),
+                hint=f"{listed}: " + ", ".join(allowed))
+
+
+def merge_layers(*layers: dict) -> dict:
+    """Combine raw config dicts, later winning; tags accumulate as in dbt."""
+    merged: dict = {}
+    tags: list[str] = []
+    for layer in layers:
+        for key, value in layer.items():
+            key = SPELLINGS.get(key, key)
+            if key == "tags":
+                tags.extend(t for t in as_tuple(value) if t not in tags)
+            else:
+                merged[key] = value
+    if tags:
+        merged["tags"] = tags
+    return merged
+
+
+def hook_statements(value, key: str, origin: str) -> tuple[str, ...]:
+    """Hook SQL: one statement, or a list of them, run in order."""
+    statements = () if value is None else (value,) if isinstance(value, str) else value
+    if not isinstance(statements, (list, tuple)) or not all(
+            isinstance(s, str) and s.strip() for s in statements):
+        raise MedallionError(f"config '{key}' must be SQL statements (a string or a list of "
+                             "strings)", path=origin,
+                             hint=f"e.g. {key}: \"select assert_true(count(*) > 0) from "
+                                  "{{ this }}\"")
+    return tuple(statements)
+
+
+def _contract(value, origin: str) -> bool:
+    """`contract: {enforced: true}` as in dbt (a bare true or false too)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, dict) and set(value) <= {"enforced"} and isinstance(
+            value.get("enforced", False), bool):
+        return value.get("enforced", False)
+    raise MedallionError(f"config 'contract' is {value!r}", path=origin,
+                         hint="use contract: {enforced: true}")
+
+
+def _identifier(value, key: str, origin: str) -> str | None:
+    """A schema or table name as catalogs take it unquoted: letters, digits, underscores."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise MedallionError(f"config '{key}' is {value!r}; it must be a name of letters, "
+                             "digits and underscores", path=origin,
+                             hint=f"e.g. {key}: finance")
+    return value
+
+
+def _persist_docs(value, origin: str) -> tuple[str, ...]:
+    """dbt's {relation: true, columns: true} as the parts whose descriptions are kept."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or set(value) - set(PERSIST_DOCS) or not all(
+            isinstance(v, bool) for v in value.values()):
+        raise MedallionError(f"config 'persist_docs' is {value!r}", path=origin,
+                             hint="use persist_docs: {relation: true, columns: true}")
+    return tuple(part for part in PERSIST_DOCS if value.get(part))
+
+
+def _meta(value, origin: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MedallionError(f"config 'meta' is {value!r}; it must be a mapping", path=origin,
+                             hint="e.g. meta: {owner: finance-team}")
+    return dict(value)
+
+
+def resolve_config(raw: dict, origin: str) -> NodeConfig:
+    """Validate a merged raw config and turn it into a NodeConfig."""
+    check_keys(raw, origin)
+    cdc = raw.get("cdc")
+    raw = {**(CDC_DEFAULTS.get(cdc, {}) if isinstance(cdc, str) else {}), **raw}
+    for key, allowed in CONFIG_KEYS.items():
+        if allowed is not None and key in raw and raw[key] not in allowed:
+            raise MedallionError(
+                f"config '{key}' is {raw[key]!r}; it must be one of "
+                + ", ".join(repr(a) for a in allowed), path=origin)
+    config = NodeConfig(
+        materialized=raw.get("materialized", "table"),
+        strategy=raw.get("strategy", "append"),
+        unique_key=_names(raw, "unique_key", origin),
+        sequence_by=_names(raw, "sequence_by", origin),
+        delete_when=raw.get("delete_when"),
+        scd_type=int(raw.get("scd_type", 1)),
+        trigger=str(raw.get("trigger", "available_now")),
+        partition_by=_names(raw, "partition_by", origin),
+        on_schema_change=raw.get("on_schema_change", "fail"),
+        tags=_names(raw, "tags", origin),
+        expectations=_expectations(raw.get("expectations") or {}, origin),
+        enabled=bool(raw.get("enabled", True)),
+        column_types=dict(raw.get("column_types") or {}),
+        optimize_after_files=_positive_int(raw.get("optimize_after_files"),
+                                           "optimize_after_files", origin),
+        table_properties=_table_properties(raw.get("table_properties") or {}, origin),
+        tombstone_retention=str(raw.get("tombstone_retention", "30 days")),
+        cdc=raw.get("cdc"),
+        incremental_by=_names(raw, "incremental_by", origin),
+        event_time=raw.get("event_time"),
+        freshness=freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
+        contract=_contract(raw.get("contract"), origin),
+        except_columns=_names(raw, "except_columns", origin),
+        ignore_null_updates=bool(raw.get("ignore_null_updates", False)),
+        track_history_columns=_names(raw, "track_history_columns", origin),
+        track_history_except_columns=_names(raw, "track_history_except_columns", origin),
+        zorder_by=_names(raw, "zorder_by", origin),
+        cluster_by=_names(raw, "cluster_by", origin),
+        truncate_when=raw.get("truncate_when"),
+        pre_hook=hook_statements(raw.get("pre_hook"), "pre_hook", origin),
+        post_hook=hook_statements(raw.get("post_hook"), "post_hook", origin),
+        schema=_identifier(raw.get("schema"), "schema", origin),
+        alias=_identifier(raw.get("alias"), "alias", origin),
+        persist_docs=_persist_docs(raw.get("persist_docs"), origin),
+        meta=_meta(raw.get("meta"), origin),
+        flow_into=_identifier(raw.get("flow_into"), "flow_into", origin),
+        once=bool(raw.get("once", False)),
+    )
+    if not is_interval(config.tombstone_retention):
+        raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
+                             path=origin, hint="an interval such as '30 days' or '12 hours'")
+    if config.trigger != "available_now" and not is_interval(config.trigger):
+        raise MedallionError(f"config 'trigger' is {config.trigger!r}", path=origin,
+                             hint="use 'available_now' or an interval such as '30 seconds'")
+    if config.strategy == "merge" and not config.unique_key:
+        raise MedallionError("strategy 'merge' needs a unique_key (one column or a list)",
+                             path=origin, hint="add unique_key='id' to the model's config")
+    if (config.except_columns or config.ignore_null_updates) and config.strategy != "merge":
+        raise MedallionError("except_columns and ignore_null_updates are for strategy 'merge'",
+                             path=origin, hint="they say how changes are applied by key")
+    needed = set(config.except_columns) & set(config.unique_key + config.sequence_by)
+    if needed:
+        raise MedallionError(f"except_columns names {', '.join(sorted(needed))}, which the table "
+                             "needs: keys and sequence_by order the changes to come", path=origin,
+                             hint="leave keys and sequence_by columns in the table")
+    tracking = config.track_history_columns or config.track_history_except_columns
+    if tracking and config.scd_type != 2:
+        raise MedallionError("track_history_columns and track_history_except_columns are for "
+                             "scd_type 2", path=origin, hint="SCD1 keeps no history to track")
+    if config.track_history_columns and config.track_history_except_columns:
+        raise MedallionError("set track_history_columns or track_history_except_columns, not "
+                             "both", path=origin, hint="name the tracked columns, or the others")
+    if config.truncate_when and (config.strategy != "merge" or config.scd_type == 2
+                                 or not config.sequence_by):
+        raise MedallionError("truncate_when needs strategy 'merge' with scd_type 1 and "
+                             "sequence_by", path=origin,
+                             hint="sequence_by says which rows a truncate empties: those not "
+                                  "newer than it; SCD2 keeps history a truncate would erase")
+    if config.ignore_null_updates and config.scd_type == 2:
+        raise MedallionError("ignore_null_updates is for scd_type 1", path=origin,
+                             hint="SCD2 keeps every version as it came")
+    if config.flow_into and (config.materialized != "streaming" or config.strategy != "append"):
+        raise MedallionError("a flow appends its rows to another streaming table: flow_into "
+                             "needs materialized 'streaming' and strategy 'append'", path=origin,
+                             hint="add materialized='streaming' beside flow_into")
+    if config.once and not config.flow_into:
+        raise MedallionError("once is for flows: a once-only backfill into a streaming table",
+                             path=origin, hint="add flow_into='<the streaming model>' beside once")
+    if config.incremental_by and config.materialized != "table":
+        raise MedallionError("incremental_by is for models materialized as 'table'", path=origin,
+                             hint="incremental and streaming models take only new rows already")
+    if config.freshness and not config.event_time:
+        raise MedallionError("freshness needs event_time: the column saying when each row's "
+                             "event happened", path=origin,
+                             hint="add event_time='order_ts' beside freshness")
+    if config.cluster_by and (config.partition_by or config.zorder_by):
+        raise MedallionError("cluster_by replaces partition_by and zorder_by: Delta clusters a "
+                             "table by one of them only", path=origin,
+                             hint="keep cluster_by (liquid clustering) or the others, not both")
+    if config.cluster_by and (config.materialized == "view" or config.flow_into):
+        raise MedallionError("cluster_by lays out a table: a view has none, and a flow's "
+                             "rows go to its table, whose model says how it is clustered",
+                             path=origin, hint="set cluster_by on the table's own model")
+    if config.scd_type == 2 and (config.strategy != "merge" or not config.sequence_by):
+        raise MedallionError("scd_type 2 needs strategy 'merge', a unique_key and sequence_by",
+                             path=origin,
+                             hint="history validity comes from sequence_by, not the wall clock")
+    return with_null_key_rule(config)
+
+
+def with_null_key_rule(config: NodeConfig) -> NodeConfig:
+    """A MERGE model's rows without their key match nothing and could never be updated or
+    deleted: they are kept apart and counted, as rows a drop rule rejects are, by a rule of
+    its own, unless the model's own rules keep them out already (a truncate needs no key)."""
+    if config.strategy != "merge" or config.materialized not in ("incremental", "streaming"):
+        return config
+    said = {" ".join(r["expect"].replace("`", "").lower().split())
+            for r in config.expectations.values() if r["on_violation"] in ("drop", "fail")}
+    if all(f"{c.lower()} is not null" in said for c in config.unique_key):
+        return config
+    keyed = " and ".join(f"`{c}` is not null" for c in config.unique_key)
+    if config.truncate_when:
+        keyed = f"({config.truncate_when}) or ({keyed})"
+    return replace(config, expectations={
+        NULL_KEY_RULE: {"expect": keyed, "on_violation": "drop"}, **config.expectations})

@@ -1,0 +1,111 @@
+"""A profile's target: engine, warehouse, Spark settings, threads, JARs, metastore and lineage,
+each key known or refused.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..core.errors import MedallionError, closest
+from ..core.locations import is_remote, resolve
+from ..core.project import ENGINES, PROFILES_FILE, PROJECT_FILE, Target
+from .model_config import check_keys
+from .yaml_io import read_yaml
+
+
+def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
+                target_name: str | None) -> Target:
+    profiles_dir = profiles_dir or Path(os.environ.get("MEDALLION_PROFILES_DIR", root / "profiles"))
+    profiles_path = Path(profiles_dir) / PROFILES_FILE
+    if not profiles_path.is_file():
+        raise MedallionError("profiles file not found", path=profiles_path,
+                             hint="create profiles/profiles.yml or pass --profiles-dir")
+    profiles = read_yaml(profiles_path, render_env=True)
+    if profile_name not in profiles:
+        raise MedallionError(
+            f"profile '{profile_name}' not found. {closest(profile_name, profiles)}".strip(),
+            path=profiles_path,
+            hint=f"the project asks for profile '{profile_name}' in {PROJECT_FILE}")
+    profile = profiles[profile_name] or {}
+    outputs = profile.get("outputs") or {}
+    name = target_name or profile.get("target")
+    if name not in outputs:
+        raise MedallionError(
+            f"target '{name}' not found in profile '{profile_name}'. "
+            f"{closest(str(name), outputs)}".strip(), path=profiles_path,
+            hint="targets here: " + (", ".join(outputs) or "none"))
+    out = outputs[name] or {}
+    where = f"profile '{profile_name}', target '{name}'"
+    check_keys(out, str(profiles_path), TARGET_KEYS, "key", where, "target keys")
+    check_keys(out.get("spark") or {}, str(profiles_path), ("master", "conf"), "spark key",
+               where, "spark keys")
+    engine = out.get("engine", "embedded")
+    if engine not in ENGINES:
+        raise MedallionError(f"target '{name}' has unknown engine '{engine}'", path=profiles_path,
+                             hint="engines: " + ", ".join(ENGINES))
+    spark = out.get("spark") or {}
+    try:
+        warehouse = resolve(str(out.get("warehouse", "warehouse")), root)
+    except ValueError as exc:
+        raise MedallionError(f"target '{name}': warehouse {exc}", path=profiles_path,
+                             hint="a folder (relative to the project or absolute), file:///path, "
+                                  "or an object-store URI such as s3a://bucket/lake") from exc
+    metastore = out.get("metastore")
+    if metastore is not None and metastore not in METASTORES:
+        raise MedallionError(f"target '{name}': metastore is {metastore!r}", path=profiles_path,
+                             hint="metastore: local (a Derby metastore in the warehouse) or "
+                                  "session (the cluster's Hive metastore or Unity Catalog)")
+    if metastore and engine != "delta-spark":
+        raise MedallionError(
+            f"target '{name}': metastore needs the delta-spark engine", path=profiles_path,
+            hint="the embedded engine's tables are kept by delta-rs, and no Spark catalog can "
+                 "read them there; use engine: delta-spark, or drop metastore")
+    if metastore == "local" and is_remote(warehouse):
+        raise MedallionError(f"target '{name}': metastore: local keeps a Derby database in the "
+                             f"warehouse, and {warehouse} is not on this machine",
+                             path=profiles_path,
+                             hint="on a cluster use metastore: session (its own catalog)")
+    return Target(
+        name=name,
+        engine=engine,
+        warehouse=warehouse,
+        spark_master=str(spark.get("master", "local[*]")),
+        spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
+        threads=int(out.get("threads", 1)),
+        delta_jars=str(root / out["delta_jars"]) if out.get("delta_jars") else None,
+        profiles_file=str(profiles_path),
+        lineage=_lineage_config(out.get("lineage"), profiles_path, name),
+        metastore=metastore,
+    )
+
+
+LINEAGE_KEYS = ("namespace", "transport", "batch_every")
+
+
+TARGET_KEYS = ("engine", "warehouse", "threads", "spark", "delta_jars", "metastore", "lineage")
+
+
+METASTORES = ("local", "session")
+
+
+def _lineage_config(raw, profiles_path: Path, target: str) -> dict:
+    """A target's `lineage:` mapping, checked: a transport as openlineage-python takes it."""
+    if raw is None:
+        return {}
+    where = f"target '{target}': lineage"
+    if not isinstance(raw, dict):
+        raise MedallionError(f"{where} must be a mapping", path=profiles_path,
+                             hint="e.g. lineage: {transport: {type: http, url: "
+                                  "'http://localhost:5000'}}")
+    check_keys(raw, str(profiles_path), LINEAGE_KEYS, "lineage key", where, "lineage keys")
+    transport = raw.get("transport")
+    if not isinstance(transport, dict) or not transport.get("type"):
+        raise MedallionError(f"{where} needs a transport with a type (http, file, console, "
+                             "kafka...)", path=profiles_path,
+                             hint="e.g. transport: {type: http, url: 'http://localhost:5000'}")
+    every = raw.get("batch_every", 1)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise MedallionError(f"{where}: batch_every is {every!r}; it must be a whole number "
+                             "above 0", path=profiles_path)
+    return {**raw, "batch_every": every}
