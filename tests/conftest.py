@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from medallion_cli.spark import jars
 from medallion_cli.commands import tasks
+from medallion_cli.spark import jars
 
 ENGINES = ("embedded", "delta-spark")
 
@@ -78,9 +78,12 @@ def spark(delta_jars):
     """The one SparkSession of the test run; engines made later pick it up via getOrCreate.
     Started first (autouse), so no test's in-process build starts one without Delta's (and
     Kafka's) JARs."""
-    from medallion_cli.engines.delta_spark.engine import check_delta_loaded, spark_settings
-    from medallion_cli.spark.start import start_spark
+    from medallion_cli.engines.delta_spark.settings import (
+        check_delta_loaded,
+        spark_settings,
+    )
     from medallion_cli.load.profiles import load_target
+    from medallion_cli.spark.start import start_spark
 
     root = write_project(Path(__import__("tempfile").mkdtemp()), {}, profile=profile_for(
         "delta-spark"))

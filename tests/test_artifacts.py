@@ -4,12 +4,12 @@ import json
 import time
 
 from click.testing import CliRunner
+from test_streaming import BATCH_1, MODELS, land
 
-from medallion_cli.commands import tasks
 from medallion_cli.cli import main
 from medallion_cli.cli.console import Console
+from medallion_cli.commands import tasks
 from medallion_cli.run.runner import NodeResult
-from test_streaming import BATCH_1, MODELS, land
 
 
 def test_manifest_and_run_results(project, engine_name):

@@ -5,9 +5,9 @@ import json
 
 import pytest
 from chispa import assert_df_equality
+from conftest import read_delta
 from deltalake import DeltaTable
 
-from conftest import read_delta
 from medallion_cli.commands import tasks
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.run.runner import NodeResult, execute

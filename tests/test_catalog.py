@@ -16,11 +16,12 @@ import pytest
 from conftest import PROFILE_TEMPLATE
 from deltalake import DeltaTable
 
-from medallion_cli.load.model_config import merge_layers, resolve_config
-from medallion_cli.engines.delta_spark.engine import metastore_settings
 from medallion_cli.core.errors import MedallionError
-from medallion_cli.load.project import load_project
+from medallion_cli.engines import make_engine
+from medallion_cli.engines.delta_spark.settings import metastore_settings
+from medallion_cli.load.model_config import merge_layers, resolve_config
 from medallion_cli.load.profiles import load_target
+from medallion_cli.load.project import load_project
 
 FILES = {
     "seeds/orders.csv": "id,amount\n1,10\n2,20\n3,30\n",
@@ -154,14 +155,16 @@ def test_a_table_the_catalog_manages_under_the_name_is_left_alone_and_named(
 
 @pytest.mark.parametrize("engine_name", ["embedded", "delta-spark"])
 def test_a_metastore_the_target_cannot_keep_is_refused_naming_the_profile(project, engine_name):
+    # the engine's capability (catalog tables), asked when the engine is made; where the
+    # metastore lives, when the profile is read
     if engine_name == "embedded":
         root = project({}, profile=with_metastore(engine_name))
-        reason = "metastore needs the delta-spark engine"
+        reason = "metastore needs an engine whose tables a Spark catalog can read"
     else:
         root = project({}, profile=with_metastore(engine_name, warehouse="s3a://bucket/lake"))
         reason = "metastore: local keeps a Derby database in the warehouse"
     with pytest.raises(MedallionError) as caught:
-        load_project(root)
+        make_engine(load_project(root).target)
     assert reason in str(caught.value) and "profiles.yml" in str(caught.value)
 
 

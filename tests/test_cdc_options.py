@@ -6,8 +6,8 @@ TRUNCATE WHEN: an event that empties the table of every row not newer than it)."
 import json
 
 import pytest
-
 from conftest import read_delta
+
 from medallion_cli.core.errors import MedallionError
 
 SOURCES = """\

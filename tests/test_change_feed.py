@@ -2,9 +2,16 @@
 (ref('x', changes=true)): inserts, update pre/post images and deletes, each once."""
 
 import pytest
-
 from conftest import read_delta
-from test_streaming import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver
+from test_streaming import (
+    BATCH_1,
+    BATCH_2,
+    BATCH_3,
+    MODELS,
+    expected_state,
+    land,
+    silver,
+)
 
 FEED = """\
 {{ config(materialized='streaming') }}

@@ -5,8 +5,9 @@ given as a file:// URI, rebuilt with --full-refresh (and no Hadoop checksum file
 import json
 
 from conftest import profile_for, read_delta
-from medallion_cli.spark.start import list_files, read_text, remove_folder
+
 from medallion_cli.load.project import load_project
+from medallion_cli.spark.files import list_files, read_text, remove_folder
 
 SOURCES = """\
 sources:

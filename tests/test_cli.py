@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 from click.testing import CliRunner
-
 from conftest import PROJECT as PROJECT_YML
-from medallion_cli.commands import tasks
+
 from medallion_cli.cli import main
+from medallion_cli.commands import tasks
 
 
 def invoke(*args):

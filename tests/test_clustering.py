@@ -18,8 +18,8 @@ from test_streaming import (
 )
 
 from medallion_cli.commands import maintain as maintenance
-from medallion_cli.core.errors import MedallionError
 from medallion_cli.commands.tasks import Invocation, load
+from medallion_cli.core.errors import MedallionError
 
 FILES = {
     **MODELS,

@@ -4,13 +4,22 @@ warehouse built on one engine and continued on the other ends with the rows of o
 import shutil
 
 import pytest
-
 from conftest import model_tables, profile_for, read_delta
-from medallion_cli.commands import tasks
-from medallion_cli.engines import MergeSpec, make_engine
-from medallion_cli.core.project import Target
 from test_root_project import PROJECT_PARTS, ROOT
-from test_streaming import (BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver)
+from test_streaming import (
+    BATCH_1,
+    BATCH_2,
+    BATCH_3,
+    MODELS,
+    expected_state,
+    land,
+    silver,
+)
+
+from medallion_cli.commands import tasks
+from medallion_cli.core.project import Target
+from medallion_cli.engines import make_engine
+from medallion_cli.engines.base import MergeSpec
 
 DIRECTIONS = [("embedded", "delta-spark"), ("delta-spark", "embedded")]
 

@@ -4,11 +4,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import read_delta
 from deltalake import DeltaTable
 
-from conftest import read_delta
-from medallion_cli.commands import tasks
 from medallion_cli.cli import main
+from medallion_cli.commands import tasks
 from medallion_cli.core.errors import MedallionError
 
 PEOPLE = {

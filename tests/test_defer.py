@@ -4,8 +4,8 @@ the parents it has not built from the tables of a deployed run (its target/manif
 import shutil
 
 import pytest
-
 from conftest import read_delta
+
 from medallion_cli.core.errors import MedallionError
 
 MODELS = {

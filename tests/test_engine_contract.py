@@ -6,9 +6,11 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from medallion_cli.engines import MergeSpec, make_engine, sql_literal
-from medallion_cli.engines.sql import merge_sql, snapshot_sql
 from medallion_cli.core.project import Target
+from medallion_cli.engines import make_engine
+from medallion_cli.engines.base import MergeSpec
+from medallion_cli.engines.sql import merge_sql, snapshot_sql, sql_literal
+from medallion_cli.spark.files import read_text, remove
 
 
 @pytest.fixture
@@ -63,7 +65,7 @@ def test_an_engine_that_skips_empty_writes_commits_nothing_for_no_rows(engine, s
     merged = engine.merge(none, path, MergeSpec(keys=("id",), sequence_by=("seq",)),
                           txn=("app", 1))
     assert (appended.rows, merged.rows) == (0, 0) and rows(engine, path) == [(1, "a", 1)]
-    assert engine.table_version(path) == (0 if engine.skips_empty_writes else 2)
+    assert engine.table_version(path) == (0 if engine.capabilities.skips_empty_writes else 2)
 
 
 def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
@@ -272,7 +274,7 @@ def test_checkpoint_files(engine, tmp_path):
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "offsets/0").write_text("v1")
     (checkpoint / "metadata").write_text('{"id":"q1"}')
-    assert engine.read_text(str(checkpoint / "metadata")) == '{"id":"q1"}'
-    engine.remove_folder(str(checkpoint))
+    assert read_text(engine, str(checkpoint / "metadata")) == '{"id":"q1"}'
+    remove(engine, str(checkpoint))
     assert not checkpoint.exists()
-    engine.remove_folder(str(checkpoint))  # nothing there: fine
+    remove(engine, str(checkpoint))  # nothing there: fine

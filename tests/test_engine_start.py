@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import profile_for
-from medallion_cli.spark import jars
+
 from medallion_cli.cli import main
+from medallion_cli.spark import jars
 
 MODELS = {"models/a.sql": "select 1 as id"}
 
@@ -134,9 +134,9 @@ def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
     (Spark's default is one task per path: 99 new files cost seconds of both cores), and in the
     driver on a local master; the delta-spark engine also rebuilds a table's state in as many
     tasks on a cluster (one on a local master). No Spark starts here."""
-    from medallion_cli.engines.delta_spark.engine import spark_settings
-    from medallion_cli.spark.start import spark_conf
     from medallion_cli.core.project import Target
+    from medallion_cli.engines.delta_spark.settings import spark_settings
+    from medallion_cli.spark.conf import spark_conf
 
     def settings(conf, master="local[2]"):
         target = Target("t", engine, "/w", master, conf, 1, delta_jars=str(delta_jars))
@@ -162,7 +162,7 @@ def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
 
 def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
     """Both engines start the driver JVM with these options (no Spark starts here)."""
-    from medallion_cli.spark.start import LOG_CONFIG, driver_java_options
+    from medallion_cli.spark.conf import LOG_CONFIG, driver_java_options
 
     assert driver_java_options("", local=False).split()[2:] == ["-XX:+UseParallelGC"]
     assert driver_java_options("-Xss4m -Xlog:gc*:file=gc.log", local=False).split()[2:] == [
@@ -220,7 +220,7 @@ def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
     target that names its own tiers or turns tiering off decides alone, and its own cache size
     wins, coming last (no Spark starts here; the options reaching a real JVM: test_operating's
     class archive test)."""
-    from medallion_cli.spark.start import HOT_CODE_ONLY, driver_java_options
+    from medallion_cli.spark.conf import HOT_CODE_ONLY, driver_java_options
 
     c1 = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
     assert driver_java_options("", local=True).split()[2:] == ["-XX:+UseParallelGC", *c1]

@@ -8,12 +8,12 @@ import subprocess
 
 from click.testing import CliRunner
 from deltalake import DeltaTable
+from test_docs import CHROMIUM, page_data
 
 from medallion_cli import cli
 from medallion_cli.commands import tasks
 from medallion_cli.report.eventlog import EVENT_COLUMNS
 from medallion_cli.report.status import node_runs
-from test_docs import CHROMIUM, page_data
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 FRESH, STALE = NOW - dt.timedelta(minutes=5), NOW - dt.timedelta(days=3)

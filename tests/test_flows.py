@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import read_delta
 
-from medallion_cli.commands import tasks
 from medallion_cli.cli import main
+from medallion_cli.commands import tasks
 from medallion_cli.core.errors import MedallionError
 
 SOURCES = """\

@@ -3,9 +3,9 @@
 import pytest
 
 from medallion_cli.core.errors import MedallionError
-from medallion_cli.load.datatests import DataTest
 from medallion_cli.dag.graph import build_graph
 from medallion_cli.dag.selection import select, select_tests
+from medallion_cli.load.datatests import DataTest
 from medallion_cli.load.project import load_project
 from medallion_cli.load.rendering import render_project
 from medallion_cli.load.sqlcheck import check_model_sql

@@ -3,8 +3,8 @@ a build; rendered like the model (ref, this, var), run by Spark; a failure says 
 what had been written."""
 
 import pytest
-
 from conftest import read_delta
+
 from medallion_cli.commands import tasks
 from medallion_cli.core.errors import MedallionError
 

@@ -6,7 +6,6 @@ import json
 import random
 
 import pytest
-
 from conftest import read_delta
 
 SOURCES = """\

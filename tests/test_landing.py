@@ -7,7 +7,6 @@ import os
 import time
 
 import pytest
-
 from conftest import read_delta
 
 SOURCES = """\

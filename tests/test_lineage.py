@@ -8,12 +8,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import profile_for
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
-
-from conftest import profile_for
 from test_docs import MODELS as DOCS_MODELS
+
 from medallion_cli.report.eventlog import events_path
 
 SPEC = Path(__file__).parent / "openlineage_spec"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import PROFILE
+
 from medallion_cli.cli import main
-from medallion_cli.engines import make_engine
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.core.locations import is_remote, join, resolve
+from medallion_cli.engines import make_engine
 from medallion_cli.load.project import load_project
 
 ROOT = Path("/work/proj")

@@ -5,14 +5,22 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from deltalake import DeltaTable
-
 from conftest import read_delta
-from medallion_cli.commands import maintain as maintenance
+from deltalake import DeltaTable
+from test_streaming import (
+    BATCH_1,
+    BATCH_2,
+    BATCH_3,
+    MODELS,
+    expected_state,
+    land,
+    silver,
+)
+
 from medallion_cli.cli import main
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.commands import maintain as maintenance
 from medallion_cli.commands.tasks import Invocation
-from test_streaming import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver
+from medallion_cli.core.errors import MedallionError
 
 
 def files_on_disk(path):

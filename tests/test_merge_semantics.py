@@ -5,9 +5,8 @@ import json
 import time
 
 import pytest
-from deltalake import DeltaTable
-
 from conftest import read_delta
+from deltalake import DeltaTable
 
 SOURCES = """\
 sources:

@@ -4,10 +4,10 @@ driver JVM's JIT (engines/spark.py) before Spark starts."""
 import json
 import os
 
-from medallion_cli.run import new_input
 from medallion_cli.commands import tasks
+from medallion_cli.run import new_input
+from medallion_cli.spark.conf import LongQueries
 from medallion_cli.spark.session import OnDemandSpark
-from medallion_cli.spark.start import LongQueries
 
 FILES = {
     "models/sources.yml": """\

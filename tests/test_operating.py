@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import read_delta
-from medallion_cli.commands import maintain as maintenance, tasks
+from test_streaming import BATCH_1, BATCH_2, MODELS, land
+
 from medallion_cli.cli import main
+from medallion_cli.commands import maintain as maintenance
+from medallion_cli.commands import tasks
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.load.project import load_project
 from medallion_cli.run.runner import NOT_STARTED, STOPPED
-from test_streaming import BATCH_1, BATCH_2, MODELS, land
 
 
 def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(tmp_path):

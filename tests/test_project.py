@@ -1,8 +1,8 @@
 """Project loading: project file, profiles and targets, per-folder config, property files."""
 
 import pytest
-
 from conftest import PROFILE
+
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.load.project import load_project
 

@@ -1,8 +1,8 @@
 """Rendering: the Jinja context (ref, source, config, var, env_var, this, is_incremental, macros)."""
 
 import pytest
-
 from conftest import PROFILE
+
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.load.project import load_project
 from medallion_cli.load.rendering import Renderer, render_project

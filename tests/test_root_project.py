@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from conftest import model_tables, read_delta
 from deltalake import DeltaTable
 
-from conftest import model_tables, read_delta
 from medallion_cli.commands import tasks
 
 ROOT = Path(__file__).resolve().parent.parent

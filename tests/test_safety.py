@@ -7,14 +7,14 @@ import sys
 import time
 
 import pytest
-
 from conftest import read_delta
+from test_streaming import BATCH_1, BATCH_2, MODELS, land
+
 from medallion_cli.commands import tasks
-from medallion_cli.engines import make_engine
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.core.failures import CONCURRENT_COMMIT, error_message
 from medallion_cli.core.project import Target
-from test_streaming import BATCH_1, BATCH_2, MODELS, land
+from medallion_cli.engines import make_engine
 
 WATCHED = "name: w\nprofile: test\nmodels:\n  trigger: 1 second\n"
 

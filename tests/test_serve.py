@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import profile_for, read_delta
 from test_streaming import BATCH_1, BATCH_2, MODELS, expected_state, land
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import read_delta
 from deltalake import DeltaTable
 
-from conftest import read_delta
 from medallion_cli.report.eventlog import LOGGED_FILE, RECOVERED
 
 SOURCES = """\

@@ -3,9 +3,8 @@ refused with a clear error where it does not."""
 
 import json
 
-from deltalake import DeltaTable
-
 from conftest import read_delta
+from deltalake import DeltaTable
 
 EVENTS = """\
 sources:

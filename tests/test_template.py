@@ -9,11 +9,11 @@ from importlib import metadata
 from pathlib import Path
 
 from click.testing import CliRunner
+from conftest import read_delta
 from cookiecutter.main import cookiecutter
 
-from conftest import read_delta
-from medallion_cli.commands import tasks
 from medallion_cli.cli import main
+from medallion_cli.commands import tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 

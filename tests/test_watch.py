@@ -11,9 +11,10 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 
 from conftest import read_delta
-from medallion_cli.materialize.tally import BatchReport, StreamTally
-from medallion_cli.commands.watch import stop_gracefully
 from test_streaming import MODELS, land
+
+from medallion_cli.commands.watch import stop_gracefully
+from medallion_cli.materialize.tally import BatchReport, StreamTally
 
 WATCHED = {**MODELS, "models/gold/order_count.sql": """\
     select status, count(*) as n from {{ ref('silver_orders') }} group by status

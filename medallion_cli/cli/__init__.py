@@ -12,8 +12,8 @@ import click
 from .. import __version__
 from ..commands import tasks
 from ..core.errors import MedallionError
-from ..spark.jars import BUNDLES
 from ..run.runner import interrupted
+from ..spark.jars import BUNDLES
 
 
 def common_options(func):

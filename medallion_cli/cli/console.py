@@ -15,8 +15,8 @@ from dataclasses import asdict
 
 import click
 
-from ..run.runner import NOT_STARTED, STOPPED, NodeResult, interrupted
 from ..commands.tasks import Reporter
+from ..run.runner import NOT_STARTED, STOPPED, NodeResult, interrupted
 
 STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",
                 "skipped": "SKIP"}

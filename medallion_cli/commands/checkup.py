@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..spark import jars
 from ..core.errors import MedallionError
 from ..core.locations import is_remote
+from ..engines import engine_class
+from ..spark import jars
+from ..spark.jars import delta_jar_files
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,7 @@ def _jars(project) -> Check:
     target = project.target
     needed = ["kafka"] * any(s.format == "kafka" for s in project.sources.values())
     found = []
-    if target.engine == "delta-spark":
-        from ..engines.delta_spark.engine import delta_jar_files
-
+    if "delta" in engine_class(target.engine).capabilities.jar_bundles:
         found = [p.name for p in delta_jar_files(target)]
         if not found:
             return Check("jars", False, "the Delta Lake JARs are not here: run medallion jars")

@@ -10,12 +10,12 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from ..materialize.clustering import check_clustering, check_layout_columns
-from ..engines import Engine
 from ..core.errors import MedallionError, closest
 from ..core.failures import error_message
-from ..run.locking import warehouse_lock
 from ..core.project import QUARANTINE_SUFFIX
+from ..engines.base import Engine
+from ..materialize.clustering import check_clustering, check_layout_columns
+from ..run.locking import warehouse_lock
 from .tasks import Invocation, Loaded, engine_of, load, selected_nodes
 
 MIN_RETENTION_HOURS = 168  # Delta's default: a week of versions stays readable

@@ -14,21 +14,20 @@ from typing import Callable
 
 import yaml
 
-from ..spark import jars
+from ..core.errors import MedallionError
+from ..core.locations import is_remote
+from ..core.nodes import CompiledNode
+from ..core.project import Project
+from ..dag.graph import Graph, build_graph, check_flow_refresh
+from ..dag.selection import select, select_sources, select_tests
+from ..engines import make_engine
+from ..engines.base import Engine
+from ..load.datatests import DataTest, load_tests
+from ..load.project import load_project
+from ..load.rendering import Renderer
+from ..load.sqlcheck import check_model_sql
 from ..materialize.checkpoints import mark_refreshes
 from ..materialize.context import BuildContext
-from ..load.datatests import DataTest, load_tests
-from ..engines import Engine, make_engine
-from ..spark.start import LONG_QUERIES
-from ..core.errors import MedallionError
-from ..dag.graph import Graph, build_graph, check_flow_refresh
-from ..core.locations import is_remote
-from ..run.locking import warehouse_lock
-from ..run.new_input import new_landing_bytes
-from ..core.project import Project
-from ..load.project import load_project
-from ..core.nodes import CompiledNode
-from ..load.rendering import Renderer
 from ..report.artifacts import (
     read_run_results,
     read_state,
@@ -37,6 +36,8 @@ from ..report.artifacts import (
     write_run_results,
     write_sources,
 )
+from ..run.locking import warehouse_lock
+from ..run.new_input import new_landing_bytes
 from ..run.runner import (
     NodeResult,
     check_node,
@@ -47,9 +48,8 @@ from ..run.runner import (
     run_project_hooks,
     timed,
 )
-from ..dag.selection import select, select_sources, select_tests
-from ..load.sqlcheck import check_model_sql
 from ..run.unittests import load_unit_tests, run_unit_test
+from ..spark import jars
 
 
 @dataclass(frozen=True)
@@ -333,9 +333,9 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     # Imported here: the event log brings delta-rs, which ls and compile never load.
     from ..report.observers import observed_run
 
-    # Much new data: long queries, where the JIT's second tier pays for itself (engines/spark.py)
+    # Much new data: long queries, where the JIT's second tier pays for itself (spark/conf.py)
     long_queries = not inv.empty and new_landing_bytes(project, graph, chosen, inv.full_refresh) \
-        >= LONG_QUERIES[project.target.engine].landing_bytes
+        >= loaded.engine.capabilities.long_queries.landing_bytes
     ctx = _context(loaded, inv, chosen, report, long_queries)
     if inv.empty:  # nothing is written, so nothing goes to the event log or run results
         if watch:

@@ -20,13 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from ..core.errors import MedallionError
+from ..core.failures import error_message
+from ..dag.graph import Graph
 from ..materialize.context import BuildContext
 from ..materialize.streaming import start_query
 from ..materialize.tally import BatchReport, StreamTally
 from ..materialize.throughput import progress_reports
-from ..core.errors import MedallionError
-from ..core.failures import error_message
-from ..dag.graph import Graph
 from ..run.runner import NodeResult, own_session
 
 POLL_SECONDS = 2.0

@@ -1,10 +1,11 @@
-"""The Spark SQL the native (delta-spark) engine runs, as plain functions of their inputs, so it
-can be checked with sqlglot's Spark dialect without a cluster or the Delta JARs. (Compaction,
-vacuum and restore go through delta-spark's Python API instead: no SQL to check there.)"""
+"""All of medallion's SQL text, as plain functions of their inputs: quoting and table names,
+the conditions and values a MERGE is made of (read by both engines' SQL: Spark's and delta-rs's
+DataFusion), and the statements the delta-spark engine runs (MERGE, time travel), which tests
+check with sqlglot's Spark dialect without a cluster or the Delta JARs."""
 
 from __future__ import annotations
 
-from . import MergeSpec, match_condition, newer_condition, removed_condition, updated_value
+from .base import MergeSpec
 
 SOURCE, TARGET = "s", "t"
 
@@ -16,6 +17,63 @@ def quote(name: str) -> str:
 def table(path: str) -> str:
     """A Delta table by path, as Delta's SQL names it."""
     return f"delta.{quote(path)}"
+
+
+def updated_value(spec: MergeSpec, column: str, source, target) -> str:
+    """SQL: the value a matched row's column is updated to."""
+    if spec.ignore_nulls and column not in spec.keys:
+        return f"coalesce({source(column)}, {target(column)})"
+    return source(column)
+
+
+def match_condition(spec: MergeSpec, source, target) -> str:
+    """SQL: a target row is the source row's, by the spec's keys (`source` and `target` as in
+    newer_condition)."""
+    keys = [f"({target(k)} IS NOT DISTINCT FROM {source(k)})" if k in spec.null_safe_keys
+            else f"{target(k)} = {source(k)}" for k in spec.keys]
+    markers = [source(spec.delete_column)] if spec.replace_groups else []
+    return " AND ".join(keys + markers)
+
+
+def newer_condition(columns: tuple[str, ...], source, target) -> str | None:
+    """SQL: the source row is at least as new as the target row, comparing `columns` in order,
+    a null older than any value (so a row with a null sequence never replaces one with a value,
+    and a valid update always replaces a null); on equal sequences the source wins. `source`
+    and `target` name a column as SQL (e.g. `lambda c: f"s.{quote(c)}"`). Both engines' SQL
+    (Spark's and delta-rs's DataFusion) read it; DataFusion's parser binds `IS NOT DISTINCT
+    FROM` looser than AND, hence its parentheses."""
+    if not columns:
+        return None
+    s, t = source(columns[-1]), target(columns[-1])
+    condition = f"({t} IS NULL OR {s} >= {t})"
+    for column in reversed(columns[:-1]):
+        s, t = source(column), target(column)
+        condition = (f"(({t} IS NULL AND {s} IS NOT NULL) OR {s} > {t} OR "
+                     f"(({s} IS NOT DISTINCT FROM {t}) AND {condition}))")
+    return condition
+
+
+def sql_literal(text: str | None, type_name: str) -> str:
+    """A value, as Spark casts it to a string (timestamps in the session's time zone, UTC), as
+    a literal of its Spark type (`simpleString()`) both engines' SQL read."""
+    if text is None:
+        return "NULL"
+    if type_name in ("timestamp", "timestamp_ntz", "date"):
+        return f"CAST('{text}' AS {'DATE' if type_name == 'date' else 'TIMESTAMP'})"
+    if type_name in ("string", "binary") or type_name.startswith(("varchar", "char")):
+        return "'" + text.replace("'", "''") + "'"
+    return text  # numbers and booleans read as themselves
+
+
+def removed_condition(spec: MergeSpec, target) -> str | None:
+    """SQL: a target row the source lacks is deleted (spec.expire, or not newer than the latest
+    truncate); `target` names a column as SQL."""
+    conditions = [spec.expire] if spec.expire else []
+    if spec.truncated_through is not None:
+        through = spec.truncated_through
+        older = newer_condition(spec.sequence_by, lambda c: through[c], target)
+        conditions.append(f"coalesce({older}, false)")  # a null truncate is the oldest
+    return " OR ".join(f"({c})" for c in conditions) or None
 
 
 def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,

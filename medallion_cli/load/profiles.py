@@ -56,11 +56,6 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         raise MedallionError(f"target '{name}': metastore is {metastore!r}", path=profiles_path,
                              hint="metastore: local (a Derby metastore in the warehouse) or "
                                   "session (the cluster's Hive metastore or Unity Catalog)")
-    if metastore and engine != "delta-spark":
-        raise MedallionError(
-            f"target '{name}': metastore needs the delta-spark engine", path=profiles_path,
-            hint="the embedded engine's tables are kept by delta-rs, and no Spark catalog can "
-                 "read them there; use engine: delta-spark, or drop metastore")
     if metastore == "local" and is_remote(warehouse):
         raise MedallionError(f"target '{name}': metastore: local keeps a Derby database in the "
                              f"warehouse, and {warehouse} is not on this machine",

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from ..engines import MergeSpec
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
+from ..engines.base import MergeSpec
 from .aggregates import RECOMPUTE, aggregates_of, inexact_sum, sides, updated_groups
 from .checks import checked_rows
 from .context import DELETE_COLUMN, BuildContext, Outcome, cached
-from .incremental import group_replacement, in_groups, input_changes, input_versions, touched_groups
+from .incremental import (
+    group_replacement,
+    in_groups,
+    input_changes,
+    input_versions,
+    touched_groups,
+)
 from .incremental import metadata as group_metadata
 from .rows import model_rows
 from .state import rows_read

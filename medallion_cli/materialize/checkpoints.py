@@ -10,9 +10,10 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ..engines import Engine
 from ..core.locations import join
 from ..core.nodes import CompiledNode
+from ..engines.base import Engine
+from ..spark.files import remove, write_text
 from .context import BuildContext
 from .state import DEFINITION_KEY, definition, inputs_fingerprint, read_json
 
@@ -53,7 +54,7 @@ def ran_once(ctx: BuildContext, node: CompiledNode) -> str | None:
 
 def record_ran_once(ctx: BuildContext, node: CompiledNode) -> None:
     if node.config.once:
-        ctx.engine.write_text(join(ctx.project.checkpoint_path(node.file), ONCE_FILE),
+        write_text(ctx.engine, join(ctx.project.checkpoint_path(node.file), ONCE_FILE),
                               json.dumps({"finished_at": datetime.now(timezone.utc).strftime(
                                   "%Y-%m-%d %H:%M:%S UTC")}))
 
@@ -69,7 +70,7 @@ class QueryStart:
 
 
 def _delta_reader(engine: Engine) -> str:
-    return "commit-log" if engine.follows_commit_log else "delta-source"
+    return "delta-source" if engine.capabilities.delta_streaming_source else "commit-log"
 
 
 def reader_changed(ctx: BuildContext, checkpoint: str) -> bool:
@@ -100,11 +101,11 @@ def prepare_checkpoint(ctx: BuildContext, node: CompiledNode,
                      f"engine, whose reader of Delta tables the {ctx.engine.name} engine cannot "
                      "resume")
     if reason:
-        ctx.engine.write_text(checkpoint + REFRESH_SUFFIX, json.dumps({"reason": reason}))
-        ctx.engine.remove_folder(checkpoint)
+        write_text(ctx.engine, checkpoint + REFRESH_SUFFIX, json.dumps({"reason": reason}))
+        remove(ctx.engine, checkpoint)
         notes += _downstream_note(ctx, node)
     if tables:
-        ctx.engine.write_text(join(checkpoint, READER_FILE),
+        write_text(ctx.engine, join(checkpoint, READER_FILE),
                               json.dumps({"reader": _delta_reader(ctx.engine)}))
     current = definition(node)
     path = ctx.project.table_path(node.file)
@@ -137,7 +138,7 @@ def caught_up(ctx: BuildContext, node: CompiledNode) -> tuple[bool, str | None]:
 
 def record_caught_up(ctx: BuildContext, node: CompiledNode, state: str | None) -> None:
     if state is not None:
-        ctx.engine.write_text(join(ctx.project.checkpoint_path(node.file), CAUGHT_UP_FILE),
+        write_text(ctx.engine, join(ctx.project.checkpoint_path(node.file), CAUGHT_UP_FILE),
                               json.dumps({"state": state, "reader": _delta_reader(ctx.engine)}))
 
 
@@ -147,13 +148,13 @@ def mark_refreshes(ctx: BuildContext, nodes: list[CompiledNode]) -> None:
     the refresh; a reader of a refreshed table cannot go on from its old checkpoint)."""
     for node in nodes:
         if node.config.materialized == "streaming":
-            ctx.engine.write_text(ctx.project.checkpoint_path(node.file) + REFRESH_SUFFIX,
+            write_text(ctx.engine, ctx.project.checkpoint_path(node.file) + REFRESH_SUFFIX,
                                   json.dumps({"reason": "--full-refresh"}))
 
 
 def refresh_done(ctx: BuildContext, node: CompiledNode) -> None:
     """The refresh's first batch committed: the table is replaced."""
-    ctx.engine.remove_folder(ctx.project.checkpoint_path(node.file) + REFRESH_SUFFIX)
+    remove(ctx.engine, ctx.project.checkpoint_path(node.file) + REFRESH_SUFFIX)
 
 
 def _downstream_note(ctx: BuildContext, node: CompiledNode) -> list[str]:

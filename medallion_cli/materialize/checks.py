@@ -12,7 +12,14 @@ from ..core.config import NULL_KEY_RULE
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
 from .clustering import check_layout_columns
-from .context import FAILED_RULES, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext, cached
+from .context import (
+    FAILED_RULES,
+    IS_CURRENT,
+    VALID_FROM,
+    VALID_TO,
+    BuildContext,
+    cached,
+)
 
 CHECKED = "_medallion_rows_checked"  # beside the rule names in the one counting pass
 
@@ -52,7 +59,7 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
     if not rules:
         yield Checked(df)
         return
-    from ..spark.pyspark_api import Observation, F
+    from ..spark.pyspark_api import F, Observation
 
     broken = [F.when(~F.coalesce(F.expr(r["expect"]), F.lit(False)), F.lit(name))
               for name, r in rules.items()]

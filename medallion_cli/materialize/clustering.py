@@ -6,15 +6,15 @@ written (checks.py)."""
 
 from __future__ import annotations
 
-from ..engines import Engine
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
+from ..engines.base import Engine
 from .context import BuildContext
 
 
 def check_clustering(engine: Engine, cluster_by: tuple[str, ...], origin: str) -> None:
-    if cluster_by and engine.clustering_problem:
-        raise MedallionError(engine.clustering_problem, path=origin,
+    if cluster_by and engine.capabilities.clustering:
+        raise MedallionError(engine.capabilities.clustering, path=origin,
                              hint="use a delta-spark target, or zorder_by (OPTIMIZE ZORDER BY, "
                                   "on both engines) instead of cluster_by")
 

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..engines import Engine, WriteResult
-from ..dag.graph import Graph
 from ..core.project import Project
+from ..dag.graph import Graph
+from ..engines.base import Engine, WriteResult
 
 DELETE_COLUMN = "_medallion_delete"
 CORRUPT_COLUMN = "_corrupt_record"

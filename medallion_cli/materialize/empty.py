@@ -13,7 +13,14 @@ from ..core.failures import error_message
 from ..core.nodes import CompiledNode, changes_relation
 from .checks import check_contract
 from .clustering import check_layout_columns
-from .context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext, Outcome
+from .context import (
+    DELETE_COLUMN,
+    IS_CURRENT,
+    VALID_FROM,
+    VALID_TO,
+    BuildContext,
+    Outcome,
+)
 from .inputs import built_table, read_source
 from .rows import model_rows, seed_rows
 from .writes import merge_rows

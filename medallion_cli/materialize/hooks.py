@@ -47,7 +47,7 @@ def run_hooks(ctx: BuildContext, statements: tuple[str, ...], what: str, origin:
             raise
         except Exception as exc:
             message = error_message(exc)
-            no_delta_sql = ctx.engine.name == "embedded" and "delta" in message.lower()
+            no_delta_sql = not ctx.engine.capabilities.delta_sql and "delta" in message.lower()
             raise MedallionError(
                 f"{what} {number} failed{after}: {message}", path=origin,
                 hint=EMBEDDED_HINT if no_delta_sql else

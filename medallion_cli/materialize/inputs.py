@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.errors import MedallionError
-from ..core.project import SourceTable
 from ..core.nodes import CompiledNode, changes_relation
+from ..core.project import SourceTable
 from .context import BuildContext, input_table
 from .kafka import read_kafka
 from .landing import inferred_schema, read_landing
@@ -110,7 +110,7 @@ def streamed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
     sources = [ctx.project.sources[key] for key in node.sources]
     tables.update({s.relation: s.path for s in sources if s.format == "delta"})
     files = [f"{s.source}.{s.name}" for s in sources if s.format != "delta"]
-    if tables and files and ctx.engine.follows_commit_log:
+    if tables and files and not ctx.engine.capabilities.delta_streaming_source:
         raise MedallionError(
             f"this streaming model reads landing files ({', '.join(files)}) and streaming "
             f"tables ({', '.join(tables)}) together, which the {ctx.engine.name} engine cannot "

@@ -8,10 +8,10 @@ when they changed (on a Delta table each is a commit). Only targets with a metas
 
 from __future__ import annotations
 
-from ..load.relations import PATH_NAMED_FORMATS, catalog_name, quoted, spark_sql
-from ..engines import sql_literal
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
+from ..engines.sql import sql_literal
+from ..load.relations import PATH_NAMED_FORMATS, catalog_name, quoted, spark_sql
 from .context import BuildContext
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from functools import reduce
 
-from ..engines import newer_condition
-from ..engines.sql import quote
 from ..core.errors import MedallionError
+from ..engines.sql import newer_condition, quote
 from .context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext
 
 

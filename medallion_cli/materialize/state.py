@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from ..core.locations import is_remote, join, local_files
 from ..core.nodes import CompiledNode
+from ..spark.files import list_files, read_text, remove, write_text
 from .context import BuildContext, input_table
 
 FINGERPRINT_KEY = "medallion.fingerprint"
@@ -84,11 +85,11 @@ def record_test(ctx: BuildContext, name: str, state: str | None, status: str,
     that failed runs again next time (it is what a user is fixing)."""
     location = test_record(ctx, name)
     if status in ("success", "warn") and state:
-        ctx.engine.write_text(location, json.dumps({
+        write_text(ctx.engine, location, json.dumps({
             "state": state, "status": status, "failures": failures, "message": message,
             "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
     else:
-        ctx.engine.remove_folder(location)
+        remove(ctx.engine, location)
 
 
 def rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
@@ -115,9 +116,7 @@ def _file_listing(ctx: BuildContext, location: str) -> list:
     """(file, size, modified) of every file under a landing location. Local folders are listed
     here, so a build with nothing new starts no JVM; object stores through Spark's file system."""
     if is_remote(location):
-        from ..spark.start import list_files
-
-        return list_files(ctx.engine.spark, location)
+        return list_files(ctx.engine, location)
     return local_files(location)
 
 
@@ -130,6 +129,6 @@ def definition(node: CompiledNode) -> str:
 
 def read_json(ctx: BuildContext, location: str) -> dict | None:
     try:
-        return json.loads(ctx.engine.read_text(location))
+        return json.loads(read_text(ctx.engine, location))
     except FileNotFoundError:
         return None

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from ..engines import Engine, WriteResult
 from ..core.errors import MedallionError
 from ..core.failures import error_message
 from ..core.faults import crash_point
 from ..core.locations import join
 from ..core.nodes import CompiledNode
+from ..engines.base import Engine, WriteResult
+from ..spark.files import read_text
 from .checkpoints import (
     QueryStart,
     caught_up,
@@ -50,7 +51,7 @@ def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
 
     A new checkpoint (after --full-refresh or by hand) is a new query whose batch ids start at 0
     again; a new app id keeps those batches from being taken for replays of the old ones."""
-    query_id = json.loads(engine.read_text(join(checkpoint, "metadata")))["id"]
+    query_id = json.loads(read_text(engine, join(checkpoint, "metadata")))["id"]
     return f"medallion:{node.name}:{query_id}"
 
 
@@ -82,7 +83,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
     txn = (app_id, batch_id)
     new_rows, rows_read = rows_of(batch, batch_id)
     if not replace and (rows_read == 0 or rows_read is None and not
-                        ctx.engine.skips_empty_writes and new_rows.isEmpty()):
+                        ctx.engine.capabilities.skips_empty_writes and new_rows.isEmpty()):
         return  # commits that added no rows (compaction), an empty file: nothing to write
     with checked_rows(ctx, node, new_rows, replace, txn, settled=False) as checks, \
             ctx.phases.timing("write"):
@@ -157,7 +158,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     start = prepare_checkpoint(ctx, node, tables)
     if start.changed:
         _refuse_new_columns_now(ctx, node)
-    if tables and ctx.engine.follows_commit_log:
+    if tables and not ctx.engine.capabilities.delta_streaming_source:
         df = commit_streams(ctx, tables)
 
         def rows_of(batch, batch_id):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 
 from ..core.config import interval_seconds
-from ..engines import MergeSpec, newer_condition
-from ..engines.sql import quote
+from ..engines.base import MergeSpec
+from ..engines.sql import newer_condition, quote
 from .context import DELETE_COLUMN, BuildContext
 
 DELETED_AT = "_deleted_at"
@@ -60,7 +60,7 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
         deletes = events.where(DELETE_COLUMN).select(*keys, *seq, deleted_at)
         if replace:
             ctx.engine.write(deletes, path, "overwrite", txn=txn)
-        elif ctx.engine.skips_empty_writes or not deletes.isEmpty():
+        elif ctx.engine.capabilities.skips_empty_writes or not deletes.isEmpty():
             ctx.engine.merge(deletes, path, MergeSpec(
                 keys=tuple(keys + seq), null_safe_keys=tuple(seq), expire=expire), txn=txn)
         return
@@ -74,7 +74,7 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
     marked = rows.join(known.withColumn("_known", F.lit(True)), keys, "left").where(
         f"NOT {DELETE_COLUMN} OR _known")  # deletes, and keys that have one
     relevant = marked.drop("_known")
-    if not ctx.engine.skips_empty_writes:
+    if not ctx.engine.capabilities.skips_empty_writes:
         # An engine whose every write commits, and whose MERGE costs seconds (7 of a 60 s
         # increment on delta-spark): one query says whether there is anything to write, and
         # whether any key has a tombstone. New deletes only, the usual batch, match nothing:

@@ -24,10 +24,10 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
-from ..engines import MergeSpec, WriteResult, newer_condition, sql_literal
-from ..engines.sql import quote
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
+from ..engines.base import MergeSpec, WriteResult
+from ..engines.sql import newer_condition, quote, sql_literal
 from .context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
 from .tombstones import remembered_deletes, without_superseded, write_tombstones

@@ -7,12 +7,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..load.relations import spark_sql
 from ..core.errors import MedallionError
-from ..core.project import Project
 from ..core.nodes import CompiledNode
-from ..run.runner import NodeResult
+from ..core.project import Project
 from ..dag.selection import checksum
+from ..load.relations import spark_sql
+from ..run.runner import NodeResult
 
 
 def write_compiled(project: Project, nodes: dict[str, CompiledNode],

@@ -13,8 +13,8 @@ from sqlglot import exp
 from sqlglot.lineage import lineage
 from sqlglot.optimizer.qualify import qualify
 
-from ..dag.graph import Graph
 from ..core.project import Project, SourceTable
+from ..dag.graph import Graph
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from ..load.relations import spark_sql
-from .columns import node_columns, source_columns
-from ..load.datatests import DataTest
-from ..dag.graph import Graph
-from ..core.project import Project, SourceTable
 from ..core.nodes import CompiledNode
+from ..core.project import Project, SourceTable
+from ..dag.graph import Graph
+from ..load.datatests import DataTest
+from ..load.relations import spark_sql
 from .artifacts import read_sources
+from .columns import node_columns, source_columns
 from .status import table_status
 
 PAGE = Path(__file__).resolve().parent / "docs_page.html"

@@ -33,13 +33,14 @@ import pyarrow as pa
 from ..core.errors import StartError
 from ..core.locations import join
 from ..run.runner import NodeResult
+from ..spark.files import read_text, write_text
 from .tablefacts import newest_value
 
 if TYPE_CHECKING:
-    from ..materialize.tally import BatchReport
-    from ..engines import Engine
-    from ..dag.graph import Graph
     from ..core.project import Project
+    from ..dag.graph import Graph
+    from ..engines.base import Engine
+    from ..materialize.tally import BatchReport
 
 EVENTS_FOLDER = ("_medallion", "events")
 COUNTS = pa.map_(pa.string(), pa.int64())
@@ -237,7 +238,7 @@ class EventLog:
     def _logged(self, model: str, query_id: str) -> int:
         """The last batch of the query the log is known to have; -1 when not known."""
         try:
-            noted = json.loads(self.engine.read_text(self._logged_file(model)))
+            noted = json.loads(read_text(self.engine, self._logged_file(model)))
         except (FileNotFoundError, ValueError):
             return -1
         return noted["batch_id"] if noted.get("query_id") == query_id else -1
@@ -249,7 +250,7 @@ class EventLog:
                 last[event["node"]] = (event["query_id"], event["batch_id"])
         for model, (query_id, batch_id) in last.items():
             try:
-                self.engine.write_text(self._logged_file(model),
+                write_text(self.engine, self._logged_file(model),
                                        json.dumps({"query_id": query_id, "batch_id": batch_id}))
             except Exception:  # without the note, the query's next run reads the log instead
                 pass

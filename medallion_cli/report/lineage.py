@@ -39,15 +39,15 @@ from openlineage.client.facet_v2 import (
 )
 
 from .. import __version__
-from .columns import Column, node_columns
-from ..load.sources import KAFKA_BROKERS
 from ..core.project import Project, SourceTable
+from ..load.sources import KAFKA_BROKERS
 from ..run.runner import NodeResult
+from .columns import Column, node_columns
 
 if TYPE_CHECKING:
-    from ..materialize.tally import BatchReport
-    from ..engines import Engine
     from ..dag.graph import Graph
+    from ..engines.base import Engine
+    from ..materialize.tally import BatchReport
 
 PRODUCER = "https://github.com/medallion-lakehouse/medallion"
 

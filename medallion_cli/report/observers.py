@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 from ..materialize.context import BuildContext
-from .eventlog import EventLog
 from ..run.runner import NodeResult
+from .eventlog import EventLog
 
 
 @dataclass(frozen=True)

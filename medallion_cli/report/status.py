@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from .eventlog import events_path, now
-from ..dag.graph import Graph
 from ..core.project import Project
+from ..dag.graph import Graph
+from .eventlog import events_path, now
 from .tablefacts import table_facts
 
 SUCCEEDED = ("success", "up_to_date", "warn")

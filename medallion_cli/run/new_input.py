@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..dag.graph import Graph
 from ..core.locations import COMMIT_OR_CHECKPOINT, is_remote, local_files
 from ..core.project import Project
+from ..dag.graph import Graph
 
 
 def new_landing_bytes(project: Project, graph: Graph, selected, full_refresh: bool) -> int:

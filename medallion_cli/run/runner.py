@@ -13,20 +13,20 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ..core.errors import StartError
+from ..core.failures import error_message
+from ..load.datatests import DataTest, run_test
 from ..materialize.batch import build_batch
-from ..materialize.register import check_name, register
 from ..materialize.clustering import check_clustering, cluster_table
 from ..materialize.context import BuildContext, Phases
 from ..materialize.empty import check_on_no_rows
 from ..materialize.execute import rendered_to_run
 from ..materialize.hooks import run_hooks
 from ..materialize.inputs import register_relations
+from ..materialize.register import check_name, register
 from ..materialize.rows import with_views
 from ..materialize.state import inputs_fingerprint, record_test, verdict_on
 from ..materialize.streaming import build_streaming
-from ..load.datatests import DataTest, run_test
-from ..core.errors import StartError
-from ..core.failures import error_message
 
 
 @dataclass(frozen=True)

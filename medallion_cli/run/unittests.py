@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..materialize.writes import first_build_rows
 from ..core.errors import MedallionError, closest
-from ..dag.graph import Graph
 from ..core.project import Project
-from ..load.yaml_io import read_yaml
+from ..dag.graph import Graph
 from ..load.rendering import Renderer
+from ..load.yaml_io import read_yaml
+from ..materialize.writes import first_build_rows
 
 
 @dataclass(frozen=True)

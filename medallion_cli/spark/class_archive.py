@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
+from ..core.processes import running
+
 CACHE_ENV = "MEDALLION_CLASS_ARCHIVE_DIR"
 OPTIONS = "spark.driver.extraJavaOptions"
 TARGET_DECIDES = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
@@ -119,33 +121,17 @@ def keep_after_exit(pid: int, recording: Path, path: Path) -> None:
     """The keeper: once the JVM `pid` has exited, its recording, read whole by a JVM, becomes
     the archive; otherwise it is removed."""
     deadline = time.monotonic() + EXIT_SECONDS
-    while _running(pid) and time.monotonic() < deadline:
+    while running(pid) and time.monotonic() < deadline:
         time.sleep(0.5)
     try:
         java = _java()
-        if not _running(pid) and recording.is_file() and java and _readable(java, recording):
+        if not running(pid) and recording.is_file() and java and _readable(java, recording):
             os.replace(recording, path)
             _claim_file(path).unlink(missing_ok=True)
     except (OSError, subprocess.SubprocessError):
         pass
     finally:
         recording.unlink(missing_ok=True)
-
-
-def _running(pid: int) -> bool:
-    """Whether a process runs (on Linux, an exited one that nobody reaped yet does not)."""
-    if Path("/proc/self").exists():
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except OSError:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def forget(archive: ClassArchive | None) -> None:

@@ -21,6 +21,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..core.errors import MedallionError
+from ..core.project import Target
 
 RECIPES = Path(__file__).resolve().parent / "maven"
 BUNDLES = ("delta", "kafka", "kafka-broker")
@@ -151,3 +152,27 @@ def with_bundles(target, bundles: list[str]):
     own = target.spark_conf.get("spark.jars")
     jar_list = ",".join([str(p) for p in found] + ([own] if own else []))
     return replace(target, spark_conf={**target.spark_conf, "spark.jars": jar_list})
+
+
+def jars_fix(target: Target) -> str:
+    return (f"run `medallion jars` (it fetches them with Maven into {folder('delta')}, "
+            f"used when the target has no delta_jars), or name a folder of delta-spark and "
+            f"delta-storage JARs built for this Spark as delta_jars in target '{target.name}', or "
+            "use a cluster that ships Delta (e.g. Databricks)")
+
+
+def delta_jar_files(target: Target) -> list[Path]:
+    """The Delta JARs to give Spark: the target's delta_jars folder, else the one `medallion
+    jars` fills. Checked against the installed Spark before any JVM starts."""
+    if target.delta_jars:
+        found = jar_files(target.delta_jars)
+        if not found:
+            raise MedallionError(
+                f"target '{target.name}': delta_jars names {target.delta_jars}, which has no "
+                ".jar files", path=target.profiles_file, hint=jars_fix(target))
+    else:
+        folder = present("delta")
+        found = jar_files(folder) if folder else []
+    check_spark_jars(found, target.profiles_file or "profiles.yml", jars_fix(target),
+                     f"target '{target.name}': ")
+    return found

@@ -106,26 +106,13 @@ def stop_recorded(path: Path, timeout: float = 30) -> bool:
     else:
         running = True
         deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
+        while running(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if _alive(pid):
+        if running(pid):
             os.kill(pid, signal.SIGKILL)
     shutil.rmtree(state["home"], ignore_errors=True)
     path.unlink()
     return running
-
-
-def _alive(pid: int) -> bool:
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0]:  # it exited, and was this process's own child
-            return False
-    except ChildProcessError:
-        pass  # not a child of this process (started by an earlier command)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _java(classpath: str, main: str, *args: str, log4j: Path) -> list[str]:

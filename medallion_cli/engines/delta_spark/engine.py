@@ -16,138 +16,34 @@ from typing import Callable
 import deltalake
 from deltalake.exceptions import DeltaError
 
-from ...spark import jars
 from ...core.errors import MedallionError
 from ...core.locations import is_remote, join, local_table_exists
 from ...core.project import Target
-from .. import (
+from ...spark.conf import LONG_QUERIES
+from ...spark.files import read_text
+from ...spark.session import OnDemandSpark
+from ...spark.start import start_spark
+from ..base import (
+    Capabilities,
     MergeSpec,
     WriteResult,
     commit_metadata,
     duplicate_keys,
     last_commit_value,
-    write_local_text,
 )
-from ..embedded.engine import append_rows
-from ..sql import merge_sql, quote, snapshot_sql, table
-from ...spark.session import OnDemandSpark
-from ...spark.start import (
-    is_local_master,
-    read_text,
-    remove_folder,
-    shuffle_partitions,
-    spark_conf,
-    start_spark,
-    write_text,
-)
-
-DELTA_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-}
-DELTA_CLASS = "io.delta.tables.DeltaTable"
+from ..deltars import append_rows
+from ..sql import merge_sql, table
+from .admin import DeltaSparkAdmin
+from .settings import check_delta_loaded, spark_settings
 
 
-def _fix(target: Target) -> str:
-    return (f"run `medallion jars` (it fetches them with Maven into {jars.folder('delta')}, "
-            f"used when the target has no delta_jars), or name a folder of delta-spark and "
-            f"delta-storage JARs built for this Spark as delta_jars in target '{target.name}', or "
-            "use a cluster that ships Delta (e.g. Databricks)")
-
-
-def delta_jar_files(target: Target) -> list[Path]:
-    """The Delta JARs to give Spark: the target's delta_jars folder, else the one `medallion
-    jars` fills. Checked against the installed Spark before any JVM starts."""
-    if target.delta_jars:
-        found = jars.jar_files(target.delta_jars)
-        if not found:
-            raise MedallionError(
-                f"target '{target.name}': delta_jars names {target.delta_jars}, which has no "
-                ".jar files", path=target.profiles_file, hint=_fix(target))
-    else:
-        folder = jars.present("delta")
-        found = jars.jar_files(folder) if folder else []
-    jars.check_spark_jars(found, target.profiles_file or "profiles.yml", _fix(target),
-                          f"target '{target.name}': ")
-    return found
-
-
-def spark_settings(target: Target, long_queries: bool = False) -> dict[str, str]:
-    """Spark conf for Delta: the extension and catalog, and the JARs when they are here.
-    long_queries: as for spark_conf."""
-    conf = dict(DELTA_CONF)
-    # Delta rebuilds a table's state from its log with a shuffle of 50 partitions by default,
-    # which costs seconds per small table. On a cluster, as many as the target's shuffles. A
-    # local session's logs are a laptop's, and each task there generates and compiles its
-    # code again on the same few cores: two fifths of the JVM's samples of an increment; with
-    # one task it took 15-20% fewer CPU-seconds (README). The profile's conf still wins.
-    # (Listing, VACUUM's too: spark.py's spark_conf.)
-    replay_tasks = "1" if is_local_master(target.spark_master) else shuffle_partitions(target)
-    conf["spark.databricks.delta.snapshotPartitions"] = target.spark_conf.get(
-        "spark.databricks.delta.snapshotPartitions", replay_tasks)
-    conf.update(metastore_settings(target, long_queries))
-    found = delta_jar_files(target)
-    own = target.spark_conf.get("spark.jars")
-    if found:
-        conf["spark.jars"] = ",".join([str(p) for p in found] + ([own] if own else []))
-    elif is_local_master(target.spark_master) and not (
-            own or target.spark_conf.get("spark.jars.packages")):
-        # Nothing can bring Delta to a local Spark: say so before starting a JVM.
-        raise MedallionError(f"target '{target.name}' uses the delta-spark engine, but the Delta "
-                             "Lake JARs are not here", path=target.profiles_file,
-                             hint=_fix(target))
-    return conf
-
-
-def metastore_settings(target: Target, long_queries: bool = False) -> dict[str, str]:
-    """Spark conf for the target's metastore: Hive's catalog, and for `local` its Derby
-    database (and Derby's own log) in the warehouse, so tables stay registered between runs
-    on a laptop. `session` takes whatever catalog the cluster's Spark is set up with."""
-    if target.metastore is None:
-        return {}
-    conf = {"spark.sql.catalogImplementation": "hive"}
-    if target.metastore == "local":
-        home = join(target.warehouse, "_medallion")
-        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
-            f"jdbc:derby:;databaseName={join(home, 'metastore')};create=true")
-        java_options = spark_conf(target, long_queries)["spark.driver.extraJavaOptions"]
-        conf["spark.driver.extraJavaOptions"] = f"{java_options} -Dderby.system.home={home}"
-    # The target's own settings win, but its Java options are in java_options already.
-    return {**conf, **{k: v for k, v in target.spark_conf.items()
-                       if k in conf and k != "spark.driver.extraJavaOptions"}}
-
-
-def check_delta_loaded(spark, target: Target) -> None:
-    """Delta's classes load and were built for this Spark, wherever they came from."""
-    jvm = spark._jvm
-    try:
-        # The context class loader is the one that sees spark.jars.
-        cls = jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_CLASS)
-    except Exception as exc:
-        text = str(exc)
-        missing = "ClassNotFoundException: " + DELTA_CLASS in text
-        raise MedallionError(
-            f"target '{target.name}': the Delta Lake JARs are not on Spark's classpath"
-            if missing else f"target '{target.name}': the Delta Lake JARs do not fit this Spark "
-            f"({spark.version}): {jars_error_line(text)}", path=target.profiles_file,
-            hint=_fix(target)) from exc
-    source = cls.getProtectionDomain().getCodeSource()
-    if source is not None:
-        jar = Path(str(source.getLocation().getPath()))
-        jars.check_spark_jars([jar], target.profiles_file or "profiles.yml", _fix(target),
-                              f"target '{target.name}': ")
-
-
-def jars_error_line(text: str) -> str:
-    """The line of a Java error that names what failed to link."""
-    for line in text.splitlines():
-        if "NoClassDefFoundError" in line or "ClassNotFoundException" in line:
-            return line.split(":", 1)[-1].strip()
-    return text.strip().splitlines()[0] if text.strip() else "unknown error"
-
-
-class NativeEngine(OnDemandSpark):
+class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
     name = "delta-spark"
+    capabilities = Capabilities(
+        delta_streaming_source=True,  # Delta's own streaming source reads the tables
+        skips_empty_writes=False,  # an empty append or MERGE still commits
+        clustering=None, delta_sql=True, catalog_tables=True, object_storage=True,
+        jar_bundles=("delta",), long_queries=LONG_QUERIES["delta-spark"])
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
@@ -179,9 +75,6 @@ class NativeEngine(OnDemandSpark):
 
     def read_table(self, path: str):
         return self.spark.read.format("delta").load(str(path))
-
-    follows_commit_log = False  # Delta's own streaming source reads the tables
-    skips_empty_writes = False  # an empty append or MERGE still commits
 
     def read_stream(self, path: str, changes: bool = False):
         reader = self.spark.readStream.format("delta")
@@ -382,7 +275,7 @@ class NativeEngine(OnDemandSpark):
     def _non_null(self, path: str, version: int) -> dict[str, int]:
         """Non-null values per column in the files a commit added, from the statistics Delta
         keeps for them (its first 32 columns by default); columns without them are left out."""
-        commit = self.read_text(join(str(path), "_delta_log", f"{version:020d}.json"))
+        commit = read_text(self, join(str(path), "_delta_log", f"{version:020d}.json"))
         actions = [json.loads(line) for line in commit.splitlines() if line.strip()]
         stats = [json.loads(a["add"].get("stats") or "{}") for a in actions if "add" in a]
         counts: dict[str, int] = {}
@@ -393,92 +286,6 @@ class NativeEngine(OnDemandSpark):
         known = [set(stat.get("nullCount") or {}) for stat in stats]
         return {c: n for c, n in counts.items() if all(c in k for k in known)}
 
-    clustering_problem = None
-
-    def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
-        # Set after each build: Delta 4.4's DataFrame writes to a path ignore clusterBy and an
-        # overwrite drops the table's clustering columns.
-        current = self._table(path).detail().first()["clusteringColumns"] or []
-        if sorted(current) == sorted(columns):
-            return False
-        self.spark.sql(f"ALTER TABLE {table(str(path))} CLUSTER BY "
-                       f"({', '.join(quote(c) for c in columns)})")
-        return True
-
-    def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
-                 cluster_by: tuple[str, ...] = ()) -> dict:
-        if cluster_by:  # OPTIMIZE of a clustered table clusters it
-            self.cluster(path, cluster_by)
-        builder = self._table(path).optimize()
-        done = builder.executeZOrderBy(*zorder_by) if zorder_by else builder.executeCompaction()
-        metrics = done.first()["metrics"]
-        return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
-
-    def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
-        """Delete files no version within the retention needs; returns them (a dry run lists
-        them first: delta-spark's vacuum only counts what it deleted)."""
-        self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled",
-                            str(enforce_retention).lower())
-        try:
-            sql = f"VACUUM {table(str(path))} RETAIN {retain_hours} HOURS"
-            doomed = [row[0] for row in self.spark.sql(sql + " DRY RUN").collect()]
-            self.spark.sql(sql)
-        finally:
-            self.spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
-        return doomed
-
-    def file_count(self, path: str) -> int:
-        """From the version's checksum (.crc), as committed_version reads it: no Spark job.
-        Delta 4.4's Snapshot.numOfFiles replays the log in one even when the checksum has the
-        count. A version without a checksum: Delta's replay. (Builds ask before a write,
-        which replays the log anyway: none measured faster for it.)"""
-        snapshot = self._snapshot(path)
-        checksum = snapshot.checksumOpt()
-        return int(checksum.get().numFiles() if checksum.isDefined() else snapshot.numOfFiles())
-
-    def row_count(self, path: str) -> int | None:
-        return self.read_table(path).count()  # Delta answers a bare count from its log
-
-    def history(self, path: str, limit: int | None = None) -> list[dict]:
-        """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left
-        out). A local table's from delta-rs, else Delta's own, serialized by Delta's JSON
-        mapper in one call."""
-        history = self._from_local_log(path, lambda table: table.history(limit))
-        return self.delta_history(path, limit) if history is None else history
-
-    def delta_history(self, path: str, limit: int | None = None) -> list[dict]:
-        jvm = self.spark._jvm
-        none = jvm.scala.Option.empty()
-        commits = self._snapshot(path).deltaLog().history().getHistory(
-            none if limit is None else jvm.scala.Option.apply(limit), none)
-        return json.loads(self._json(commits))
-
-    def restore(self, path: str, version: int) -> int:
-        self._table(path).restoreToVersion(version)
-        return self.table_version(path)
-
-    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
-        df = self.spark.sql(snapshot_sql(str(path), as_of))
-        return (df.limit(limit) if limit is not None else df).toArrow()
-
-    def table_columns(self, path: str) -> dict[str, str] | None:
-        if not self.table_exists(path):
-            return None
-        return {f.name: f.dataType.simpleString() for f in self.read_table(path).schema.fields}
-
     # Checkpoints live beside the tables, on whatever storage the warehouse is.
 
-    def read_text(self, location: str) -> str:
-        return read_text(self.spark, location) if is_remote(location) else Path(
-            location).read_text()
 
-    def write_text(self, location: str, text: str) -> None:
-        # Object stores show an object whole when its writer closes it; a local file is
-        # written beside and renamed over.
-        if is_remote(location):
-            write_text(self.spark, location, text)
-        else:
-            write_local_text(location, text)
-
-    def remove_folder(self, location: str) -> None:
-        remove_folder(self.spark, location)

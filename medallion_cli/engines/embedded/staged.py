@@ -15,11 +15,15 @@ import decimal
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from deltalake import DeltaTable, Schema
 from deltalake.transaction import AddAction
+
+from ...core.processes import running
 
 DEFAULT_INDEXED_COLUMNS = 32
 LONGEST_STRING_STAT = 32  # longer values are left out of min/max rather than truncated
@@ -151,3 +155,38 @@ def _non_null(files: list[str], metadata: list) -> dict[str, int]:
                         0).null_count
                 counts[name] = counts.get(name, 0) + group.num_rows - nulls
     return counts
+
+
+def remove_dead_staging(staging: Path) -> None:
+    """Remove staging folders that no running process owns: a build killed mid-write leaves
+    its staged Parquet behind (folders are named <pid>-<uuid>)."""
+    if not staging.is_dir():
+        return
+    for folder in staging.iterdir():
+        pid = folder.name.split("-", 1)[0]
+        if pid.isdigit() and running(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def adoptable(dt: DeltaTable | None, staged: StagedFiles, mode: str,
+               partition_by: tuple[str, ...]) -> bool:
+    """Whether Spark's staged files can become the table's data files as they are: no
+    partition folders to translate, no timestamp_ntz (a table feature delta-rs sets when it
+    writes), and for an append exactly the table's columns and types. Otherwise delta-rs writes
+    the rows (partitions, schema evolution, casts)."""
+    if partition_by or not staged.files:
+        return False
+    schema = staged.arrow_schema()
+    if any(pa.types.is_timestamp(f.type) and not f.type.tz for f in schema):
+        return False
+    if dt is None:
+        return True
+    if dt.metadata().partition_columns:
+        return False
+    return mode == "overwrite" or _columns(Schema.from_arrow(schema)) == _columns(dt.schema())
+
+
+def _columns(schema: Schema) -> list[tuple[str, str]]:
+    return [(f["name"], json.dumps(f["type"], sort_keys=True))
+            for f in json.loads(schema.to_json())["fields"]]

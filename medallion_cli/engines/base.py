@@ -1,0 +1,200 @@
+"""What every engine is: table reads and writes (TableIO: snapshots, streams, append, replace,
+MERGE, each one commit, exactly once with an app transaction) and table administration
+(TableAdmin: history, time travel, restore, optimize, vacuum, counts), what a write returns,
+how a MERGE matches, and the capabilities by which engines differ, which the build consults
+instead of engine names.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from ..core.errors import MedallionError
+from ..spark.conf import LongQueries
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    version: int
+    rows: int | None
+    files_added: int | None = None
+    non_null: dict = field(default_factory=dict)  # column -> non-null values in what was written
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """How a MERGE matches and orders rows. The source has one row per key when it is run."""
+
+    keys: tuple[str, ...]
+    # A matched row is only replaced by one at least as new, by these columns in order (null
+    # sorts first: older than any value).
+    sequence_by: tuple[str, ...] = ()
+    delete_column: str | None = None  # boolean source column: matched rows where true are deleted
+    expire: str | None = None  # condition on target rows the source lacks: those are deleted
+    null_safe_keys: tuple[str, ...] = ()  # keys where null matches null
+    # The source replaces whole groups of target rows: per group (its keys), one marker row
+    # (delete column true) that matches every target row of the group, which are deleted, and
+    # the group's new rows (delete column false), which match nothing and are inserted.
+    replace_groups: bool = False
+    ignore_nulls: bool = False  # a null in a matched source row keeps the stored value
+    # The latest truncate's sequence_by values (SQL literals): target rows the source lacks
+    # that are not newer are deleted
+    truncated_through: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """How engines differ, declared: the build consults these, never an engine's name."""
+
+    # Delta's own streaming source reads tables (read_stream); without it, a streaming model
+    # follows each table's commit log (commit_stream drives the query, and each micro-batch
+    # runs the model's SQL on what read_commits returns for its commits)
+    delta_streaming_source: bool
+    # An append or MERGE of no rows commits nothing and costs no more than a look for rows
+    # would (rows computed before the commit); elsewhere callers look for rows first: a MERGE
+    # of nothing costs seconds on delta-spark
+    skips_empty_writes: bool
+    clustering: str | None  # why it cannot keep a table's liquid clustering; None: it can
+    delta_sql: bool  # Spark SQL statements on Delta tables (DESCRIBE HISTORY, OPTIMIZE) run
+    catalog_tables: bool  # tables can be registered by name in a Spark catalog (metastore:)
+    object_storage: bool  # a warehouse on s3a://, abfss://, gs://
+    jar_bundles: tuple[str, ...]  # Maven bundles (spark/jars.py) its driver needs
+    long_queries: LongQueries  # from how much new data a build is long queries, and its JIT
+
+
+class TableIO(Protocol):
+    """Reading and writing tables, each write one commit."""
+
+    name: str  # for messages only ("the embedded engine")
+    capabilities: Capabilities
+    spark: SparkSession  # started on first use (spark/session.py)
+    start_seconds: float | None
+
+    def for_node(self) -> Engine:
+        """The engine with a Spark session of its own for one node, made when first used."""
+
+    def table_exists(self, path: str) -> bool: ...
+
+    def read_table(self, path: str) -> DataFrame: ...
+
+    def read_stream(self, path: str, changes: bool = False) -> DataFrame:
+        """A streaming DataFrame of the rows each new version of the table adds; changes: of
+        its change data feed (its rows as inserts, then each commit's inserts, deletes and
+        update pre/post images with _change_type, _commit_version, _commit_timestamp)."""
+
+    def commit_stream(self, path: str) -> DataFrame:
+        """A streaming DataFrame with one row (column `version`) per commit of the table."""
+
+    def read_commits(self, path: str, versions: list[int], from_snapshot: bool,
+                     changes: bool = False) -> tuple[DataFrame, int]:
+        """(rows, count) the commits added; from_snapshot: the table at the newest of them;
+        changes: their change data feed, as read_stream gives it."""
+
+    def read_changes(self, path: str, first: int, last: int) -> DataFrame:
+        """The table's change data feed from version `first` to `last`, both included."""
+
+    def table_version(self, path: str) -> int: ...
+
+    def last_commit_value(self, path: str, key: str) -> str | None:
+        """`key` from the custom metadata of the table's last data-writing commit."""
+
+    def committed_version(self, path: str, app_id: str) -> int | None:
+        """The last version (batch id) `app_id` committed to the table, or None."""
+
+    def write(self, df: DataFrame, path: str, mode: str, partition_by: tuple[str, ...] = (),
+              metadata: dict | None = None, merge_schema: bool = False,
+              txn: tuple[str, int] | None = None,
+              properties: dict[str, str] | None = None) -> WriteResult:
+        """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows.
+        txn (app_id, version) is recorded in the same commit, for exactly-once streaming.
+        properties: Delta table properties the table must have (set in the commit that
+        creates it, else by a commit of their own first when they differ)."""
+
+    def append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
+        """Append a few rows made in Python (the event log's) in one commit with the app
+        transaction `txn`; nothing when `txn` is already in the table."""
+
+    def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: dict | None = None,
+              merge_schema: bool = False, txn: tuple[str, int] | None = None,
+              properties: dict[str, str] | None = None) -> WriteResult: ...
+
+    def property_problem(self, key: str, value: str) -> str | None:
+        """Why this engine cannot keep a table property, or None when it can."""
+
+
+class TableAdmin(Protocol):
+    """Looking after tables: layout, maintenance, history and time travel, counts."""
+
+    def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
+        """Make `columns` the table's liquid clustering columns when they are not (a commit of
+        its own, no data change); whether it changed them."""
+
+    def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
+                 cluster_by: tuple[str, ...] = ()) -> dict:
+        """Compact small files (a commit with no data change); {files_removed, files_added}.
+        zorder_by: rewrite the rows clustered on these columns (Z-order), so that files hold
+        narrow ranges of them and reads filtering on them skip most files. cluster_by: the
+        table's clustering columns (set first when they differ); its rows are clustered by
+        them (liquid clustering: only files not yet clustered are rewritten)."""
+
+    def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+        """Delete unreferenced files older than the retention; returns them."""
+
+    def file_count(self, path: str) -> int: ...
+
+    def row_count(self, path: str) -> int | None:
+        """Rows in the table now, from the Delta log's file statistics (None if it lacks them)."""
+
+    def history(self, path: str, limit: int | None = None) -> list[dict]: ...
+
+    def restore(self, path: str, version: int) -> int:
+        """Make `version` current as a new commit; returns the new version."""
+
+    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
+        """Rows now, at a version, or at a timestamp (a pyarrow Table)."""
+
+    def table_columns(self, path: str) -> dict[str, str] | None:
+        """Column name -> type name of the table, or None when there is no table."""
+
+
+class Engine(TableIO, TableAdmin, Protocol):
+    """An engine: both."""
+
+
+def duplicate_keys(spec: MergeSpec) -> MedallionError:
+    """A MERGE source with several rows for one key (both engines say this)."""
+    return MedallionError(
+        f"the model returned several rows with the same unique_key ({', '.join(spec.keys)}); "
+        "MERGE needs one row per key",
+        hint="deduplicate in the SQL or set sequence_by so the latest row wins")
+
+
+# Commits that change no rows (maintenance; properties or comments set after a write): they do
+# not hide the last build's metadata.
+ROWLESS_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
+                      "CHANGE COLUMN", "CLUSTER BY")
+
+
+def commit_metadata(metadata: dict) -> str:
+    """Medallion's commit metadata as Delta's commitInfo.userMetadata (JSON), which both engines
+    write and read, so each sees the other's fingerprints."""
+    return json.dumps(metadata, sort_keys=True)
+
+
+def last_commit_value(history: list[dict], key: str) -> str | None:
+    """`key` from the userMetadata of the newest data-writing commit in `history` (newest
+    first), passing over commits that change no rows."""
+    for commit in history:
+        if commit.get("operation") in ROWLESS_OPERATIONS:
+            continue
+        try:
+            return json.loads(commit.get("userMetadata") or "{}").get(key)
+        except ValueError:
+            return None  # someone else's free-text userMetadata
+    return None

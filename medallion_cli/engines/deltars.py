@@ -1,0 +1,70 @@
+"""delta-rs's commits, which both engines make on a local warehouse (the embedded engine for
+every table, delta-spark for the event log's few rows): custom metadata and app transactions
+on a commit, one line for a commit that lost to a concurrent one, and tables delta-rs cannot
+write refused by name.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+
+from ..core.errors import MedallionError
+from ..core.failures import CONCURRENT_COMMIT
+from .base import commit_metadata
+
+
+def writable(dt: DeltaTable, path: str) -> DeltaTable:
+    """The table, when delta-rs can commit to it: not one delta-spark clustered (cluster_by)."""
+    if "clustering" in (dt.protocol().writer_features or []):
+        raise MedallionError(
+            "this table has liquid clustering (cluster_by, on the delta-spark engine), which "
+            "the embedded engine cannot write", path=path,
+            hint="build it with a delta-spark target; the embedded engine still reads it")
+    return dt
+
+
+def commit_properties(metadata: dict | None, txn: tuple[str, int] | None) -> CommitProperties | None:
+    """Commit properties: custom metadata, and the app transaction that makes a replay a no-op."""
+    if not metadata and not txn:
+        return None
+    return CommitProperties(
+        custom_metadata={"userMetadata": commit_metadata(metadata)} if metadata else None,
+        app_transactions=[Transaction(*txn)] if txn else None)
+
+
+def append_rows(rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
+    """Rows made in Python appended to a local table by delta-rs alone, no Spark job (the
+    Engine contract's append_rows); nothing when `txn` is already in the table."""
+    try:
+        dt = writable(DeltaTable(str(path)), path)
+    except TableNotFoundError:
+        dt = None
+    if replayed(dt, txn):
+        return
+    with one_writer(path):
+        write_deltalake(dt if dt is not None else str(path), rows, mode="append",
+                        schema_mode="merge" if dt is not None else None,
+                        commit_properties=commit_properties(None, txn))
+
+
+@contextmanager
+def one_writer(path: str):
+    """A commit that lost to a concurrent one (another build writing the same table) fails with
+    one line; nothing of it is in the table."""
+    try:
+        yield
+    except CommitFailedError as exc:
+        raise MedallionError(CONCURRENT_COMMIT, path=path) from exc
+
+
+def replayed(dt: DeltaTable | None, txn: tuple[str, int] | None) -> bool:
+    """Whether the app transaction already committed this version (or a later one): then the
+    write is a replay and must change nothing, as in Delta's own txnAppId/txnVersion."""
+    if txn is None or dt is None:
+        return False
+    done = dt.transaction_version(txn[0])
+    return done is not None and done >= txn[1]

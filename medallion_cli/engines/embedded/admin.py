@@ -1,0 +1,68 @@
+"""The embedded engine's table administration, by delta-rs from the Delta log alone (no JVM):
+compaction and Z-order, vacuum, restore, history and time travel, counts and columns.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ...core.errors import MedallionError
+from ..deltars import writable
+
+
+def _type_name(delta_type) -> str:
+    """`long`, `decimal(12,2)`, or the kind of a nested type (array, struct, map)."""
+    primitive = getattr(delta_type, "type", None)
+    return primitive if isinstance(primitive, str) else type(delta_type).__name__.replace(
+        "Type", "").lower()
+
+
+class EmbeddedAdmin:
+    """Table administration (TableAdmin) on the embedded engine: delta-rs alone, no JVM."""
+
+    def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
+        raise MedallionError(self.capabilities.clustering, path=path)
+
+    def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
+                 cluster_by: tuple[str, ...] = ()) -> dict:
+        """Compact small files into larger ones (no data change); returns files removed/added."""
+        if cluster_by:
+            self.cluster(path, cluster_by)
+        dt = writable(self._open(path), path)
+        metrics = dt.optimize.z_order(list(zorder_by)) if zorder_by else dt.optimize.compact()
+        return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
+
+    def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
+        """Delete files no version within the retention needs; returns the files deleted."""
+        return self._open(path).vacuum(retention_hours=int(retain_hours), dry_run=False,
+                                       enforce_retention_duration=enforce_retention)
+
+    def file_count(self, path: str) -> int:
+        return len(self._open(path).file_uris())
+
+    def row_count(self, path: str) -> int | None:
+        rows = pa.table(self._open(path).get_add_actions(flatten=True)).column("num_records")
+        return None if rows.null_count else sum(rows.to_pylist())
+
+    def history(self, path: str, limit: int | None = None) -> list[dict]:
+        return self._open(path).history(limit)
+
+    def restore(self, path: str, version: int) -> int:
+        """Make `version`'s rows the table's current state, as a new commit; returns it."""
+        dt = self._open(path)
+        dt.restore(version)
+        return self.table_version(path)
+
+    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
+        """The table's rows (as a pyarrow Table) now, at a version, or at a timestamp."""
+        dt = self._open(path)
+        if as_of is not None:
+            dt.load_as_version(as_of)
+        dataset = dt.to_pyarrow_dataset()
+        return dataset.head(limit) if limit is not None else dataset.to_table()
+
+    def table_columns(self, path: str) -> dict[str, str] | None:
+        """Column name -> Delta type name, from the Delta log (no JVM)."""
+        if not self.table_exists(path):
+            return None
+        return {f.name: _type_name(f.type) for f in self._open(path).schema().fields}

@@ -1,0 +1,104 @@
+"""What the embedded engine reads with Spark: a snapshot's files (delta-rs lists them, Spark's
+Parquet reader reads them), the rows given commits added (streams follow each table's commit
+log), and the change feed between versions, from the Delta log's actions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from ...core.errors import MedallionError
+from . import delta_log
+
+
+def _as_changes(rows, change_type: str | None, version: int, timestamp_ms: int):
+    """Rows as change-feed rows: their _change_type (None: they have it already), the commit's
+    version and time."""
+    from ...spark.pyspark_api import F
+
+    if change_type is not None:
+        rows = rows.withColumn(delta_log.CHANGE_TYPE, F.lit(change_type))
+    return (rows.withColumn(delta_log.COMMIT_VERSION, F.lit(version).cast("bigint"))
+            .withColumn(delta_log.COMMIT_TIMESTAMP, F.timestamp_millis(F.lit(timestamp_ms))))
+
+
+class EmbeddedReads:
+    """Reads of a table's files, its commits and its change feed, for batch and streaming models."""
+
+    def _read_files(self, dt: DeltaTable, path: str, files: list[str]):
+        """The rows of some of the table's data files, with the table's current schema."""
+        if "deletionVectors" in (dt.protocol().reader_features or []):
+            raise MedallionError("this table uses deletion vectors, which the embedded engine "
+                                 "cannot read", path=path,
+                                 hint="disable them on the table or use the delta-spark engine")
+        schema = self._spark_schema(dt)
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        # basePath lets Spark take partition values from the hive-style folder names delta-rs writes.
+        return self.spark.read.schema(schema).option("basePath", str(path)).parquet(*files)
+
+    def commit_stream(self, path: str):
+        """A streaming DataFrame with one row (column `version`) per commit of the table."""
+        return delta_log.commit_stream(self.spark, path)
+
+    def read_commits(self, path: str, versions: list[int], from_snapshot: bool,
+                     changes: bool = False):
+        """(rows, count): what the given commits added, or with from_snapshot, every row of the
+        table at the newest of them (the first batch of a stream). changes: their row-level
+        changes instead, as Delta's change data feed gives them (a snapshot's rows as inserts)."""
+        if changes and versions and not from_snapshot:
+            return self._read_changes(path, delta_log.commit_changes(path, versions))
+        if not versions:
+            files = []
+        elif from_snapshot:
+            files = delta_log.snapshot_files(path, max(versions))
+        else:
+            files = delta_log.added_files(path, versions)
+        rows = self._read_files(self._open(path), path, [f for f, _ in files])
+        if changes:  # a stream of changes starts with the table as it is, as inserts
+            newest = delta_log.commit_changes(path, [max(versions)])[0] if versions else None
+            rows = _as_changes(rows, "insert", *((newest.version, newest.timestamp_ms)
+                                                 if newest else (-1, 0)))
+        return rows, sum(n or 0 for _, n in files)
+
+    def read_changes(self, path: str, first: int, last: int):
+        """The table's change feed from version `first` to `last`, both included."""
+        return self._read_changes(path, delta_log.commit_changes(path, list(range(first, last + 1)))
+                                  )[0]
+
+    def _read_changes(self, path: str, commits: list[delta_log.CommitChanges]):
+        """(rows, count) of the commits' changes, with _change_type, _commit_version and
+        _commit_timestamp as delta-spark's change feed has them."""
+        dt = self._open(path)
+        change_schema = self._spark_schema(dt).add(delta_log.CHANGE_TYPE, "string")
+        parts, count = [], 0
+        for commit in commits:
+            stamp = (commit.version, commit.timestamp_ms)
+            if commit.change_files:
+                parts.append(_as_changes(
+                    self.spark.read.schema(change_schema).option(
+                        "basePath", str(Path(path) / "_change_data")).parquet(
+                        *commit.change_files), None, *stamp))
+                count += sum(pq.ParquetFile(f).metadata.num_rows for f in commit.change_files)
+            for kind, files in (("insert", commit.inserted), ("delete", commit.deleted)):
+                if files:
+                    parts.append(_as_changes(self._read_files(dt, path, [f for f, _ in files]),
+                                             kind, *stamp))
+                    count += sum(n if n is not None else pq.ParquetFile(f).metadata.num_rows
+                                 for f, n in files)
+        if not parts:
+            return _as_changes(self._read_files(dt, path, []), "insert", -1, 0), 0
+        rows = parts[0]
+        for part in parts[1:]:
+            rows = rows.unionByName(part)
+        return rows, count
+
+    @staticmethod
+    def _spark_schema(dt: DeltaTable):
+        from ...spark.pyspark_api import from_arrow_schema
+
+        return from_arrow_schema(pa.schema(dt.schema().to_arrow()))

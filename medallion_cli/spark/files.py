@@ -1,0 +1,86 @@
+"""Small files beside the tables (checkpoints' notes, data tests' verdicts) and landing folders,
+wherever the warehouse is: local paths with Python, object-store URIs through Hadoop's
+FileSystem API in Spark's JVM (it reaches every location Spark reads, with the target's
+credentials), so no engine writes plain files and nothing here needs a client per store.
+
+Each function takes `on`: anything whose `spark` gives the session (an engine, which starts it
+on first use), asked only for a location that is not local.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ..core.locations import is_remote
+
+
+def read_text(on, location: str) -> str:
+    """A (small) file's content as UTF-8 text; FileNotFoundError when there is none."""
+    if not is_remote(location):
+        return Path(location).read_text()
+    spark = on.spark
+    jvm = spark._jvm
+    path, fs = _hadoop_file(spark, location)
+    if not fs.exists(path):
+        raise FileNotFoundError(location)
+    out = jvm.java.io.ByteArrayOutputStream()
+    jvm.org.apache.hadoop.io.IOUtils.copyBytes(fs.open(path), out, 65536, True)  # closes both
+    return out.toString("UTF-8")
+
+
+def write_text(on, location: str, text: str) -> None:
+    """Write a (small) UTF-8 file whole or not at all, replacing one that is there: a local one
+    is written beside it and renamed over it (a process killed mid-write leaves the file as it
+    was, never an empty one the next build cannot parse); an object appears whole when its
+    writer closes it."""
+    if not is_remote(location):
+        write_local_text(location, text)
+        return
+    path, fs = _hadoop_file(on.spark, location)
+    out = fs.create(path, True)
+    try:
+        out.write(bytearray(text.encode()))
+    finally:
+        out.close()
+
+
+def write_local_text(location: str, text: str) -> None:
+    path = Path(location)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    written.write_text(text)
+    os.replace(written, path)
+
+
+def remove(on, location: str) -> None:
+    """Delete a file, or a folder and everything under it; nothing there is fine."""
+    if not is_remote(location):
+        if Path(location).is_file():
+            Path(location).unlink()
+        shutil.rmtree(location, ignore_errors=True)
+        return
+    path, fs = _hadoop_file(on.spark, location)
+    fs.delete(path, True)
+
+
+def list_files(on, location: str) -> list[tuple[str, int, int]]:
+    """(path under the location, size, modification time) of every file below an object-store
+    location, sorted (local folders: core.locations.local_files, which needs no Spark)."""
+    path, fs = _hadoop_file(on.spark, location)
+    if not fs.exists(path):
+        return []
+    root = fs.makeQualified(path).toString().rstrip("/") + "/"
+    files, it = [], fs.listFiles(path, True)
+    while it.hasNext():
+        status = it.next()
+        files.append((status.getPath().toString().removeprefix(root), status.getLen(),
+                      status.getModificationTime()))
+    return sorted(files)
+
+
+def _hadoop_file(spark, location: str):
+    """(Hadoop Path, its FileSystem) for a location."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(location)
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
