@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
+from medallion_cli.commands import invocation
 from medallion_cli.report.eventlog import EventLog
 
 TARGETS = {"embedded": "local", "delta-spark": "local-delta"}
@@ -32,9 +33,9 @@ bench:
 def event_logs(root: Path) -> dict[str, EventLog]:
     logs = {}
     for engine, target in TARGETS.items():
-        inv = tasks.Invocation(project_dir=str(root), target=target)
-        loaded = tasks.load(inv)
-        logs[engine] = EventLog(tasks.engine_of(loaded.project, inv), loaded.project,
+        inv = commands.Invocation(project_dir=str(root), target=target)
+        loaded = invocation.load(inv)
+        logs[engine] = EventLog(invocation.engine_of(loaded.project, inv), loaded.project,
                                 loaded.graph, "bench")
     return logs
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
 
 TARGETS = {"embedded": "local", "delta-spark": "local-delta"}
 PROFILE = """\
@@ -77,7 +77,7 @@ def land(root: Path, name: str, order_ids, customers: int, seq: int, rng) -> Non
 
 def build(root: Path, target: str, select: tuple[str, ...], full_refresh: bool = False):
     start = time.perf_counter()
-    results = tasks.build(tasks.Invocation(project_dir=str(root), target=target, select=select,
+    results = commands.build(commands.Invocation(project_dir=str(root), target=target, select=select,
                                            full_refresh=full_refresh), "build")
     seconds = time.perf_counter() - start
     failed = [r.message for r in results if r.failed]

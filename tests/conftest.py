@@ -1,5 +1,7 @@
 """Shared fixtures: one SparkSession per test worker (pytest-xdist runs the files on every core,
-each file on one worker), and small projects written to tmp folders.
+each file on one worker), and small projects written to tmp folders. Tests marked `unit` need
+no JVM (`pytest -m unit` runs them alone, with no Java on the machine); every other test gets
+the session started before it runs.
 
 Every test that builds runs on both engines: it asks for `engine_name` (directly, or through the
 `build` fixture), which is parametrized over ENGINES, and `project` then writes a profile whose
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
 from medallion_cli.spark import jars
 
 ENGINES = ("embedded", "delta-spark")
@@ -70,14 +72,21 @@ def write_project(root: Path, files: dict[str, str], project_yml: str = PROJECT,
 @pytest.fixture(scope="session")
 def delta_jars() -> Path:
     """The Delta Lake JARs, fetched with Maven on first use, as `medallion jars` does."""
-    return tasks.fetch_jars(("delta",))[0]
+    return commands.fetch_jars(("delta",))[0]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def spark(delta_jars):
-    """The one SparkSession of the test run; engines made later pick it up via getOrCreate.
-    Started first (autouse), so no test's in-process build starts one without Delta's (and
-    Kafka's) JARs."""
+@pytest.fixture(autouse=True)
+def _spark_first(request):
+    """Every test but a unit one (`pytest -m unit`: no JVM, no Java needed) has the suite's
+    SparkSession started before it runs, so no in-process build starts one without Delta's
+    (and Kafka's) JARs."""
+    if request.node.get_closest_marker("unit") is None:
+        request.getfixturevalue("spark")
+
+
+@pytest.fixture(scope="session")
+def spark(request, delta_jars):
+    """The one SparkSession of the test run; engines made later pick it up via getOrCreate."""
     from medallion_cli.engines.delta_spark.settings import (
         check_delta_loaded,
         spark_settings,
@@ -121,8 +130,8 @@ def build(spark, engine_name):
     """Build a project like `medallion build` does; returns {name: NodeResult}."""
 
     def _build(root: Path, command: str = "build", kinds=("seed", "model"), **options):
-        inv = tasks.Invocation(project_dir=str(root), **options)
-        return {r.name: r for r in tasks.build(inv, command, kinds)}
+        inv = commands.Invocation(project_dir=str(root), **options)
+        return {r.name: r for r in commands.build(inv, command, kinds)}
 
     return _build
 

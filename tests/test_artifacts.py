@@ -3,12 +3,13 @@
 import json
 import time
 
+import pytest
 from click.testing import CliRunner
-from test_streaming import BATCH_1, MODELS, land
+from helpers import BATCH_1, MODELS, land
 
-from medallion_cli.cli import main
+from medallion_cli import commands
 from medallion_cli.cli.console import Console
-from medallion_cli.commands import tasks
+from medallion_cli.cli.group import main
 from medallion_cli.run.runner import NodeResult
 
 
@@ -61,6 +62,7 @@ def test_json_log_format(project, engine_name):
     assert events[2]["counts"]["success"] == 1
 
 
+@pytest.mark.unit
 def test_live_status_line_on_a_terminal_and_plain_lines_otherwise():
     def run(live: bool) -> str:
         runner = CliRunner()
@@ -81,6 +83,7 @@ def test_live_status_line_on_a_terminal_and_plain_lines_otherwise():
     assert "1 of 1" in plain and "[3 rows, 1.2s]" in plain
 
 
+@pytest.mark.unit
 def test_expectation_lines_say_where_failing_rows_went():
     """drop and warn both count failing rows; their lines say the rows went apart to the
     quarantine, or into the table all the same."""
@@ -102,6 +105,7 @@ def test_expectation_lines_say_where_failing_rows_went():
         "      expectation sane: 0 row(s) failed"]
 
 
+@pytest.mark.unit
 def test_every_kind_of_node_prints_in_every_status():
     """A no-op build reports data tests up to date: the console has a word for each status."""
     from medallion_cli.cli.console import ORDER
@@ -120,6 +124,7 @@ def test_every_kind_of_node_prints_in_every_status():
     assert "Done. 4 success, 4 up to date, 4 warn, 4 error, 4 skipped" in text
 
 
+@pytest.mark.unit
 def test_the_status_line_says_starting_spark_while_the_engine_starts():
     runner = CliRunner()
     with runner.isolation() as (out, _, _):
@@ -139,6 +144,6 @@ def test_the_status_line_says_starting_spark_while_the_engine_starts():
 def test_a_build_reports_when_the_engine_starts(project, engine_name):
     root = project({"models/a.sql": "select 1 as id"})
     phases = []
-    tasks.build(tasks.Invocation(project_dir=str(root)), "build",
-                report=tasks.Reporter(phase=phases.append))
+    commands.build(commands.Invocation(project_dir=str(root)), "build",
+                report=commands.Reporter(phase=phases.append))
     assert phases == ["starting Spark", None]

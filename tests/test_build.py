@@ -8,7 +8,7 @@ from chispa import assert_df_equality
 from conftest import read_delta
 from deltalake import DeltaTable
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.run.runner import NodeResult, execute
 
@@ -197,6 +197,7 @@ def test_failed_model_keeps_its_table_and_skips_downstream(project, build):
     assert version(root / "warehouse/models/c") == 0
 
 
+@pytest.mark.unit
 def test_the_longest_chain_of_ready_nodes_starts_first():
     started = []
 
@@ -212,6 +213,7 @@ def test_the_longest_chain_of_ready_nodes_starts_first():
     assert [r.name for r in results] == order  # reported in DAG order
 
 
+@pytest.mark.unit
 def test_a_seed_counts_for_no_work_in_the_chain_below():
     started = []
 
@@ -242,16 +244,17 @@ def test_fail_fast_stops_after_the_first_failure_and_retry_runs_the_rest(project
     assert [unchecked[n].status for n in "abc"] == ["error", "success", "success"]
     build(root, threads=1, fail_fast=True)
     (root / "models/a.sql").write_text("select 1 as id")
-    retried = {r.name: r for r in tasks.retry(tasks.Invocation(project_dir=str(root)))}
+    retried = {r.name: r for r in commands.retry(commands.Invocation(project_dir=str(root)))}
     assert {n: r.status for n, r in retried.items()} == {
         "a": "success", "a_total": "success", "b": "up_to_date", "c": "up_to_date"}
-    assert tasks.retry(tasks.Invocation(project_dir=str(root))) == []  # nothing failed last
+    assert commands.retry(commands.Invocation(project_dir=str(root))) == []  # nothing failed last
 
 
+@pytest.mark.unit
 def test_retry_errors(project):
     root = project({"models/a.sql": "select 1 as id"})
     with pytest.raises(MedallionError, match="nothing to retry: no run results yet"):
-        tasks.retry(tasks.Invocation(project_dir=str(root)))
+        commands.retry(commands.Invocation(project_dir=str(root)))
 
 
 def test_schema_change_fail_and_append_new_columns(project, build):

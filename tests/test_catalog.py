@@ -153,6 +153,7 @@ def test_a_table_the_catalog_manages_under_the_name_is_left_alone_and_named(
     assert medallion(root, "show", "--inline", "select * from silver.m").split() == ["id", "2"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("engine_name", ["embedded", "delta-spark"])
 def test_a_metastore_the_target_cannot_keep_is_refused_naming_the_profile(project, engine_name):
     # the engine's capability (catalog tables), asked when the engine is made; where the
@@ -168,6 +169,7 @@ def test_a_metastore_the_target_cannot_keep_is_refused_naming_the_profile(projec
     assert reason in str(caught.value) and "profiles.yml" in str(caught.value)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("raw, problem", [
     ({"schema": "sales team"}, "config 'schema' is 'sales team'; it must be a name"),
     ({"alias": 3}, "config 'alias' is 3"),
@@ -180,11 +182,13 @@ def test_catalog_config_mistakes_name_the_file(raw, problem):
     assert problem in str(caught.value) and "models/silver/m.sql" in str(caught.value)
 
 
+@pytest.mark.unit
 def test_tblproperties_is_dbt_spark_s_spelling_of_table_properties():
     config = resolve_config(merge_layers({"tblproperties": {"quality": "silver"}}), "m.sql")
     assert config.table_properties == {"quality": "silver"}
 
 
+@pytest.mark.unit
 def test_a_targets_java_options_are_added_to_medallions_own(project):
     """Spark's log file (log4j) and the Derby home stay set when a target adds Java options
     (the test profile adds some), instead of being replaced by them. No Spark starts."""

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 from conftest import read_delta
-from test_kafka import produce
+from helpers import produce
 
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.load.project import load_project
@@ -255,6 +255,7 @@ def test_change_events_unpacked_with_their_mapping(project, build):
     assert [json.loads(r["_corrupt_record"]) for r in rows if r["_corrupt_record"]] == [lines[3]]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("table, problem", [
     ({"format": "csv", "cdc": "debezium", "schema": "id int"}, "reads JSON change events"),
     ({"format": "json", "cdc": "debezium"}, "needs the schema of the changed table"),
@@ -278,6 +279,7 @@ def os_path(path: str) -> str:
     return path.replace("/", os.sep)
 
 
+@pytest.mark.unit
 def test_model_cdc_config_sets_merge_order_and_deletes(project):
     root = project({"models/silver/m.sql": "{{ config(cdc='debezium', unique_key='id', "
                                            "materialized='streaming') }} select 1 as id"})

@@ -3,15 +3,7 @@
 
 import pytest
 from conftest import read_delta
-from test_streaming import (
-    BATCH_1,
-    BATCH_2,
-    BATCH_3,
-    MODELS,
-    expected_state,
-    land,
-    silver,
-)
+from helpers import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver
 
 FEED = """\
 {{ config(materialized='streaming') }}

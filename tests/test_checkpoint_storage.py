@@ -3,11 +3,12 @@
 given as a file:// URI, rebuilt with --full-refresh (and no Hadoop checksum files written)."""
 
 import json
+from types import SimpleNamespace
 
 from conftest import profile_for, read_delta
 
 from medallion_cli.load.project import load_project
-from medallion_cli.spark.files import list_files, read_text, remove_folder
+from medallion_cli.spark.files import list_files, read_text, remove
 
 SOURCES = """\
 sources:
@@ -40,15 +41,15 @@ def test_hadoop_helpers_delete_a_checkpoint_folder(spark, tmp_path):
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "offsets/0").write_text("v1\n{}")
     (checkpoint / "metadata").write_text('{"id":"q"}')
-    remove_folder(spark, f"file://{checkpoint}")
+    remove(SimpleNamespace(spark=spark), f"file://{checkpoint}")
     assert not checkpoint.exists() and (tmp_path / "_checkpoints/bronze").is_dir()
-    remove_folder(spark, f"file://{checkpoint}")  # nothing there: fine
+    remove(SimpleNamespace(spark=spark), f"file://{checkpoint}")  # nothing there: fine
 
 
 def test_hadoop_helpers_read_a_file(spark, tmp_path):
     metadata = tmp_path / "metadata"
     metadata.write_text('{"id":"0b5e-é"}\n')
-    assert read_text(spark, f"file://{metadata}") == '{"id":"0b5e-é"}\n'
+    assert read_text(SimpleNamespace(spark=spark), f"file://{metadata}") == '{"id":"0b5e-é"}\n'
 
 
 def test_hadoop_helpers_list_landing_files(spark, tmp_path):
@@ -56,10 +57,10 @@ def test_hadoop_helpers_list_landing_files(spark, tmp_path):
     (tmp_path / "orders/2024").mkdir(parents=True)
     (tmp_path / "orders/a.json").write_text("{}\n")
     (tmp_path / "orders/2024/b.json").write_text("{}\n{}\n")
-    files = list_files(spark, f"file://{tmp_path}/orders")
+    files = list_files(SimpleNamespace(spark=spark), f"file://{tmp_path}/orders")
     assert [(name, size) for name, size, _ in files] == [("2024/b.json", 6), ("a.json", 3)]
     assert all(modified > 0 for _, _, modified in files)
-    assert list_files(spark, f"file://{tmp_path}/nothing-landed-yet") == []
+    assert list_files(SimpleNamespace(spark=spark), f"file://{tmp_path}/nothing-landed-yet") == []
 
 
 def test_build_on_a_file_uri_warehouse_then_full_refresh(project, build, spark, tmp_path,
@@ -75,14 +76,14 @@ def test_build_on_a_file_uri_warehouse_then_full_refresh(project, build, spark, 
     checkpoint = proj.checkpoint_path(proj.nodes["events"])
     assert checkpoint == str(lake / "_checkpoints/bronze/events")
     # The Hadoop helper reads the query id Spark wrote, as the delta-spark engine would.
-    first_id = json.loads(read_text(spark, f"file://{checkpoint}/metadata"))["id"]
+    first_id = json.loads(read_text(SimpleNamespace(spark=spark), f"file://{checkpoint}/metadata"))["id"]
     assert json.loads((lake / "_checkpoints/bronze/events/metadata").read_text())["id"] == first_id
 
     land(root, "2.json", [{"id": 3, "kind": "a"}])
     results = build(root, full_refresh=True)
     assert results["events"].status == "success"
     # a new checkpoint (a new query) re-read every file once, and its first batch replaced bronze
-    assert json.loads(read_text(spark, f"file://{checkpoint}/metadata"))["id"] != first_id
+    assert json.loads(read_text(SimpleNamespace(spark=spark), f"file://{checkpoint}/metadata"))["id"] != first_id
     assert sorted(r["id"] for r in read_delta(lake / "bronze/events")) == [1, 2, 3]
     assert read_delta(lake / "gold/kind_counts") == [{"kind": "a", "n": 2}, {"kind": "b", "n": 1}]
     # A local session writes no Hadoop checksum files (.<name>.crc) beside checkpoints and data:

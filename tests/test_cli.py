@@ -5,17 +5,19 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 from conftest import PROJECT as PROJECT_YML
 
-from medallion_cli.cli import main
-from medallion_cli.commands import tasks
+from medallion_cli import commands
+from medallion_cli.cli.group import main
 
 
 def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
+@pytest.mark.unit
 def test_help_lists_every_command():
     result = invoke("--help")
     assert result.exit_code == 0
@@ -27,6 +29,7 @@ def test_help_lists_every_command():
         assert option in build_help
 
 
+@pytest.mark.unit
 def test_ls_and_compile(project):
     root = project({"models/bronze/a.sql": "select 1 as id",
                     "models/gold/b.sql": "{{ config(materialized='view') }}"
@@ -48,6 +51,7 @@ def test_ls_and_compile(project):
     assert (root / "target/compiled/models/gold/b.sql").read_text() == real
 
 
+@pytest.mark.unit
 def test_several_values_after_one_select_flag(project):
     """dbt's `-s a b c`: every value up to the next option is a selector."""
     root = project({f"models/{name}.sql": "select 1 as id" for name in ("a", "b", "c", "d")})
@@ -63,6 +67,7 @@ def test_several_values_after_one_select_flag(project):
     assert listed("-s", "a,b") == []  # `,` intersects: no node is both a and b
 
 
+@pytest.mark.unit
 def test_state_modified_selects_what_changed_since_an_earlier_manifest(project):
     root = project({"models/a.sql": "select 1 as id",
                     "models/b.sql": "select id from {{ ref('a') }}",
@@ -117,6 +122,7 @@ def test_debug_names_what_is_wrong(project, tmp_path):
     assert "profile 'nope'" in broken.output and "OK   spark" not in broken.output
 
 
+@pytest.mark.unit
 def test_clean_removes_clean_targets_and_keeps_the_warehouse(project):
     root = project({"models/a.sql": "select 1 as id"})
     invoke("compile", "--project-dir", root)
@@ -129,6 +135,7 @@ def test_clean_removes_clean_targets_and_keeps_the_warehouse(project):
     assert refused.exit_code == 2 and "which is not inside the project" in refused.output
 
 
+@pytest.mark.unit
 def test_compile_ls_and_docs_start_no_jvm(project):
     root = project({"models/a.sql": "select 1 as id"})
     code = ("import sys; from medallion_cli.cli import main\n"
@@ -141,6 +148,7 @@ def test_compile_ls_and_docs_start_no_jvm(project):
     assert out.stdout.strip().endswith("NO PYSPARK")
 
 
+@pytest.mark.unit
 def test_project_errors_exit_2_without_traceback(project):
     root = project({"models/a.sql": "select * from {{ ref('nope') }}"})
     result = invoke("ls", "--project-dir", root)
@@ -151,6 +159,7 @@ def test_project_errors_exit_2_without_traceback(project):
     assert debug.exit_code != 0 and debug.exception is not None  # --debug lets it through
 
 
+@pytest.mark.unit
 def test_bad_vars_and_bad_selector_are_usage_errors(project):
     root = project({"models/a.sql": "select 1 as id"})
     assert invoke("ls", "--project-dir", root, "--vars", "[1, 2]").exit_code == 2
@@ -174,13 +183,14 @@ def test_build_exit_codes_and_run_results(project, spark, engine_name):
     assert failed.exit_code == 1 and "ERROR" in failed.output
 
 
+@pytest.mark.unit
 def test_an_unforeseen_failure_is_one_line_and_debug_shows_its_traceback(project, monkeypatch):
     root = project({"models/a.sql": "select 1 as id"})
 
     def broken(*args, **kwargs):
         raise AssertionError("an internal check failed")
 
-    monkeypatch.setattr(tasks, "list_nodes", broken)
+    monkeypatch.setattr(commands, "list_nodes", broken)
     result = invoke("ls", "--project-dir", root)
     assert result.exit_code == 1
     assert result.output == ("Error: an internal check failed\n"
@@ -189,6 +199,7 @@ def test_an_unforeseen_failure_is_one_line_and_debug_shows_its_traceback(project
     assert isinstance(debug.exception, AssertionError)
 
 
+@pytest.mark.unit
 def test_ls_and_compile_warn_of_a_landing_folder_that_does_not_exist(project):
     root = project({"models/sources.yml": """\
         sources:

@@ -15,19 +15,20 @@ import time
 
 import pytest
 from conftest import profile_for, read_delta
-from spark_cluster import add_cluster_target, standalone_cluster
-from test_cross_engine import sample_copy, tables_of
-from test_streaming import (
+from helpers import (
     BATCH_1,
     BATCH_2,
     BATCH_3,
     MODELS,
     expected_state,
     land,
+    sample_copy,
     silver,
+    tables_of,
 )
+from spark_cluster import add_cluster_target, standalone_cluster
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
 
 WORKERS = 2
 
@@ -57,7 +58,7 @@ def test_the_sample_builds_on_the_cluster_with_the_tables_of_a_local_build(
     assert cluster.state()["aliveworkers"] == WORKERS
     monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")
     local = sample_copy(tmp_path / "local")
-    results = tasks.build(tasks.Invocation(project_dir=str(local), target="local-delta"), "build")
+    results = commands.build(commands.Invocation(project_dir=str(local), target="local-delta"), "build")
     assert not [r.message for r in results if r.failed]
     assert tables_of(on_cluster / "warehouse") == tables_of(local / "warehouse")
 
@@ -68,7 +69,7 @@ def test_exactly_once_when_the_driver_is_killed_after_a_commit(cluster, project)
     land(root, "001.json", BATCH_1)
     # The first batch is built locally (in this process, to spare a driver's start); the cluster
     # continues its checkpoints and tables.
-    first = tasks.build(tasks.Invocation(project_dir=str(root)), "build")
+    first = commands.build(commands.Invocation(project_dir=str(root)), "build")
     assert not [r.message for r in first if r.failed]
     land(root, "002.json", BATCH_2)
     land(root, "003.json", BATCH_3)
@@ -76,7 +77,7 @@ def test_exactly_once_when_the_driver_is_killed_after_a_commit(cluster, project)
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     # The next build finds the batch the killed driver committed; it runs in this process too
     # (the replay is the driver's decision, from the shared checkpoint and table).
-    rebuilt = {r.name: r for r in tasks.build(tasks.Invocation(project_dir=str(root)), "build")}
+    rebuilt = {r.name: r for r in commands.build(commands.Invocation(project_dir=str(root)), "build")}
     assert not [r.message for r in rebuilt.values() if r.failed]
     assert "1 replayed batch(es) already committed" in rebuilt["silver_orders"].message
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)

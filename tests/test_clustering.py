@@ -7,18 +7,10 @@ on delta-spark is refused by name instead of failing inside a commit."""
 import pytest
 from conftest import profile_for, read_delta
 from deltalake import DeltaTable
-from test_streaming import (
-    BATCH_1,
-    BATCH_2,
-    BATCH_3,
-    MODELS,
-    expected_state,
-    land,
-    silver,
-)
+from helpers import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver
 
 from medallion_cli.commands import maintain as maintenance
-from medallion_cli.commands.tasks import Invocation, load
+from medallion_cli.commands.invocation import Invocation, load
 from medallion_cli.core.errors import MedallionError
 
 FILES = {
@@ -95,6 +87,7 @@ def test_cluster_by_lays_out_tables_on_delta_spark_and_is_refused_on_embedded(
     assert DeltaTable(str(bronze)).version() == version and read_delta(bronze) == rows
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("config, problem", [
     ("materialized='table', cluster_by='status', partition_by='status'",
      "cluster_by replaces partition_by and zorder_by"),

@@ -1,22 +1,22 @@
 """Each engine reads, appends to, merges into and streams from the other's tables, and a
 warehouse built on one engine and continued on the other ends with the rows of one engine alone."""
 
-import shutil
 
 import pytest
-from conftest import model_tables, profile_for, read_delta
-from test_root_project import PROJECT_PARTS, ROOT
-from test_streaming import (
+from conftest import profile_for, read_delta
+from helpers import (
     BATCH_1,
     BATCH_2,
     BATCH_3,
     MODELS,
     expected_state,
     land,
+    sample_copy,
     silver,
+    tables_of,
 )
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
 from medallion_cli.engines.base import MergeSpec
@@ -61,7 +61,7 @@ def test_streaming_models_continue_on_the_other_engine(project, first, then):
 
     def build_on(engine):
         profiles.write_text(profile_for(engine))
-        results = {r.name: r for r in tasks.build(tasks.Invocation(project_dir=str(root)),
+        results = {r.name: r for r in commands.build(commands.Invocation(project_dir=str(root)),
                                                   "build")}
         assert not [r.message for r in results.values() if r.failed]
         return results
@@ -84,27 +84,6 @@ def test_streaming_models_continue_on_the_other_engine(project, first, then):
 
 SAMPLE_DAY_2 = ("landing/orders/orders_2024-05-02.json", "landing/events/events_2024-05-02.json")
 TARGET = {"embedded": "local", "delta-spark": "local-delta"}
-VOLATILE = ("_ingested_at", "_quarantined_at", "_deleted_at")  # when a row arrived differs between builds
-
-
-def comparable(row: dict) -> tuple:
-    """A row without arrival times, its source file named without the project's folder."""
-    if row.get("_source_file"):
-        row = {**row, "_source_file": row["_source_file"].rsplit("/", 1)[-1]}
-    return tuple(sorted((k, str(v)) for k, v in row.items() if k not in VOLATILE))
-
-
-def sample_copy(dest):
-    dest.mkdir()
-    for part in PROJECT_PARTS:
-        src = ROOT / part
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / part)
-    return dest
-
-
-def tables_of(warehouse):
-    return {str(p.relative_to(warehouse)): sorted(comparable(row) for row in read_delta(p))
-            for p in model_tables(warehouse)}
 
 
 def test_the_sample_warehouse_built_on_embedded_and_continued_on_delta_spark(
@@ -112,8 +91,8 @@ def test_the_sample_warehouse_built_on_embedded_and_continued_on_delta_spark(
     monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")  # both targets, one warehouse
 
     def build(root, engine):
-        inv = tasks.Invocation(project_dir=str(root), target=TARGET[engine])
-        results = tasks.build(inv, "build")
+        inv = commands.Invocation(project_dir=str(root), target=TARGET[engine])
+        results = commands.build(inv, "build")
         assert not [r.message for r in results if r.failed]
 
     alone = sample_copy(tmp_path / "alone")

@@ -7,8 +7,8 @@ from click.testing import CliRunner
 from conftest import read_delta
 from deltalake import DeltaTable
 
-from medallion_cli.cli import main
-from medallion_cli.commands import tasks
+from medallion_cli import commands
+from medallion_cli.cli.group import main
 from medallion_cli.core.errors import MedallionError
 
 PEOPLE = {
@@ -26,8 +26,8 @@ def props(tests_yaml: str) -> dict:
 
 
 def data_test_results(root, **options):
-    inv = tasks.Invocation(project_dir=str(root), **options)
-    return {r.name: r for r in tasks.test(inv)}
+    inv = commands.Invocation(project_dir=str(root), **options)
+    return {r.name: r for r in commands.test(inv)}
 
 
 GENERIC = """\
@@ -327,7 +327,7 @@ def test_fail_expectation_leaves_the_table_unchanged(project, build):
 
 
 def test_streaming_expectations_quarantine_each_batch(project, build):
-    from test_streaming import SOURCES, land
+    from helpers import SOURCES, land
 
     root = project({"models/sources.yml": SOURCES, "models/silver/orders.sql": """\
         {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
@@ -349,7 +349,7 @@ def test_expectations_of_a_merge_with_deletes_are_counted_before_anything_is_wri
         project, build):
     # A MERGE with deletes computes its rows once for two writes (tombstones, then the table):
     # the expectations are counted while they are computed, and still before either write.
-    from test_streaming import SOURCES, land
+    from helpers import SOURCES, land
 
     root = project({"models/sources.yml": SOURCES, "models/silver/orders.sql": """\
         {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
@@ -390,7 +390,7 @@ def test_a_batch_whose_every_row_is_rejected_is_quarantined_and_the_model_goes_o
                                                                                  build):
     """One landed order that breaks a drop rule and nothing beside it: quarantined and
     counted, the model OK, and its next batches go on (it used to fail on every build)."""
-    from test_streaming import SOURCES, land
+    from helpers import SOURCES, land
 
     root = project({"models/sources.yml": SOURCES, "models/silver/orders.sql": """\
         {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
@@ -416,7 +416,7 @@ def test_bad_expectation_config_is_a_project_error(project):
     root = project({"models/m.sql": "{{ config(expectations={'x': {'expect': 'a > 0', "
                                     "'on_violation': 'explode'}}) }}select 1 as a"})
     with pytest.raises(MedallionError, match="on_violation is 'explode'"):
-        tasks.load(tasks.Invocation(project_dir=str(root)))
+        commands.load(commands.Invocation(project_dir=str(root)))
 
 
 UNIT = """\
@@ -433,7 +433,7 @@ unit_tests:
 
 
 def unit_results(root):
-    return {r.name: r for r in tasks.unit_test(tasks.Invocation(project_dir=str(root)))}
+    return {r.name: r for r in commands.unit_test(commands.Invocation(project_dir=str(root)))}
 
 
 def test_unit_tests_pass_and_fail_with_a_readable_diff(project, spark):

@@ -1,57 +1,19 @@
 """`medallion docs`: the page's data (columns, lineage, tests, edges) and its DAG in Chromium."""
 
-import json
 import re
-import shutil
 import subprocess
 
 import pytest
+from helpers import CHROMIUM, page_data
+from helpers import DOCS_MODELS as MODELS
 
-from medallion_cli.commands import tasks
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-MODELS = {
-    "models/sources.yml": """\
-        sources:
-          - name: landing
-            path: landing
-            freshness: {warn_after: 1 day}
-            tables:
-              - name: sales
-                format: json
-                description: Sales as the tills send them.
-                schema: "sku string, qty int, price double"
-                columns:
-                  - {name: sku, description: The till's code, tests: [not_null]}
-    """,
-    "seeds/skus.csv": "sku,label\nA,Apples\n",
-    "models/bronze/raw_sales.sql": "select * from {{ source('landing', 'sales') }}",
-    "models/silver/sales.sql": "select s.sku, k.label, s.qty * s.price as amount "
-                               "from {{ ref('raw_sales') }} s join {{ ref('skus') }} k "
-                               "on k.sku = s.sku",
-    "models/gold/by_label.sql": "select label, sum(amount) as total from {{ ref('sales') }} "
-                                "group by label",
-    "models/props.yml": """\
-        models:
-          - name: sales
-            description: Priced sales.
-            columns:
-              - {name: sku, description: Stock keeping unit, tests: [not_null]}
-    """,
-}
+from medallion_cli import commands
 
 
-def page_data(path):
-    text = path.read_text()
-    raw = re.search(r'<script id="project-data" type="application/json">(.*?)</script>', text,
-                    re.S).group(1)
-    return json.loads(raw.replace("<\\/", "</"))
-
-
+@pytest.mark.unit
 def test_docs_describe_columns_lineage_tests_and_edges(project):
     root = project(MODELS)
-    out = tasks.docs(tasks.Invocation(project_dir=str(root)))
+    out = commands.docs(commands.Invocation(project_dir=str(root)))
     assert out == root / "target/docs/index.html"
     nodes = {n["name"]: n for n in page_data(out)["nodes"]}
     assert set(nodes) == {"skus", "raw_sales", "sales", "by_label"}
@@ -72,10 +34,11 @@ def test_docs_describe_columns_lineage_tests_and_edges(project):
     assert f"from delta.`{root / 'warehouse/bronze/raw_sales'}`" in sales["sql"]  # as compiled
 
 
+@pytest.mark.unit
 def test_docs_describe_sources_with_schema_freshness_and_tests(project):
     root = project(MODELS)
-    assert tasks.source_freshness(tasks.Invocation(project_dir=str(root)))  # target/sources.json
-    out = tasks.docs(tasks.Invocation(project_dir=str(root)))
+    assert commands.source_freshness(commands.Invocation(project_dir=str(root)))  # target/sources.json
+    out = commands.docs(commands.Invocation(project_dir=str(root)))
     (source,) = page_data(out)["sources"]
     assert source["name"] == "landing.sales" and source["format"] == "json"
     assert source["description"] == "Sales as the tills send them."
@@ -92,7 +55,7 @@ def test_docs_describe_sources_with_schema_freshness_and_tests(project):
                                              "chromium); CI installs it")
 def test_docs_page_renders_the_dag_in_headless_chromium(project, tmp_path):
     root = project(MODELS)
-    out = tasks.docs(tasks.Invocation(project_dir=str(root)))
+    out = commands.docs(commands.Invocation(project_dir=str(root)))
     dom = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
@@ -120,7 +83,7 @@ def test_docs_page_searches_focuses_and_shows_gold_at_1400_px(project, tmp_path)
     from PIL import Image
 
     root = project(MODELS)
-    out = tasks.docs(tasks.Invocation(project_dir=str(root)))
+    out = commands.docs(commands.Invocation(project_dir=str(root)))
     # search (?q= runs it at once): a column by its description, a test by its name
     dom = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}?q=stock#sales").stdout
     hits = re.findall(r'<li class="hit"><span class="muted">(\w+)</span> <a[^>]*>([^<]+)</a>', dom)

@@ -28,7 +28,7 @@ import click
 import pytest
 import yaml
 
-from medallion_cli.cli import main
+from medallion_cli.cli.group import main
 from medallion_cli.core.config import SPELLED_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@ checked over inputs with no rows, across the DAG, and nothing is written."""
 
 from click.testing import CliRunner
 
-from medallion_cli.cli import main
+from medallion_cli.cli.group import main
 
 
 def read_delta_columns(path):

@@ -229,6 +229,7 @@ def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(s
     assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
 
 
+@pytest.mark.unit
 def test_native_merge_sql_parses_with_sqlglot_spark():
     sql = merge_sql("/lake/silver/orders", "src", ["id", "v", "seq", "_medallion_delete"],
                     MergeSpec(("id", "region"), ("seq",), "_medallion_delete"))
@@ -250,6 +251,7 @@ def test_native_merge_sql_parses_with_sqlglot_spark():
         "`id` = s.`id`", "`v` = COALESCE(s.`v`, t.`v`)"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("as_of,clause", [(None, None), (3, "VERSION AS OF 3"),
                                           ("2024-05-01T00:00:00Z", "TIMESTAMP AS OF")])
 def test_native_time_travel_sql_parses_with_sqlglot_spark(as_of, clause):

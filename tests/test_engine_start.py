@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import profile_for
 
-from medallion_cli.cli import main
+from medallion_cli.cli.group import main
 from medallion_cli.spark import jars
 
 MODELS = {"models/a.sql": "select 1 as id"}
@@ -34,6 +34,7 @@ def closed_port() -> int:
         return s.getsockname()[1]  # nothing listens once the socket is closed
 
 
+@pytest.mark.unit
 def test_an_unreachable_master_is_one_line(project, engine_name):
     master = f"spark://127.0.0.1:{closed_port()}"
     # Spark starts when a node first needs it: nodes that need it at once, on two threads,
@@ -46,6 +47,7 @@ def test_an_unreachable_master_is_one_line(project, engine_name):
                            "start the cluster")
 
 
+@pytest.mark.unit
 def test_nodes_that_first_need_spark_at_once_share_one_pyspark_import(project, engine_name,
                                                                        tmp_path):
     """In a fresh process, nodes that first touch pyspark at the same moment (seeds read with
@@ -72,6 +74,7 @@ def test_nodes_that_first_need_spark_at_once_share_one_pyspark_import(project, e
 
 
 # The delta-spark engine only: the embedded engine needs no JARs.
+@pytest.mark.unit
 def test_missing_delta_jars_say_how_to_get_them(project, monkeypatch, tmp_path):
     monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "no-jars-yet"))
     root = project(MODELS, profile=profile_for("delta-spark"))
@@ -128,6 +131,7 @@ def test_a_missing_object_store_connector_is_one_line(project):
                            "hadoop-aws", "Hadoop 3.")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("engine", ["embedded", "delta-spark"])
 def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
     """Both engines list a batch of landing files in as many tasks as the target's shuffles
@@ -160,6 +164,7 @@ def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
         assert settings({replay: "8"})[replay] == "8"  # the profile's own value wins
 
 
+@pytest.mark.unit
 def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
     """Both engines start the driver JVM with these options (no Spark starts here)."""
     from medallion_cli.spark.conf import LOG_CONFIG, driver_java_options
@@ -214,6 +219,7 @@ def test_the_driver_runs_in_utc_wherever_the_machine_is(tmp_path, delta_jars):
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["UTC", False, True]
 
 
+@pytest.mark.unit
 def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
     """A local session's JIT stops at C1, with the code cache Java gives C2 (C1 alone would
     get a fifth of it); a cluster's driver and a build of much new data keep the default; a

@@ -6,12 +6,13 @@ import json
 import re
 import subprocess
 
+import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
-from test_docs import CHROMIUM, page_data
+from helpers import CHROMIUM, page_data
 
-from medallion_cli import cli
-from medallion_cli.commands import tasks
+from medallion_cli import cli, commands
+from medallion_cli.commands import inspect
 from medallion_cli.report.eventlog import EVENT_COLUMNS
 from medallion_cli.report.status import node_runs
 
@@ -82,7 +83,7 @@ def test_a_build_records_runs_nodes_tests_and_failures(project, build):
 
     # The docs page shows each node's last runs, with its expectations' pass rates, and marks
     # the nodes whose last run failed.
-    page = tasks.docs(tasks.Invocation(project_dir=str(root)))
+    page = commands.docs(commands.Invocation(project_dir=str(root)))
     nodes = {n["name"]: n for n in page_data(page)["nodes"]}
     last = nodes["fresh_orders"]["status"]["runs"][0]
     assert (last["status"], last["rows"], last["pass_rates"]) == ("success", 2, {"positive": 0.5})
@@ -96,7 +97,7 @@ def test_a_build_records_runs_nodes_tests_and_failures(project, build):
             "broken"]
 
     # A second command is a second run; what did not change says so.
-    tasks.test(tasks.Invocation(project_dir=str(root)))
+    commands.test(commands.Invocation(project_dir=str(root)))
     tests = events(root, command="test", event_type="node")
     assert {r["node"] for r in tests} == {"not_null_fresh_orders_amount",
                                          "accepted_values_fresh_orders_amount"}
@@ -141,7 +142,7 @@ def test_status_gates_on_freshness_without_starting_spark(project, build, monkey
     assert "not built yet" in before.output
     build(root)
 
-    monkeypatch.setattr(tasks, "engine_of", lambda *a: 1 / 0)  # status makes no engine
+    monkeypatch.setattr(inspect, "engine_of", lambda *a: 1 / 0)  # status makes no engine
     shown = status(root)
     lines = {line.split()[0]: line for line in shown.output.splitlines() if line[:1].strip()}
     assert "PASS" in lines["fresh_orders"] and "v0, 2 rows" in lines["fresh_orders"]
@@ -153,7 +154,7 @@ def test_status_gates_on_freshness_without_starting_spark(project, build, monkey
 
     # The docs page shows the same, per table.
     monkeypatch.undo()
-    page = page_data(tasks.docs(tasks.Invocation(project_dir=str(root))))
+    page = page_data(commands.docs(commands.Invocation(project_dir=str(root))))
     shown_status = {n["name"]: n["status"] for n in page["nodes"]}
     assert shown_status["stale_orders"]["freshness"] == "error"
     assert [r["status"] for r in shown_status["broken"]["runs"]] == ["error"]
@@ -166,6 +167,7 @@ def test_status_gates_on_freshness_without_starting_spark(project, build, monkey
     assert table["last_success"]["status"] == "success" and table["age_seconds"] < 3600
 
 
+@pytest.mark.unit
 def test_freshness_config_mistakes_name_the_file(project):
     root = project({"models/a.sql": "{{ config(freshness={'warn_after': 'soon'}, "
                                     "event_time='t') }}select 1 as t"})

@@ -5,7 +5,7 @@ from chispa import assert_df_equality
 from conftest import read_delta
 from deltalake import DeltaTable
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
 
 MODEL = """\
     -- depends_on: {{ ref('thresholds') }}
@@ -38,7 +38,7 @@ def test_run_query_sees_the_tables_built_before_the_model_in_the_same_build(
     assert results["thresholds"].status == "success" and results["big_orders"].rows == 1
     assert read_delta(root / "warehouse/gold/big_orders") == [{"id": 3, "amount": 30}]
     # Parsing runs no query: what compile shows is the SQL with execute false.
-    compiled = tasks.compile_models(tasks.Invocation(project_dir=str(root)))
+    compiled = commands.compile_models(commands.Invocation(project_dir=str(root)))
     assert compiled.nodes[0].executes and "where amount > 0" in compiled.nodes[0].sql
 
 

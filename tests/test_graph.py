@@ -26,6 +26,7 @@ def graph_of(root):
     return build_graph(render_project(load_project(root)))
 
 
+@pytest.mark.unit
 def test_order_respects_dependencies(project):
     graph = graph_of(project(MODELS))
     order = list(graph.order)
@@ -35,6 +36,7 @@ def test_order_respects_dependencies(project):
     assert graph.children["s1"] == ("g1",)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("selectors,excludes,expected", [
     ((), (), {"countries", "b1", "b2", "s1", "s2", "g1"}),
     (("s1",), (), {"s1"}),
@@ -71,6 +73,7 @@ def test_selection(project, selectors, excludes, expected):
     assert chosen == [n for n in graph.order if n in expected]  # DAG order kept
 
 
+@pytest.mark.unit
 def test_unknown_selector_offers_closest(project):
     graph = graph_of(project(MODELS))
     with pytest.raises(MedallionError, match="did you mean 's1'"):
@@ -86,6 +89,7 @@ def test_unknown_selector_offers_closest(project):
         select(graph, ("@+s1",))
 
 
+@pytest.mark.unit
 def test_resource_type_selects_and_excludes_data_tests(project):
     """As in dbt: `build --exclude resource_type:test` builds seeds and models only."""
     graph = graph_of(project(MODELS))
@@ -102,6 +106,7 @@ def test_resource_type_selects_and_excludes_data_tests(project):
     assert select(graph, ("g1_rows",), (), tests) == []
 
 
+@pytest.mark.unit
 def test_cycle_is_printed_in_flow_order(project):
     root = project({
         "models/a.sql": "select * from {{ ref('c') }}",
@@ -114,6 +119,7 @@ def test_cycle_is_printed_in_flow_order(project):
     assert "dependency cycle: a -> b -> c -> a" in str(err.value)
 
 
+@pytest.mark.unit
 def test_two_node_cycle(project):
     root = project({"models/a.sql": "select * from {{ ref('b') }}",
                     "models/b.sql": "select * from {{ ref('a') }}"})
@@ -121,6 +127,7 @@ def test_two_node_cycle(project):
         graph_of(root)
 
 
+@pytest.mark.unit
 def test_disabled_model_is_left_out_and_refs_to_it_fail(project):
     root = project({"models/a.sql": "{{ config(enabled=false) }}select 1",
                     "models/b.sql": "select 1"})
@@ -136,6 +143,7 @@ def _check(root, name):
     check_model_sql(graph.nodes[name], graph.nodes)
 
 
+@pytest.mark.unit
 def test_bad_sql_names_file_and_line(project):
     root = project({"models/m.sql": "select a,\n  b\nfrom t where (\n"})
     with pytest.raises(MedallionError) as err:
@@ -144,6 +152,7 @@ def test_bad_sql_names_file_and_line(project):
     assert "SQL does not parse" in str(err.value)
 
 
+@pytest.mark.unit
 def test_hard_coded_model_name_is_reported(project):
     root = project({"models/orders.sql": "select 1 as id",
                     "models/m.sql": "select *\nfrom orders"})
@@ -152,6 +161,7 @@ def test_hard_coded_model_name_is_reported(project):
     assert err.value.line == 2 and "ref('orders')" in str(err.value)
 
 
+@pytest.mark.unit
 def test_ctes_and_refs_pass_the_check(project):
     root = project({"models/orders.sql": "select 1 as id",
                     "models/m.sql": "with orders as (select * from {{ ref('orders') }}) "
@@ -159,6 +169,7 @@ def test_ctes_and_refs_pass_the_check(project):
     _check(root, "m")
 
 
+@pytest.mark.unit
 def test_more_than_one_statement_is_rejected(project):
     root = project({"models/m.sql": "select 1; drop table x"})
     with pytest.raises(MedallionError, match="exactly one SELECT"):

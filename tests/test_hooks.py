@@ -5,7 +5,7 @@ what had been written."""
 import pytest
 from conftest import read_delta
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
 from medallion_cli.core.errors import MedallionError
 
 PROJECT = """\
@@ -75,9 +75,10 @@ def test_hooks_that_are_not_sql_are_refused(project, build, engine_name):
         build(root)
 
 
+@pytest.mark.unit
 def test_the_project_file_keeps_jinja_for_hooks_only(project):
     root = project({"models/one.sql": "select 1 as x"},
                    project_yml="name: p\nprofile: test\nvars:\n  day: \"{{ ref('one') }}\"\n")
     with pytest.raises(MedallionError, match=r"cannot render vars.day: \{\{ ref\('one'\) \}\}: "
                                              "only env_var\\(\\) is known in this file"):
-        tasks.list_nodes(tasks.Invocation(project_dir=str(root)))
+        commands.list_nodes(commands.Invocation(project_dir=str(root)))

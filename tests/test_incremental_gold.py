@@ -207,6 +207,7 @@ def test_incremental_by_a_column_the_model_does_not_return_names_the_file(
     assert "medallion build -s +things" in result.message
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("sql, why_not", [
     ("select day, count(*) as n, count(x) as c, sum(x) as s from t where x > 1 group by day",
      None),

@@ -1,28 +1,10 @@
 """Kafka topics as sources, against a real broker on loopback: rows with their Kafka position,
 values that do not fit kept apart and counted, each record once."""
 
-import json
 import uuid
 
 from conftest import read_delta
-
-
-def produce(bootstrap: str, topic: str, values: list, keys: list | None = None,
-            timestamps: list | None = None) -> None:
-    """Values as JSON (bytes as they are, None as a tombstone), with keys and record timestamps
-    (milliseconds) when given."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    if topic not in admin.list_topics(timeout=30).topics:
-        admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for i, value in enumerate(values):
-        raw = value if isinstance(value, bytes) or value is None else json.dumps(value).encode()
-        producer.produce(topic, raw, key=None if keys is None else str(keys[i]).encode(),
-                         timestamp=0 if timestamps is None else timestamps[i])
-    assert producer.flush(30) == 0
+from helpers import produce
 
 
 def kafka_project(project, kafka, topic):
@@ -77,7 +59,7 @@ def test_every_record_lands_once_while_builds_are_killed_and_a_producer_keeps_pr
         project, build, kafka):
     import threading
 
-    from test_safety import medallion
+    from helpers import medallion
 
     topic = f"orders_{uuid.uuid4().hex[:8]}"
     root = kafka_project(project, kafka, topic)

@@ -121,6 +121,7 @@ def test_fields_outside_the_schema_are_found_however_the_json_is_written(project
         (5, "e", None), (6, "f", {"tag": {"id": 1}}), (7, "g", {"kind2": True}), (8, "h", None)]
 
 
+@pytest.mark.unit
 def test_a_field_name_json_escapes_never_counts_as_written_plainly():
     # '"a\\b"' in a text is the key a<backspace>, not the field a\b: such a name takes the
     # listing of keys, like any text the pattern does not match. No engine: the pattern alone,
@@ -240,6 +241,7 @@ def test_a_file_still_being_written_is_left_for_the_next_build_and_then_read_who
     assert sorted(r["id"] for r in events(root)) == [1, 3, *range(100, 180)]
 
 
+@pytest.mark.unit
 def test_an_untouched_file_whose_mtime_ends_just_below_a_millisecond_is_not_changed(tmp_path):
     """st_mtime, a float, rounds 1795441798.237999851 up to ...238 ms; Java records 237."""
     from medallion_cli.materialize.landing import changed_after_read
@@ -278,6 +280,7 @@ def test_a_moved_project_says_so_and_loads_nothing_twice(project, build):
     assert sorted(r["id"] for r in events(moved)) == [1, 2]
 
 
+@pytest.mark.unit
 def test_a_copied_tables_commits_are_not_landed_files_that_changed(tmp_path):
     """The embedded engine's stream over a table reads its commits as files. Copying the
     warehouse (cp -r, a restore) gives them newer mtimes: no warning, while a landed file

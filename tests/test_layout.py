@@ -115,7 +115,12 @@ def test_modules_stay_small_and_the_root_stays_short():
 
 
 def test_each_package_says_what_it_holds_and_what_it_may_import():
-    for package in (p for p in PACKAGE.rglob("__init__.py")):
-        readme = package.parent / "README.md"
-        assert readme.is_file(), f"no README.md in {package.parent.relative_to(PACKAGE.parent)}"
-        assert "import" in readme.read_text(), f"{readme} does not say what it may import"
+    for package in [PACKAGE / "__init__.py", *PACKAGE.rglob("*/__init__.py")]:
+        folder = package.parent
+        readme = folder / "README.md"
+        assert readme.is_file(), f"no README.md in {folder.relative_to(PACKAGE.parent)}"
+        text = readme.read_text()
+        assert "may import" in text, f"{readme} does not say what its package may import"
+        unnamed = [p.name for p in folder.glob("*.py")
+                   if p.name not in ("__init__.py", "__main__.py") and f"`{p.name}`" not in text]
+        assert not unnamed, f"{readme} does not name {unnamed}"

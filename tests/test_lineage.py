@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from conftest import profile_for
+from helpers import DOCS_MODELS
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
-from test_docs import MODELS as DOCS_MODELS
 
 from medallion_cli.report.eventlog import events_path
 
@@ -129,6 +129,7 @@ def test_a_build_sends_valid_lineage_events_over_http(project, build, engine_nam
     assert all(starts[e["job"]["name"]] == e["run"]["runId"] for e in done.values())
 
 
+@pytest.mark.unit
 def test_the_spec_check_refuses_a_broken_event():
     event = {"eventType": "COMPLETE", "eventTime": "2026-01-01T00:00:00Z",
              "producer": "https://example.com/p", "schemaURL": CORE + "#/$defs/RunEvent",
@@ -143,6 +144,7 @@ def test_the_spec_check_refuses_a_broken_event():
         check_against_spec({**event, "eventTime": "yesterday"})
 
 
+@pytest.mark.unit
 def test_lineage_config_mistakes_name_the_profile(project):
     from medallion_cli.core.errors import MedallionError
     from medallion_cli.load.project import load_project
@@ -156,7 +158,7 @@ def test_lineage_config_mistakes_name_the_profile(project):
 # Sending events touches no engine (the same thread and client on both): one engine.
 @pytest.mark.parametrize("engine_name", ["embedded"])
 def test_a_receiver_that_is_down_costs_a_warning_not_the_build(project, engine_name):
-    from medallion_cli.commands import tasks
+    from medallion_cli import commands
 
     with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
         port = closed.server_address[1]  # bound, then closed: nothing listens there
@@ -166,7 +168,7 @@ def test_a_receiver_that_is_down_costs_a_warning_not_the_build(project, engine_n
 """
     root = project({"seeds/skus.csv": "sku\nA\n"}, profile=profile)
     warnings = []
-    results = tasks.build(tasks.Invocation(project_dir=str(root)), "build",
-                          report=tasks.Reporter(warn=warnings.append))
+    results = commands.build(commands.Invocation(project_dir=str(root)), "build",
+                          report=commands.Reporter(warn=warnings.append))
     assert [r.status for r in results] == ["success"]
     assert len(warnings) == 1 and "OpenLineage events were not sent" in warnings[0]

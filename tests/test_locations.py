@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import PROFILE
 
-from medallion_cli.cli import main
+from medallion_cli.cli.group import main
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.core.locations import is_remote, join, resolve
 from medallion_cli.engines import make_engine
@@ -20,6 +20,7 @@ ROOT = Path("/work/proj")
 ABFSS = "abfss://lake@myaccount.dfs.core.windows.net/medallion"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value,location", [
     ("warehouse", "/work/proj/warehouse"),
     ("../shared/lake/", "/work/shared/lake"),
@@ -42,6 +43,7 @@ def test_resolve(value, location):
     assert resolve(value, ROOT) == location
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value,problem", [
     ("file://otherhost/data/lake", "names a host (otherhost)"),
     ("s3a://", "names no bucket, container or folder"),
@@ -52,6 +54,7 @@ def test_warehouse_uris_that_name_no_place(value, problem):
         resolve(value, ROOT)
 
 
+@pytest.mark.unit
 def test_relative_locations_under_a_uri_base():
     base = "s3a://bucket/landing"
     assert resolve("orders", base) == "s3a://bucket/landing/orders"
@@ -60,6 +63,7 @@ def test_relative_locations_under_a_uri_base():
     assert resolve("/mnt/orders", base) == "/mnt/orders"
 
 
+@pytest.mark.unit
 def test_sources_on_object_storage(project):
     root = project({"models/sources.yml": """\
         sources:
@@ -81,6 +85,7 @@ def test_sources_on_object_storage(project):
     assert sources[("local", "codes")].path == str(root / "landing/codes")
 
 
+@pytest.mark.unit
 def test_a_source_uri_naming_no_place_is_an_error_naming_the_file(project):
     root = project({"models/sources.yml": "sources:\n  - name: landing\n    path: 's3a://'\n"})
     with pytest.raises(MedallionError) as err:
@@ -89,6 +94,7 @@ def test_a_source_uri_naming_no_place_is_an_error_naming_the_file(project):
     assert "source 'landing': s3a:// names no bucket" in err.value.message
 
 
+@pytest.mark.unit
 def test_remote_and_join():
     assert is_remote("s3a://bucket/lake") and is_remote(ABFSS) and is_remote("dbfs:/mnt/lake")
     assert not is_remote("/data/lake") and not is_remote("file:///data/lake")
@@ -125,6 +131,7 @@ MODELS = {
 }
 
 
+@pytest.mark.unit
 def test_tables_quarantines_and_checkpoints_of_a_remote_warehouse(project, monkeypatch):
     monkeypatch.setenv("LAKE", ABFSS + "/")
     proj = load_project(project(MODELS, profile=CLUSTER), target="cluster")
@@ -135,12 +142,14 @@ def test_tables_quarantines_and_checkpoints_of_a_remote_warehouse(project, monke
     assert proj.table_path(proj.nodes["codes"]) == ABFSS + "/seeds/codes"
 
 
+@pytest.mark.unit
 def test_a_file_uri_warehouse_is_a_local_folder(project, tmp_path):
     lake = tmp_path / "lake"
     root = project({}, profile=PROFILE.replace("warehouse: warehouse", f"warehouse: file://{lake}/"))
     assert load_project(root).target.warehouse == str(lake)
 
 
+@pytest.mark.unit
 def test_a_warehouse_uri_naming_no_place_is_a_profile_error(project):
     root = project({}, profile=PROFILE.replace("warehouse: warehouse", "warehouse: s3a://"))
     with pytest.raises(MedallionError) as err:
@@ -150,6 +159,7 @@ def test_a_warehouse_uri_naming_no_place_is_a_profile_error(project):
     assert "s3a://bucket/lake" in err.value.hint
 
 
+@pytest.mark.unit
 def test_ls_and_compile_of_a_cluster_target_work_offline(project):
     """No Spark, no Delta reader, no network: the locations are computed, the tables not read."""
     root = project(MODELS, profile=CLUSTER)
@@ -178,6 +188,7 @@ def test_ls_and_compile_of_a_cluster_target_work_offline(project):
         "s3a://lake-bucket/medallion/_checkpoints/bronze/events")
 
 
+@pytest.mark.unit
 def test_compile_says_nothing_when_it_could_read_the_tables(project):
     root = project(MODELS)
     result = CliRunner().invoke(main, ["compile", "--project-dir", str(root), "-s", "kinds"])
@@ -191,6 +202,7 @@ EMBEDDED_ON_S3 = PROFILE + """\
 """
 
 
+@pytest.mark.unit
 def test_the_embedded_engine_refuses_a_remote_warehouse_when_made(project):
     root = project(MODELS, profile=EMBEDDED_ON_S3)
     target = load_project(root, target="s3").target  # loading the project is fine
@@ -203,6 +215,7 @@ def test_the_embedded_engine_refuses_a_remote_warehouse_when_made(project):
     assert "use engine: delta-spark for an object-store warehouse" in err.value.hint
 
 
+@pytest.mark.unit
 def test_build_on_such_a_target_is_a_usage_error_and_ls_still_works(project):
     root = project(MODELS, profile=EMBEDDED_ON_S3)
     runner = CliRunner()

@@ -7,19 +7,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import read_delta
 from deltalake import DeltaTable
-from test_streaming import (
-    BATCH_1,
-    BATCH_2,
-    BATCH_3,
-    MODELS,
-    expected_state,
-    land,
-    silver,
-)
+from helpers import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver
 
-from medallion_cli.cli import main
+from medallion_cli.cli.group import main
 from medallion_cli.commands import maintain as maintenance
-from medallion_cli.commands.tasks import Invocation
+from medallion_cli.commands.invocation import Invocation
 from medallion_cli.core.errors import MedallionError
 
 

@@ -150,13 +150,13 @@ def test_a_second_sequence_column_breaks_ties(project, build):
 
 @pytest.mark.parametrize("engine_name", ["embedded"])  # config checking needs no engine
 def test_tombstone_retention_must_be_an_interval(project, engine_name):
-    from medallion_cli.commands import tasks
+    from medallion_cli import commands
     from medallion_cli.core.errors import MedallionError
 
     root = project({"models/sources.yml": SOURCES,
                     "models/silver/m.sql": model(", tombstone_retention='forever'")})
     with pytest.raises(MedallionError, match="tombstone_retention"):
-        tasks.load(tasks.Invocation(project_dir=str(root)))
+        commands.load(commands.Invocation(project_dir=str(root)))
 
 
 # Re-delivered unchanged rows, a change only in an untracked column, and a late event that

@@ -3,8 +3,12 @@ driver JVM's JIT (engines/spark.py) before Spark starts."""
 
 import json
 import os
+from dataclasses import replace
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
+from medallion_cli.commands import invocation
+from medallion_cli.engines.delta_spark.engine import DeltaSparkEngine
+from medallion_cli.engines.embedded.engine import EmbeddedEngine
 from medallion_cli.run import new_input
 from medallion_cli.spark.conf import LongQueries
 from medallion_cli.spark.session import OnDemandSpark
@@ -41,10 +45,10 @@ def land(root, name, *ids) -> int:
 
 
 def new_bytes(root, full_refresh=False) -> int:
-    inv = tasks.Invocation(project_dir=str(root))
-    loaded = tasks.load(inv)
+    inv = commands.Invocation(project_dir=str(root))
+    loaded = invocation.load(inv)
     return new_input.new_landing_bytes(loaded.project, loaded.graph,
-                                       tasks.selected_nodes(inv, loaded), full_refresh)
+                                       invocation.selected_nodes(inv, loaded), full_refresh)
 
 
 def test_a_build_reads_as_new_what_its_tables_have_not_taken_in(project, build, monkeypatch):
@@ -56,8 +60,9 @@ def test_a_build_reads_as_new_what_its_tables_have_not_taken_in(project, build, 
     root = project(FILES)
     first = land(root, "1.json", 1, 2) + land(root, "2.json", 3)
     assert new_bytes(root) == first  # no table yet: every file
-    monkeypatch.setattr(tasks, "LONG_QUERIES", {engine: LongQueries(first, ())
-                                                for engine in ("embedded", "delta-spark")})
+    for engine in (EmbeddedEngine, DeltaSparkEngine):
+        monkeypatch.setattr(engine, "capabilities", replace(
+            engine.capabilities, long_queries=LongQueries(first, ())))
 
     assert build(root)["bronze_events"].status == "success"
     assert new_bytes(root) == 0

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import read_delta
-from test_streaming import BATCH_1, BATCH_2, MODELS, land
+from helpers import BATCH_1, BATCH_2, MODELS, land
 
-from medallion_cli.cli import main
+from medallion_cli import commands
+from medallion_cli.cli.group import main
 from medallion_cli.commands import maintain as maintenance
-from medallion_cli.commands import tasks
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.load.project import load_project
 from medallion_cli.run.runner import NOT_STARTED, STOPPED
@@ -100,6 +100,7 @@ def test_runtime_errors_are_one_line_and_spark_logs_to_a_file(project, engine_na
     assert (root / "target/spark.log").stat().st_size > 0
 
 
+@pytest.mark.unit
 def test_a_java_error_a_foreach_batch_call_raises_is_said_by_its_class():
     """Engine-independent (the text of an error, no engine runs): a Delta error without a
     Python class of its own (here delta-spark's MERGE refusing its source, inside a streaming
@@ -177,6 +178,7 @@ def test_an_edit_that_adds_columns_fails_at_once_not_at_the_next_file(project, b
     assert (ranks[1], ranks[5]) == (30, None)  # new rows have it; rows written before do not
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("yml, said, line", [
     ("models:\n  - name: a\n    colums: []\n", "models[a]: unknown key 'colums'. did you mean "
      "'columns'?", 3),
@@ -193,6 +195,7 @@ def test_unknown_yaml_keys_are_errors_with_file_line_and_closest_key(project, ym
     assert (error.value.path, error.value.line) == ("models/props.yml", line)
 
 
+@pytest.mark.unit
 def test_a_second_entry_for_a_model_is_an_error_naming_both_files(project):
     root = project({"models/a.sql": "select 1 as id",
                     "models/one.yml": "models:\n  - name: a\n    description: first\n",
@@ -220,7 +223,7 @@ def test_history_counts_what_a_merge_inserted_updated_and_deleted(project, build
     build(root)
     land(root, "002.json", BATCH_2)  # 2 updates, 1 delete, 1 insert
     build(root)
-    inv = tasks.Invocation(project_dir=str(root))
+    inv = commands.Invocation(project_dir=str(root))
     last = maintenance.history(inv, "silver_orders")[0]
     assert last.operation == "MERGE"
     assert {k: last.rows.get(k) for k in ("inserted", "updated", "deleted")} == {
@@ -243,7 +246,7 @@ def test_unit_test_differences_say_expected_and_actual(project, engine_name):
                             expect:
                               rows: [{id: 2, doubled: 5}]
                     """)})
-    result = tasks.unit_test(tasks.Invocation(project_dir=str(root)))
+    result = commands.unit_test(commands.Invocation(project_dir=str(root)))
     assert result[0].status == "error"
     assert "expected" in result[0].message and "actual" in result[0].message
     assert "df1" not in result[0].message and "df2" not in result[0].message

@@ -7,6 +7,7 @@ from medallion_cli.core.errors import MedallionError
 from medallion_cli.load.project import load_project
 
 
+@pytest.mark.unit
 def test_profile_target_and_env_var(project, monkeypatch):
     monkeypatch.setenv("WH", "/tmp/somewhere")
     root = project({}, profile=PROFILE + """\
@@ -24,6 +25,7 @@ def test_profile_target_and_env_var(project, monkeypatch):
     assert other.spark_conf == {"spark.x": "1"}
 
 
+@pytest.mark.unit
 def test_missing_profile_and_target(project, tmp_path):
     root = project({}, project_yml="name: p\nprofile: tst\n")
     with pytest.raises(MedallionError) as err:
@@ -37,11 +39,13 @@ def test_missing_profile_and_target(project, tmp_path):
         load_project(root, profiles_dir=tmp_path / "nowhere")
 
 
+@pytest.mark.unit
 def test_missing_project_file(tmp_path):
     with pytest.raises(MedallionError, match="no medallion_project.yml"):
         load_project(tmp_path)
 
 
+@pytest.mark.unit
 def test_invalid_yaml_names_line(project):
     root = project({"models/props.yml": "models:\n  - name: [unclosed\n"})
     with pytest.raises(MedallionError) as err:
@@ -49,6 +53,7 @@ def test_invalid_yaml_names_line(project):
     assert err.value.path.endswith("props.yml") and err.value.line is not None
 
 
+@pytest.mark.unit
 def test_folder_config_rejects_unknown_keys(project):
     root = project({"models/silver/m.sql": "select 1"},
                    project_yml="name: p\nprofile: test\nmodels:\n  silver:\n    materalized: view\n")
@@ -57,6 +62,7 @@ def test_folder_config_rejects_unknown_keys(project):
     assert err.value.path == "medallion_project.yml" and "materalized" in str(err.value)
 
 
+@pytest.mark.unit
 def test_duplicate_names_and_orphan_properties(project):
     root = project({"models/a/x.sql": "select 1", "seeds/x.csv": "a\n1\n"})
     with pytest.raises(MedallionError, match="two files define 'x'"):
@@ -67,6 +73,7 @@ def test_duplicate_names_and_orphan_properties(project):
         load_project(root)
 
 
+@pytest.mark.unit
 def test_table_paths_follow_layer_and_name(project):
     root = project({"models/gold/g.sql": "select 1", "seeds/s.csv": "a\n1\n"})
     proj = load_project(root)
@@ -74,6 +81,7 @@ def test_table_paths_follow_layer_and_name(project):
     assert proj.table_path(proj.nodes["s"]) == str(root / "warehouse/seeds/s")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("project_yml, profile_edit, said, line", [
     ("name: p\nprofile: test\nmodles: {x: 1}\n", None,
      "medallion_project.yml, line 3: unknown key 'modles'. did you mean 'models'", 3),
@@ -95,12 +103,14 @@ def test_every_project_and_target_key_is_known_or_refused(project, project_yml, 
     assert said in str(err.value) and err.value.line == line, str(err.value)
 
 
+@pytest.mark.unit
 def test_a_dbt_project_files_own_keys_are_tolerated(project):
     root = project({}, project_yml="name: p\nversion: '1.0'\nconfig-version: 2\nprofile: test\n"
                                    "target-path: target\nanalysis-paths: [analyses]\n")
     assert load_project(root).name == "p"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("sql, said, line", [
     ("{{ config(materialized='table', incremental_by=42) }}select 1 as id",
      "models/a.sql: config 'incremental_by' is 42", None),
@@ -110,9 +120,9 @@ def test_a_dbt_project_files_own_keys_are_tolerated(project):
 ])
 def test_values_a_user_can_write_are_errors_naming_the_file_not_tracebacks(project, sql, said,
                                                                            line):
-    from medallion_cli.commands import tasks
+    from medallion_cli import commands
 
     root = project({"models/a.sql": sql})
     with pytest.raises(MedallionError) as err:
-        tasks.list_nodes(tasks.Invocation(project_dir=str(root)))
+        commands.list_nodes(commands.Invocation(project_dir=str(root)))
     assert str(err.value).startswith(said) and err.value.line == line, str(err.value)

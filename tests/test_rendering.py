@@ -21,6 +21,7 @@ def compiled(root, **kw):
     return render_project(load_project(root, cli_vars=kw.pop("cli_vars", None)), **kw)
 
 
+@pytest.mark.unit
 def test_ref_source_var_env_var_and_macros(project, monkeypatch):
     monkeypatch.setenv("REGION", "eu")
     root = project({
@@ -47,12 +48,14 @@ def test_ref_source_var_env_var_and_macros(project, monkeypatch):
     assert clean.file.layer == "silver"
 
 
+@pytest.mark.unit
 def test_cli_vars_override_project_vars(project):
     root = project({"models/m.sql": "select '{{ var(\"country\") }}' as c"},
                    project_yml="name: p\nprofile: test\nvars: {country: NL}\n")
     assert "'DE' as c" in compiled(root, cli_vars={"country": "DE"})["m"].sql
 
 
+@pytest.mark.unit
 def test_config_layers_file_wins_over_yaml_wins_over_folder(project):
     root = project({
         "models/silver/a.sql": "{{ config(unique_key='id') }}select 1 as id",
@@ -67,6 +70,7 @@ def test_config_layers_file_wins_over_yaml_wins_over_folder(project):
     assert nodes["b"].config.tags == ("all", "x")
 
 
+@pytest.mark.unit
 def test_this_and_is_incremental_follow_table_and_full_refresh(project):
     root = project({"models/m.sql": """\
         {{ config(materialized='incremental') }}
@@ -84,6 +88,7 @@ def test_this_and_is_incremental_follow_table_and_full_refresh(project):
     assert compiled(root)["m"].is_incremental is True
 
 
+@pytest.mark.unit
 def test_is_incremental_on_a_remote_warehouse_asks_the_engine_or_is_false(project):
     root = project({"models/m.sql": """\
         {{ config(materialized='incremental') }}
@@ -97,6 +102,7 @@ def test_is_incremental_on_a_remote_warehouse_asks_the_engine_or_is_false(projec
     assert asked[0] == "s3a://b/lake/models/m"
 
 
+@pytest.mark.unit
 def test_unknown_ref_names_file_line_and_closest(project):
     root = project({"models/orders.sql": "select 1 as id",
                     "models/m.sql": "select *\nfrom {{ ref('order') }}"})
@@ -106,6 +112,7 @@ def test_unknown_ref_names_file_line_and_closest(project):
     assert "ref('order')" in str(err.value) and "did you mean 'orders'" in str(err.value)
 
 
+@pytest.mark.unit
 def test_unknown_source_is_an_error(project):
     root = project({"models/sources.yml": SOURCES,
                     "models/m.sql": "select * from {{ source('landing', 'event') }}"})
@@ -113,6 +120,7 @@ def test_unknown_source_is_an_error(project):
         compiled(root)
 
 
+@pytest.mark.unit
 def test_unknown_config_key_lists_valid_keys(project):
     root = project({"models/m.sql": "{{ config(materialised='table') }}select 1"})
     with pytest.raises(MedallionError) as err:
@@ -122,6 +130,7 @@ def test_unknown_config_key_lists_valid_keys(project):
     assert "valid keys: materialized, strategy" in str(err.value)
 
 
+@pytest.mark.unit
 def test_bad_config_value_and_merge_without_key(project):
     root = project({"models/m.sql": "{{ config(materialized='tabel') }}select 1"})
     with pytest.raises(MedallionError, match="'view', 'table', 'incremental'"):
@@ -132,6 +141,7 @@ def test_bad_config_value_and_merge_without_key(project):
         compiled(root)
 
 
+@pytest.mark.unit
 def test_jinja_syntax_error_names_file_and_line(project):
     root = project({"models/m.sql": "select 1\n{% if %}\n"})
     with pytest.raises(MedallionError) as err:
@@ -139,6 +149,7 @@ def test_jinja_syntax_error_names_file_and_line(project):
     assert err.value.path == "models/m.sql" and err.value.line == 2
 
 
+@pytest.mark.unit
 def test_macro_syntax_error_names_the_macro_file(project):
     root = project({"macros/bad.sql": "{% macro x( %}", "models/m.sql": "select 1"})
     with pytest.raises(MedallionError) as err:
@@ -146,6 +157,7 @@ def test_macro_syntax_error_names_the_macro_file(project):
     assert err.value.path == "macros/bad.sql"
 
 
+@pytest.mark.unit
 def test_missing_var_says_how_to_set_it(project):
     root = project({"models/m.sql": "select {{ var('missing') }}"})
     with pytest.raises(MedallionError, match="--vars"):

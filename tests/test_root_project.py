@@ -3,18 +3,14 @@
 import datetime as dt
 import shutil
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
 from conftest import model_tables, read_delta
 from deltalake import DeltaTable
+from helpers import PROJECT_PARTS, ROOT
 
-from medallion_cli.commands import tasks
-
-ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PARTS = ("medallion_project.yml", "profiles", "models", "macros", "seeds", "landing",
-                 "tests")
+from medallion_cli import commands
 
 
 @pytest.fixture(scope="module")
@@ -116,18 +112,19 @@ def test_sample_data_and_unit_tests_pass(sample, build, spark, engine_name, monk
     monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
     target = TARGETS[engine_name][0]
     build(sample, target=target)
-    inv = tasks.Invocation(project_dir=str(sample), target=target)
-    data_tests = {r.name: r.status for r in tasks.test(inv)}
+    inv = commands.Invocation(project_dir=str(sample), target=target)
+    data_tests = {r.name: r.status for r in commands.test(inv)}
     assert len(data_tests) == 14 and set(data_tests.values()) == {"success"}
     assert "failing_example" not in data_tests  # kept out of the default run
-    unit = {r.name: r.status for r in tasks.unit_test(inv)}
+    unit = {r.name: r.status for r in commands.unit_test(inv)}
     assert unit == {"latest_event_wins_and_deletes_apply": "success"}
-    shown = tasks.test(tasks.Invocation(project_dir=str(sample), target=target,
+    shown = commands.test(commands.Invocation(project_dir=str(sample), target=target,
                                         select=("failing_example",),
                                         vars={"show_failing_example": True}))
     assert [(r.name, r.status, r.rows) for r in shown] == [("failing_example", "error", 5)]
 
 
+@pytest.mark.unit
 def test_sample_profile_has_a_cluster_target_for_the_native_engine():
     from medallion_cli.load.project import load_project
 
@@ -136,6 +133,7 @@ def test_sample_profile_has_a_cluster_target_for_the_native_engine():
     assert target.delta_jars is None  # unless MEDALLION_DELTA_JARS names a folder
 
 
+@pytest.mark.unit
 def test_sample_profile_has_a_local_delta_spark_target():
     from medallion_cli.load.project import load_project
 
@@ -144,11 +142,12 @@ def test_sample_profile_has_a_local_delta_spark_target():
         "delta-spark", "local[*]", None)  # the JARs `medallion jars` fetched
 
 
+@pytest.mark.unit
 def test_sample_cluster_target_puts_tables_and_checkpoints_on_s3(sample, monkeypatch):
     """The sample's cluster target lists offline (no engine), with object-store locations."""
     monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
-    inv = tasks.Invocation(project_dir=str(sample), target="cluster")
-    rows = {row.name: row for row in tasks.list_nodes(inv)}
+    inv = commands.Invocation(project_dir=str(sample), target="cluster")
+    rows = {row.name: row for row in commands.list_nodes(inv)}
     lake = "s3a://my-lakehouse/medallion"
     assert rows["silver_orders"].table == f"{lake}/silver/silver_orders"
     assert rows["bronze_orders"].checkpoint == f"{lake}/_checkpoints/bronze/bronze_orders"

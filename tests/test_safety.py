@@ -8,24 +8,15 @@ import time
 
 import pytest
 from conftest import read_delta
-from test_streaming import BATCH_1, BATCH_2, MODELS, land
+from helpers import BATCH_1, BATCH_2, MODELS, land, medallion
 
-from medallion_cli.commands import tasks
+from medallion_cli import commands
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.core.failures import CONCURRENT_COMMIT, error_message
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
 
 WATCHED = "name: w\nprofile: test\nmodels:\n  trigger: 1 second\n"
-
-
-def medallion(root, *args, crash_at=None, wait=True):
-    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or ""}
-    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root)]
-    if not wait:
-        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_a_second_build_is_refused_while_one_holds_the_warehouse(project, build, engine_name):
@@ -119,7 +110,7 @@ def test_a_refresh_says_what_its_streaming_readers_need(project, build):
 def test_only_identifier_names(project, file, engine_name):
     root = project({file: "select 1 as id"})
     with pytest.raises(MedallionError) as error:
-        tasks.load(tasks.Invocation(project_dir=str(root)))
+        commands.load(commands.Invocation(project_dir=str(root)))
     assert str(error.value).startswith(f"{file}: the model name ")
     assert "letters, digits and underscores" in str(error.value)
 

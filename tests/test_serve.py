@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import profile_for, read_delta
-from test_streaming import BATCH_1, BATCH_2, MODELS, expected_state, land
+from helpers import BATCH_1, BATCH_2, MODELS, expected_state, land
 
 SLOW = """\
     {{ config(materialized='table') }}
@@ -153,6 +153,7 @@ def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_n
         {1, 2, 4, 5, 6, 9}
 
 
+@pytest.mark.unit
 def test_a_server_that_died_leaves_commands_running_on_their_own(project):
     """Engine-independent (no Spark starts: the project has nothing to build): a serve.json
     whose server is gone (killed, so it could not remove it) is passed over."""
@@ -167,6 +168,7 @@ def test_a_server_that_died_leaves_commands_running_on_their_own(project):
     assert served_pid(result) is None and "Nothing selected." in result.stdout
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("said, error", [
     ([], "before running the command; run it again"),
     ([{"waiting": "`medallion build` has run for 3 s; this command runs after it"}],
@@ -230,6 +232,7 @@ def fake_server(root, answer=({"exit": 0},)):
     return got, path, listener
 
 
+@pytest.mark.unit
 def test_a_serve_json_of_another_user_or_writable_by_others_is_not_trusted(project):
     """Engine-independent (no Spark starts: nothing to build). Such a file could name any
     listener, which would get the command and its variables and could fake its exit code."""
@@ -246,6 +249,7 @@ def test_a_serve_json_of_another_user_or_writable_by_others_is_not_trusted(proje
         assert got == []
 
 
+@pytest.mark.unit
 def test_a_served_command_sends_only_the_variables_the_project_reads(project, monkeypatch):
     root = project({"models/a.sql": "select '{{ env_var(\"MY_REGION\") }}' as region"})
     got, path, listener = fake_server(root)
@@ -260,6 +264,7 @@ def test_a_served_command_sends_only_the_variables_the_project_reads(project, mo
     assert "SOME_CLOUD_SECRET" not in request["env"] and "PATH" not in request["env"]
 
 
+@pytest.mark.unit
 def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client():
     """Engine-independent: the server's admission of connections, before any command runs.
     A peer dribbling a byte every half second, and one sending a line without end, are hung
@@ -267,7 +272,7 @@ def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client():
     import queue
     import threading
 
-    from medallion_cli.serve.server import AUTH_SECONDS, MAX_REQUEST, _accept, _Running
+    from medallion_cli.serve.clients import AUTH_SECONDS, MAX_REQUEST, _accept, _Running
 
     clients = queue.Queue()
     with socket.create_server(("127.0.0.1", 0)) as listener:

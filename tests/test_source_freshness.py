@@ -7,10 +7,11 @@ import os
 import time
 
 import pyarrow as pa
+import pytest
 from click.testing import CliRunner
 from deltalake import write_deltalake
 
-from medallion_cli.cli import main
+from medallion_cli.cli.group import main
 
 SOURCES = """\
 sources:
@@ -73,6 +74,7 @@ def test_source_freshness_levels_bases_and_exit_code(project, spark, engine_name
         "landing.orders", "lake.accounts"]
 
 
+@pytest.mark.unit
 def test_source_freshness_errors(project):
     root = project({"models/sources.yml": SOURCES.replace("{count: 1, period: day}", "'soon'")})
     bad = invoke("source", "freshness", "--project-dir", root)

@@ -10,75 +10,23 @@ import sys
 import pytest
 from conftest import read_delta
 from deltalake import DeltaTable
+from helpers import (
+    BATCH_1,
+    BATCH_2,
+    BATCH_3,
+    MODELS,
+    SOURCES,
+    expected_state,
+    land,
+    silver,
+)
 
 from medallion_cli.report.eventlog import LOGGED_FILE, RECOVERED
-
-SOURCES = """\
-sources:
-  - name: landing
-    path: landing
-    tables:
-      - name: orders
-        format: json
-        schema: "order_id bigint, status string, op string, seq int"
-        options: {maxFilesPerTrigger: 1}
-      - name: customers
-        format: json
-        schema: "customer_id bigint, tier string, op string, changed_at timestamp"
-"""
-
-MODELS = {
-    "models/sources.yml": SOURCES,
-    "models/bronze/bronze_orders.sql": """\
-        {{ config(materialized='streaming') }}
-        select *, current_timestamp() as _ingested_at from {{ source('landing', 'orders') }}
-    """,
-    "models/silver/silver_orders.sql": """\
-        {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
-                  sequence_by='seq', delete_when="op = 'D'") }}
-        select order_id, status, op, seq from {{ ref('bronze_orders') }}
-        where _corrupt_record is null
-    """,
-}
-
-
-def land(root, name, events):
-    folder = root / "landing/orders"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / name).write_text("".join(json.dumps(e) + "\n" for e in events))
-
-
-def expected_state(events):
-    """The latest event per key by seq (later landing wins a tie); a delete removes the key."""
-    latest = {}
-    for e in events:
-        if e["order_id"] not in latest or e["seq"] >= latest[e["order_id"]]["seq"]:
-            latest[e["order_id"]] = e
-    return sorted(({k: e[k] for k in ("order_id", "status", "op", "seq")}
-                   for e in latest.values() if e["op"] != "D"), key=lambda r: r["order_id"])
 
 
 def versions(root):
     return {t: DeltaTable(str(root / "warehouse" / t)).version()
             for t in ("bronze/bronze_orders", "silver/silver_orders")}
-
-
-def silver(root):
-    return sorted(read_delta(root / "warehouse/silver/silver_orders"), key=lambda r: r["order_id"])
-
-
-BATCH_1 = [{"order_id": i, "status": "placed", "op": "I", "seq": 1} for i in range(1, 6)]
-BATCH_2 = [
-    {"order_id": 1, "status": "shipped", "op": "U", "seq": 3},
-    {"order_id": 2, "status": "paid", "op": "U", "seq": 2},
-    {"order_id": 3, "op": "D", "status": None, "seq": 2},
-    {"order_id": 6, "status": "placed", "op": "I", "seq": 1},
-]
-BATCH_3 = [
-    {"order_id": 1, "status": "paid", "op": "U", "seq": 2},  # older than 'shipped': ignored
-    {"order_id": 4, "status": "paid", "op": "U", "seq": 2},
-    {"order_id": 7, "status": "placed", "op": "I", "seq": 1},
-]
 
 
 def test_land_build_land_more_build(project, build):

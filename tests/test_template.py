@@ -8,12 +8,13 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import read_delta
 from cookiecutter.main import cookiecutter
 
-from medallion_cli.cli import main
-from medallion_cli.commands import tasks
+from medallion_cli import commands
+from medallion_cli.cli.group import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,9 +42,9 @@ def assert_portable(project: Path):
 
 
 def build_and_test(project: Path, target: str | None = None):
-    inv = tasks.Invocation(project_dir=str(project), target=target)
-    built = {r.name: r.status for r in tasks.build(inv, "build")}
-    tested = {r.name: r.status for r in tasks.test(inv)}
+    inv = commands.Invocation(project_dir=str(project), target=target)
+    built = {r.name: r.status for r in commands.build(inv, "build")}
+    tested = {r.name: r.status for r in commands.test(inv)}
     return built, tested
 
 
@@ -91,14 +92,16 @@ def test_init_with_custom_values(tmp_path, spark):
     assert len(read_delta(warehouse / "gold/gold_customer_value")) == 5
 
 
+@pytest.mark.unit
 def test_project_without_examples_is_empty_but_valid(tmp_path):
     project = Path(cookiecutter(str(ROOT), no_input=True, output_dir=str(tmp_path),
                                 extra_context={"include_examples": "no"}))
     assert not list((project / "models").glob("**/*.sql"))
-    assert tasks.list_nodes(tasks.Invocation(project_dir=str(project))) == []
+    assert commands.list_nodes(commands.Invocation(project_dir=str(project))) == []
     assert (project / "README.md").read_text().startswith("# My Lakehouse")
 
 
+@pytest.mark.unit
 def test_init_outside_a_template_says_how_to_fix(tmp_path):
     result = CliRunner().invoke(main, ["init", "x", "--template", str(tmp_path / "nowhere"),
                                        "--output-dir", str(tmp_path), "--no-input"])
@@ -150,7 +153,7 @@ def test_init_from_an_installed_wheel_ships_the_template_and_the_wheel(tmp_path)
     for rel in ("models/silver/silver_orders.sql", "seeds/products.csv", "README.md",
                 "tests/test_sample_models.py", "profiles/profiles.yml", ".gitignore"):
         assert (project / rel).is_file(), rel
-    assert tasks.list_nodes(tasks.Invocation(project_dir=str(project)))
+    assert commands.list_nodes(commands.Invocation(project_dir=str(project)))
     # a wheel since deleted, as from an index: the version alone, for the index to serve
     wheel.unlink()
     again = subprocess.run([sys.executable, "-c", "import medallion_cli.cli as c; c.main()",

@@ -10,8 +10,9 @@ import time
 from contextlib import contextmanager
 from types import SimpleNamespace
 
+import pytest
 from conftest import read_delta
-from test_streaming import MODELS, land
+from helpers import MODELS, land
 
 from medallion_cli.commands.watch import stop_gracefully
 from medallion_cli.materialize.tally import BatchReport, StreamTally
@@ -175,6 +176,7 @@ class StoppedQuery:
         pass
 
 
+@pytest.mark.unit
 def test_a_batch_whose_progress_had_not_arrived_at_the_stop_is_reported_with_its_duration():
     # Engine-free: the race is between Spark's event bus and the stop, not in an engine.
     reported = []

@@ -1,5 +1,5 @@
 """`python -m medallion_cli.cli`: the command line, as the `medallion` script runs it."""
 
-from . import main
+from .group import main
 
 main()

@@ -15,7 +15,7 @@ from dataclasses import asdict
 
 import click
 
-from ..commands.tasks import Reporter
+from ..commands.plan import Reporter
 from ..run.runner import NOT_STARTED, STOPPED, NodeResult, interrupted
 
 STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",

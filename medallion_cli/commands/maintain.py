@@ -16,7 +16,7 @@ from ..core.project import QUARANTINE_SUFFIX
 from ..engines.base import Engine
 from ..materialize.clustering import check_clustering, check_layout_columns
 from ..run.locking import warehouse_lock
-from .tasks import Invocation, Loaded, engine_of, load, selected_nodes
+from .invocation import Invocation, Loaded, engine_of, load, selected_nodes
 
 MIN_RETENTION_HOURS = 168  # Delta's default: a week of versions stays readable
 

@@ -1,35 +1,110 @@
-"""`medallion run-operation`: call one of the project's macros with arguments, as dbt's
-run-operation does, for the chores around models (grants, housekeeping, a one-off backfill
-query). Inside it, `run_query(sql)` runs Spark SQL over the project's tables (the refs and
-sources the macro named are registered as in a model) and returns the rows; `log(message)`
-prints a line."""
+"""The commands around a project: init (a new one from the template), clean, debug, jars, and
+serve (its Spark kept running for its commands).
+"""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Callable
 
-from ..core.nodes import Recorded
-from ..load.rendering import Renderer
-from .tasks import Invocation, load
+from ..core.errors import MedallionError
+from ..core.project import Project
+from .invocation import Invocation, engine_of, engine_target, project_of
 
 
-def run_operation(inv: Invocation, name: str, args: dict, echo: Callable[[str], None]) -> str:
-    """Render macro `name` with `args`; returns what it rendered (stripped)."""
-    from ..materialize.context import BuildContext
-    from ..materialize.rows import query_rows
+def serve(inv: Invocation, run_command: Callable[[list[str]], None],
+          on_ready: Callable[[Project, int], None],
+          on_command: Callable[[list[str], int, float], None]) -> None:
+    """medallion serve: keep the project's Spark running for its commands (server.py)."""
+    from ..serve import server
 
-    loaded = load(inv, with_engine=True)
-    engine = loaded.engine
-    record = Recorded(f"macro {name}")
-    ctx = BuildContext(loaded.project, loaded.graph, engine)
+    project = project_of(inv)
+    target = engine_target(project)
 
-    def run_query(sql: str):
-        return query_rows(ctx, record, sql, f"macro '{name}'")
+    def declined(request: dict) -> str | None:
+        try:
+            theirs = project_of(Invocation(request["project_dir"], request["profiles_dir"],
+                                           request["target"]))
+        except MedallionError:
+            return None  # the command reports it, as anywhere
+        if theirs.root != project.root:
+            return f"medallion serve runs the project in {project.root}"
+        if engine_target(theirs) != target:
+            return (f"medallion serve runs Spark for target '{target.name}' as it was when the "
+                    f"server started, and target '{theirs.target.name}' starts it differently")
+        return None
 
-    def log(message, info: bool = True) -> str:
-        echo(str(message))
-        return ""
+    server.serve(project, engine_of(project, inv), run_command, declined,
+                 lambda port: on_ready(project, port), on_command)
 
-    renderer = Renderer(loaded.project, table_exists=engine.table_exists)
-    return renderer.call_operation(name, args, record, {
-        "run_query": run_query, "log": log, "execute": True}).strip()
+
+def clean(inv: Invocation) -> list[Path]:
+    """Delete the project's clean-targets (default: target/), as dbt clean; returns those
+    removed. Folders outside the project, or the project itself, are refused."""
+    import shutil
+
+    project = project_of(inv)
+    root = project.root.resolve()
+    folders = [(root / name).resolve() for name in project.clean_targets]
+    for folder in folders:
+        if folder == root or root not in folder.parents:
+            raise MedallionError(f"clean-targets names {folder}, which is not inside the "
+                                 "project", path=str(root / "medallion_project.yml"),
+                                 hint="list folders of the project, such as target")
+    removed = [folder for folder in folders if folder.exists()]
+    for folder in removed:
+        shutil.rmtree(folder)
+    return removed
+
+
+def debug(inv: Invocation):
+    """medallion debug: the checks of checkup.py, one by one."""
+    from .checkup import run_checks
+
+    return run_checks(lambda: project_of(inv), lambda project: engine_of(project, inv))
+
+
+def fetch_jars(bundles: tuple[str, ...]) -> list[Path]:
+    """Fetch each bundle's JARs with Maven unless they are there; check them against this Spark."""
+    from ..spark.jars import check_spark_jars, fetch, jar_files, recipe
+
+    folders = []
+    for bundle in bundles:
+        folder = fetch(bundle)
+        check_spark_jars(jar_files(folder), str(recipe(bundle)),
+                         "the recipe pins JARs for another Spark: install the pyspark this "
+                         "package requires, or update the recipe")
+        folders.append(folder)
+    return folders
+
+
+# The template is this repository: cookiecutter.json at its root, beside the package.
+# Installed packages carry the template (setup.py copies it in); an editable install is the
+# repository, whose root is the template.
+PACKAGED_TEMPLATE = Path(__file__).resolve().parent.parent / "template"
+
+
+TEMPLATE_ROOT = (PACKAGED_TEMPLATE if (PACKAGED_TEMPLATE / "cookiecutter.json").is_file()
+                 else PACKAGED_TEMPLATE.parent.parent)
+
+
+def init(name: str, template: str | None = None, output_dir: str = ".",
+         no_input: bool = False, extra: dict | None = None) -> Path:
+    """Create a new project from the Medallion cookiecutter template; returns its folder."""
+    from cookiecutter.exceptions import CookiecutterException
+    from cookiecutter.main import cookiecutter
+
+    if template is None:
+        if not (TEMPLATE_ROOT / "cookiecutter.json").is_file():
+            raise MedallionError("the Medallion template is not installed beside this package",
+                                 hint="pass --template with the template's folder or git URL")
+        template = str(TEMPLATE_ROOT)
+    slug = re.sub(r"\W+", "_", name.strip().lower()).strip("_")
+    try:
+        created = cookiecutter(template, no_input=no_input, output_dir=output_dir,
+                               extra_context={"project_name": name, "project_slug": slug,
+                                              **(extra or {})})
+    except CookiecutterException as exc:
+        raise MedallionError(f"cannot create the project: {exc}", path=output_dir) from exc
+    return Path(created)

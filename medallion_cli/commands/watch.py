@@ -27,7 +27,16 @@ from ..materialize.context import BuildContext
 from ..materialize.streaming import start_query
 from ..materialize.tally import BatchReport, StreamTally
 from ..materialize.throughput import progress_reports
-from ..run.runner import NodeResult, own_session
+from ..run.runner import NodeResult, execute, own_session
+from .invocation import (
+    COMMAND_KINDS,
+    Invocation,
+    Loaded,
+    load,
+    selected_nodes,
+    selected_tests,
+)
+from .plan import plan, runner
 
 POLL_SECONDS = 2.0
 RETRIED = "\n(tried again after a backoff of 2 s, doubling to a minute; what reads it waits)"
@@ -172,3 +181,34 @@ def stop_gracefully(query, tally: StreamTally, now: threading.Event | None = Non
             tally.progressed(progress)
         for batch_id in sorted(tally.pending):  # batches whose progress never came
             tally.on_batch(tally.pending.pop(batch_id))
+
+
+def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: list[NodeResult],
+           command: str, on_result: Callable[[NodeResult], None],
+           on_batch: Callable) -> list[NodeResult]:
+    """After the first pass: keep the selected nodes fresh until SIGINT/SIGTERM; returns what
+    it reported."""
+    quiet = replace(inv, full_refresh=False)
+    latest: list[Loaded] = []
+
+    def reload() -> Graph:
+        """The project rendered again, so is_incremental() and edited SQL are current."""
+        latest[:] = [load(quiet, engine=ctx.engine)]
+        return latest[0].graph
+
+    def refresh(watch_ctx: BuildContext, held: set[str], told: Callable[[NodeResult], None],
+                stop: threading.Event) -> None:
+        """Batch models, and then their data tests (`build`), as they are due."""
+        again = latest[0]
+        names = [n for n in selected_nodes(quiet, again, COMMAND_KINDS[command])
+                 if again.graph.nodes[n].config.materialized not in ("streaming", "view")
+                 and n not in held]
+        tests = [t for t in selected_tests(quiet, again) if not set(again.tests[t].refs) & held
+                 ] if command == "build" else []
+        steps = plan(again.graph, again.tests, names, tests)
+        execute(steps.order, steps.parents, runner(watch_ctx, again.tests, skip_passed=True),
+                steps.labels, quiet.threads or again.project.target.threads, told,
+                on_interrupt=watch_ctx.engine.cancel_jobs, stop=stop)
+
+    with stop_on_signals() as stops:
+        return watch(ctx, chosen, results, reload, refresh, on_result, on_batch, stops)

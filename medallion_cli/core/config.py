@@ -1,7 +1,7 @@
-"""The model configuration vocabulary: defaults, layering and validation.
-
-Config comes from three places, later ones winning: `medallion_project.yml` per folder,
-`models/**/*.yml` per model, and `{{ config(...) }}` in the SQL file itself.
+"""The model configuration vocabulary: every key with its allowed values and defaults
+(NodeConfig), and intervals as users write them. Config comes from three places, later ones
+winning: `medallion_project.yml` per folder, `models/**/*.yml` per model, and `{{ config(...) }}`
+in the SQL file itself; load/model_config.py merges and checks them.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ PERSIST_DOCS = ("relation", "columns")
 LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
               "track_history_except_columns", "truncate_when")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
-# order (commit time, then log position) and their delete flag (build/debezium.py).
+# order (commit time, then log position) and their delete flag (materialize/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
                              "delete_when": "_cdc_deleted"}}
 
@@ -93,7 +93,7 @@ class NodeConfig:
     tombstone_retention: str = "30 days"  # how long a MERGE remembers a deleted key
     cdc: str | None = None  # the change-event format the model's rows come in
     # A table kept up to date per group of these columns: only the groups its inputs' changes
-    # touch are recomputed (build/incremental.py).
+    # touch are recomputed (materialize/incremental.py).
     incremental_by: tuple[str, ...] = ()
     event_time: str | None = None  # the column saying when a row's event happened
     # How stale the newest event_time may get: {"warn_after": seconds, "error_after": seconds}

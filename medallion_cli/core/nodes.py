@@ -36,7 +36,7 @@ class CompiledNode:
     secrets: tuple[str, ...] = ()  # values of secret env_var()s in the SQL
     change_refs: tuple[str, ...] = ()  # refs read as their change feed: ref('x', changes=true)
     feed_only: tuple[str, ...] = ()  # of those, the ones never read as themselves
-    # its SQL asked `execute` or called run_query(): rendered again when it runs (build/execute.py)
+    # its SQL asked `execute` or called run_query(): rendered again when it runs (materialize/execute.py)
     executes: bool = False
     after: tuple[str, ...] = ()  # nodes it runs after beside its refs (graph.py: flows)
     # its SQL with is_incremental() true, as it runs once its table exists (None for seeds)

@@ -70,7 +70,7 @@ class SourceTable:
     options: dict
     origin: str
     unknown_fields: str = "rescue"  # JSON fields outside the schema: UNKNOWN_FIELDS
-    cdc: str | None = None  # "debezium": values are change events, unpacked (build/debezium.py)
+    cdc: str | None = None  # "debezium": values are change events, unpacked (materialize/debezium.py)
     unique_key: tuple[str, ...] = ()  # a change event's key: an update that changes it is split
     # dbt's source freshness: the column saying when a row was loaded (else the files' or
     # commits' times) and {warn_after, error_after} in seconds (freshness.py)
@@ -123,7 +123,7 @@ class Project:
     # dbt's on-run-start / on-run-end: SQL run once before and after the nodes of a build
     on_run_start: tuple[str, ...] = ()
     on_run_end: tuple[str, ...] = ()
-    flow_targets: dict[str, str] = field(default_factory=dict)  # flow -> model (set by tasks.load)
+    flow_targets: dict[str, str] = field(default_factory=dict)  # flow -> model (set by commands.invocation.load)
 
     def table_path(self, node: NodeFile) -> str:
         """Its table; a flow's is the table of the model it flows into."""

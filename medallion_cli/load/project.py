@@ -1,4 +1,5 @@
-"""Project loading: medallion_project.yml, profiles, and the files that make up the project.
+"""Project loading: medallion_project.yml (each key known or refused), its profile's target,
+the model and seed files with their per-folder config, and the property files' sources.
 
 Nothing here starts Spark: `compile` and `ls` must answer without a JVM.
 """

@@ -1,5 +1,5 @@
-"""Kafka topics as sources: Spark's own Kafka source (its JARs from medallion_cli/maven/
-kafka.pom.xml), each record with its position, its value parsed as JSON when the source
+"""Kafka topics as sources: Spark's own Kafka source (its JARs from
+medallion_cli/spark/maven/kafka.pom.xml), each record with its position, its value parsed as JSON when the source
 declares a schema.
 
 Exactly once into Delta: the streaming query's checkpoint records the offsets each micro-batch

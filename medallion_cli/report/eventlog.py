@@ -1,7 +1,7 @@
 """The event log: a Delta table in the warehouse (`<warehouse>/_medallion/events`) that every
 build, test and streaming micro-batch appends to, written by the target's own engine.
 
-One row per event (the columns: EVENT_COLUMNS; documented in the README):
+One row per event (the columns: EVENT_COLUMNS; documented in docs/operating.md):
 - `run_started` / `run_finished`: a command began and ended (`run_finished` is missing for a
   process that was killed);
 - `node`: a seed, model or test finished, with its status, rows, version, expectations, error;

@@ -1,6 +1,6 @@
 """How much landing data a build is about to read that its tables have not taken in yet: a
 measure of the work ahead, known from file sizes and times before Spark starts. The driver's
-JIT is picked by it (engines/spark.py: driver_java_options)."""
+JIT is picked by it (spark/conf.py: driver_java_options)."""
 
 from __future__ import annotations
 

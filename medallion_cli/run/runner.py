@@ -48,7 +48,7 @@ class NodeResult:
     stream: dict = field(default_factory=dict)  # streaming: rows/s, batch seconds, Kafka lag
     malformed: int | None = None
     rescued: int | None = None
-    phases: dict = field(default_factory=dict)  # step -> seconds (build/context.py Phases)
+    phases: dict = field(default_factory=dict)  # step -> seconds (materialize/context.py Phases)
     detail: str = ""  # the traceback, for --debug
 
     @property
@@ -139,7 +139,7 @@ def run_project_hooks(ctx: BuildContext, which: str, statements: tuple[str, ...]
 
 
 def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
-    """--empty: the node checked over inputs with no rows (build/empty.py), nothing written."""
+    """--empty: the node checked over inputs with no rows (materialize/empty.py), nothing written."""
     node = ctx.graph.nodes[name]
 
     def work() -> NodeResult:

@@ -80,7 +80,7 @@ class LongQueries:
 
 
 # Long queries' hot loops (JSON parsing, Parquet encoding) run 2.5x faster as C2's code than as
-# C1's (README: "The driver JVM"). On 2 cores: the embedded engine's first build of 47 MB of
+# C1's (docs/engines-and-clusters.md: "The driver JVM"). On 2 cores: the embedded engine's first build of 47 MB of
 # landing files took 36 s with C1 alone and 41-46 s with C2 for its hottest code, of 137 MB
 # 57 s (median of 7) against 70 s; delta-spark's of 137 MB 75-87 s either way, of 454 MB a
 # quarter less with Java's default tiers.
@@ -107,9 +107,9 @@ def driver_java_options(own: str, local: bool, long_queries: bool = False,
     again at a cost. On 2 cores (before such a first build took the long-query options
     below), C2 used 22 of a first build's 57 CPU-seconds (300k orders feed); with C1 alone a
     first build used 48-56 CPU-seconds instead of 55-65 and a 1% increment 19-22 instead of
-    32-38, the wall time the same or less (README). C1 alone
+    32-38, the wall time the same or less (docs/engines-and-clusters.md). C1 alone
     would also shrink the code cache from 240 MB to 48 MB, which Delta's code outgrows: Java
-    then evicts compiled code and compiles it again (README has the figures). Long queries
+    then evicts compiled code and compiles it again (docs/engines-and-clusters.md has the figures). Long queries
     (a first build of a large feed: new_input.py) are the exception: their hot loops, JSON
     parsing and Parquet encoding, run 2.5x slower as C1's code. They keep Java's tiers, on
     the embedded engine with C2 for the hottest code alone (LONG_QUERIES). A cluster's

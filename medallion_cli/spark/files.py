@@ -19,7 +19,7 @@ from ..core.locations import is_remote
 def read_text(on, location: str) -> str:
     """A (small) file's content as UTF-8 text; FileNotFoundError when there is none."""
     if not is_remote(location):
-        return Path(location).read_text()
+        return _local(location).read_text()
     spark = on.spark
     jvm = spark._jvm
     path, fs = _hadoop_file(spark, location)
@@ -36,7 +36,7 @@ def write_text(on, location: str, text: str) -> None:
     was, never an empty one the next build cannot parse); an object appears whole when its
     writer closes it."""
     if not is_remote(location):
-        write_local_text(location, text)
+        write_local_text(str(_local(location)), text)
         return
     path, fs = _hadoop_file(on.spark, location)
     out = fs.create(path, True)
@@ -57,9 +57,9 @@ def write_local_text(location: str, text: str) -> None:
 def remove(on, location: str) -> None:
     """Delete a file, or a folder and everything under it; nothing there is fine."""
     if not is_remote(location):
-        if Path(location).is_file():
-            Path(location).unlink()
-        shutil.rmtree(location, ignore_errors=True)
+        if _local(location).is_file():
+            _local(location).unlink()
+        shutil.rmtree(_local(location), ignore_errors=True)
         return
     path, fs = _hadoop_file(on.spark, location)
     fs.delete(path, True)
@@ -78,6 +78,11 @@ def list_files(on, location: str) -> list[tuple[str, int, int]]:
         files.append((status.getPath().toString().removeprefix(root), status.getLen(),
                       status.getModificationTime()))
     return sorted(files)
+
+
+def _local(location: str) -> Path:
+    """A local location as a path (file:///x is /x)."""
+    return Path(location.removeprefix("file://"))
 
 
 def _hadoop_file(spark, location: str):

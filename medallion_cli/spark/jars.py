@@ -1,7 +1,7 @@
 """JARs from Maven Central: fetched once with Maven, from version-pinned recipes, into a folder
 that is reused while its recipe is unchanged.
 
-Each bundle is a small POM in medallion_cli/maven/ listing exactly the JARs it needs (Spark already
+Each bundle is a small POM in medallion_cli/spark/maven/ listing exactly the JARs it needs (Spark already
 ships Scala, Hadoop, Jackson and the rest, so the Spark-side bundles take nothing transitively).
 `mvn dependency:copy-dependencies` copies them: the ordinary Maven client, with the machine's own
 settings (mirrors, proxies) and its local repository as a cache. Before Spark is given a JAR built

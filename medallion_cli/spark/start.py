@@ -1,4 +1,6 @@
-"""Starting the one SparkSession an invocation uses, and files on any storage Spark can reach."""
+"""Starting the one SparkSession an invocation uses: Java found, the master reachable, the
+JVM's output in target/spark.log, credentials set after the start (never on the command line),
+Ctrl-C left to medallion, and the warehouse's file system checked once Spark runs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A real Kafka broker on loopback: one JVM in KRaft combined mode (broker and controller in one
-process, no ZooKeeper), from the JARs of medallion_cli/maven/kafka-broker.pom.xml, for trying
+process, no ZooKeeper), from the JARs of medallion_cli/spark/maven/kafka-broker.pom.xml, for trying
 Kafka sources (examples/kafka_sample), the tests and the benchmarks. It is started by its own
 `java` command, so the process id kept is the broker itself, and it is stopped by that id.
 """

@@ -24,7 +24,7 @@ def pytest_addoption(parser):
 
 @pytest.fixture(scope="session")
 def medallion_project(pytestconfig):
-    from ..commands.tasks import Invocation, load
+    from ..commands.invocation import Invocation, load
 
     folder = pytestconfig.getoption("--medallion-project-dir") or str(pytestconfig.rootpath)
     return load(Invocation(project_dir=folder))

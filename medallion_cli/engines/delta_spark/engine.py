@@ -1,10 +1,10 @@
-"""The native engine: Delta Lake for Spark (delta-spark) with its JARs on the classpath.
+"""The delta-spark engine: Delta Lake for Spark with its JARs on the classpath.
 
 This is how a project runs on a cluster. The JARs come from the folder named in the profile
-(`delta_jars`), else from the folder `medallion jars` fills with Maven (see jars.py), else from
+(`delta_jars`), else from the folder `medallion jars` fills with Maven (spark/jars.py), else from
 the cluster itself (Databricks and most managed Sparks ship Delta). Writes are Delta writes with
-txnAppId/txnVersion, so Delta itself skips a replayed streaming batch; MERGE is Spark SQL (see
-native_sql.py).
+txnAppId/txnVersion, so Delta itself skips a replayed streaming batch; MERGE is Spark SQL
+(engines/sql.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,111 @@
+"""The commands that build and check: build (and --watch), run, seed, test, retry, and the
+looks that build nothing: compile and ls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import click
+
+from .. import commands
+from .group import (
+    EMPTY,
+    LOG_FORMAT,
+    _report,
+    _warn,
+    common_options,
+    main,
+    running_options,
+    servable,
+)
+
+
+@main.command(help="Load seeds, then build models, in DAG order. With --watch, keep streaming "
+                   "models running on their trigger and rebuild batch models when their inputs "
+                   "change, until Ctrl-C.")
+@common_options
+@servable
+@running_options
+@click.option("--watch", is_flag=True,
+              help="Keep running: streaming models on their processing-time trigger "
+                   "(default 10 seconds), batch models refreshed when inputs change.")
+@click.option("--rerun-tests", is_flag=True,
+              help="Run data tests that passed on their inputs as they are now too (by "
+                   "default those are reported up to date).")
+@EMPTY
+@LOG_FORMAT
+def build(inv, debug, watch, rerun_tests, empty, log_format):
+    inv = replace(inv, rerun_tests=rerun_tests, empty=empty)
+    _report(lambda report: commands.build(inv, "build", ("seed", "model"), report, watch), debug,
+            log_format, watch)
+
+
+@main.command(help="Build models only (no seeds), in DAG order.")
+@common_options
+@servable
+@running_options
+@EMPTY
+@LOG_FORMAT
+def run(inv, debug, empty, log_format):
+    inv = replace(inv, empty=empty)
+    _report(lambda report: commands.build(inv, "run", ("model",), report), debug, log_format)
+
+
+@main.command(help="Load seeds/*.csv into Delta tables; a seed reloads when its file changed.")
+@common_options
+@servable
+@running_options
+@LOG_FORMAT
+def seed(inv, debug, log_format):
+    _report(lambda report: commands.build(inv, "seed", ("seed",), report), debug, log_format)
+
+
+@main.command(help="Print the rendered Spark SQL of the selected models (no Spark started). "
+                   "Also written to target/compiled/.")
+@common_options
+def compile(inv, debug):
+    compiled = commands.compile_models(inv, _warn)
+    if compiled.note:
+        click.secho(f"note: {compiled.note}", fg="yellow", err=True)
+    for node in compiled.nodes:
+        click.echo(click.style(f"-- {node.name} ({node.file.rel_path})", fg="cyan"))
+        click.echo(compiled.sql[node.name].strip() + "\n")
+
+
+@main.command("ls", help="List models and seeds in DAG order with layer, materialization, "
+                         "dependencies and streaming checkpoints (no Spark started).")
+@common_options
+def ls(inv, debug):
+    rows = commands.list_nodes(inv, _warn)
+    for row in rows:
+        deps = ", ".join(row.depends_on) or "-"
+        click.echo(f"{row.name:<32} {row.kind:<6} {row.layer:<8} {row.materialized:<12} <- {deps}")
+        if row.flows_into:
+            click.echo(f"{'':<32} flows into: {row.flows_into} ({row.table})")
+        if row.checkpoint:
+            click.echo(f"{'':<32} checkpoint: {row.checkpoint}")
+
+
+@main.command(help="Run data tests (generic tests in models/**/*.yml, singular tests in "
+                   "tests/*.sql) against the built tables; show failing rows; exit 1 when a test "
+                   "with severity error fails. --unit runs model unit tests (tests/unit/*.yml) "
+                   "instead, on the rows they give, touching no table.")
+@common_options
+@servable
+@running_options
+@click.option("--unit", is_flag=True, help="Run model unit tests from tests/unit/*.yml.")
+@LOG_FORMAT
+def test(inv, debug, unit, log_format):
+    task = commands.unit_test if unit else commands.test
+    _report(lambda report: task(inv, report), debug, log_format)
+
+
+@main.command(help="Run again what failed or was skipped in the last build, run, seed or test "
+                   "(from target/run_results.json), with the same command.")
+@common_options
+@servable
+@running_options
+@LOG_FORMAT
+def retry(inv, debug, log_format):
+    _report(lambda report: commands.retry(inv, report), debug, log_format)

@@ -1,0 +1,171 @@
+"""The `medallion` group and what its commands share: the options every command takes (read into
+an Invocation), those of the commands that run nodes, forwarding to `medallion serve`, dbt's
+`-s a b c` selectors, and how results are printed and turned into an exit code. Errors are one
+line; tracebacks only with --debug.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import click
+
+from .. import __version__, commands
+from ..core.errors import MedallionError
+from ..run.runner import interrupted
+
+
+def common_options(func):
+    """Options every command takes, so `medallion build -s x --target t` reads like dbt."""
+
+    @click.option("--project-dir", default=".", show_default=True, type=click.Path(),
+                  help="Folder holding medallion_project.yml.")
+    @click.option("--profiles-dir", default=None, type=click.Path(),
+                  help="Folder holding profiles.yml (default: <project>/profiles, or "
+                       "$MEDALLION_PROFILES_DIR).")
+    @click.option("--target", "-t", default=None, help="Profile target (default: the profile's).")
+    @click.option("--select", "-s", multiple=True,
+                  help="Nodes to run: name (wildcards: silver_*), +name (with ancestors), "
+                       "name+ (with descendants), 2+name / name+1 (that many generations), "
+                       "@name, tag:x, path:models/silver, layer:gold, resource_type:model, "
+                       "config.KEY:VALUE; `,` intersects (tag:x,layer:gold). Several values "
+                       "after one -s, or -s again, for their union.")
+    @click.option("--exclude", multiple=True, help="Nodes to leave out, same syntax as --select.")
+    @click.option("--state", default=None, type=click.Path(),
+                  help="Folder with an earlier run's manifest.json, for -s state:modified "
+                       "(or state:new).")
+    @click.option("--full-refresh", is_flag=True,
+                  help="Rebuild incremental models and seeds from scratch.")
+    @click.option("--vars", "vars_text", default=None, help="Variables as YAML or JSON.")
+    @click.option("--debug", is_flag=True,
+                  help="Show Python tracebacks and Spark's own log (else in target/spark.log).")
+    @functools.wraps(func)
+    def wrapper(project_dir, profiles_dir, target, select, exclude, state, full_refresh,
+                vars_text, debug, **kwargs):
+        try:
+            inv = commands.Invocation(project_dir, profiles_dir, target, tuple(select),
+                                   tuple(exclude), full_refresh, commands.parse_vars(vars_text),
+                                   kwargs.pop("threads", None), debug,
+                                   fail_fast=kwargs.pop("fail_fast", False), state=state,
+                                   defer=kwargs.pop("defer", False))
+            return func(inv, debug=debug, **kwargs)
+        except MedallionError as exc:
+            if debug:
+                raise
+            click.secho(f"Error: {exc}", fg="red", err=True)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # a failure medallion did not foresee: still one line
+            if debug:
+                raise
+            from ..core.failures import error_message
+
+            click.secho(f"Error: {error_message(exc)}\n  hint: --debug shows the traceback",
+                        fg="red", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def _report(task, debug: bool, log_format: str = "text", watch: bool = False) -> None:
+    """Run a task that reports node results, print them as they come, exit 1 on any failure."""
+    from .console import Console
+
+    console = Console(log_format, debug, watch)
+    try:
+        results = task(console.reporter())
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside running nodes: leave now
+        click.secho("\nAborted by Ctrl-C: what finished is committed; the rest is as it was",
+                    fg="yellow", err=True)
+        os._exit(130)  # not waiting for the nodes' threads
+    console.finish(results)
+    sys.exit(130 if interrupted(results) else 1 if any(r.failed for r in results) else 0)
+
+
+def _warn(message: str) -> None:
+    click.secho(f"warning: {message}", fg="yellow", err=True)
+
+
+LOG_FORMAT = click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+                          show_default=True, help="json: one JSON object per event.")
+
+
+SELECTING = ("-s", "--select", "--exclude")
+
+
+def spread_selectors(args: list[str]) -> list[str]:
+    """`-s a b c` as dbt reads it: every value after --select (or --exclude) up to the next
+    option belongs to it."""
+    spread, flag = [], None
+    for arg in args:
+        if arg.startswith("-"):
+            flag = arg.split("=")[0] if arg.split("=")[0] in SELECTING else None
+            spread.append(arg)
+        elif flag and spread[-1] != flag:
+            spread += [flag, arg]
+        else:
+            spread.append(arg)
+    return spread
+
+
+class _Command(click.Command):
+    def parse_args(self, ctx, args):
+        # Commands that take a positional argument (show MODEL) keep click's reading.
+        if not any(isinstance(p, click.Argument) for p in self.params):
+            args = spread_selectors(args)
+        return super().parse_args(ctx, args)
+
+
+class _Group(click.Group):
+    command_class = _Command
+
+    def parse_args(self, ctx, args):
+        ctx.meta["argv"] = list(args)  # as typed, for a server to run (servable)
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Group, help="Medallion: build bronze/silver/gold Delta tables from SQL models.")
+@click.version_option(__version__, prog_name="medallion")
+def main() -> None:
+    pass
+
+
+def running_options(func):
+    """Options of the commands that run nodes."""
+    func = click.option("--defer", is_flag=True,
+                        help="Read the tables of unselected models this target has not built "
+                             "from the --state run's warehouse (as dbt's --defer).")(func)
+    func = click.option("--fail-fast", "-x", is_flag=True,
+                        help="After the first failure, start nothing more (what is running "
+                             "finishes) and report the rest skipped.")(func)
+    return click.option("--threads", type=int, default=None,
+                        help="How many independent nodes to build at once (default: "
+                             "profile's).")(func)
+
+
+def servable(func):
+    """A command that runs on the project's `medallion serve` when one is up (server.py)."""
+
+    @click.option("--no-server", is_flag=True,
+                  help="Run in a JVM of this command's own even when medallion serve runs for "
+                       "the project.")
+    @functools.wraps(func)
+    def wrapper(inv, debug, no_server, **kwargs):
+        if not (no_server or debug or kwargs.get("watch")):
+            from ..serve.client import forward
+
+            argv = click.get_current_context().meta.get("argv", [])
+            code = forward(inv.project_dir, inv.profiles_dir, inv.target, argv)
+            if code is not None:
+                sys.exit(code)
+        return func(inv, debug=debug, **kwargs)
+
+    return wrapper
+
+
+EMPTY = click.option("--empty", is_flag=True,
+                     help="Check each model's SQL, config columns, expectations and contract "
+                          "over inputs with no rows, writing nothing (as dbt's --empty).")

@@ -1,0 +1,212 @@
+"""The commands around builds: serve, clean, run-operation, debug, docs, status, source freshness,
+maintenance (optimize, vacuum, show, history, restore), jars and init.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import commands
+from ..core.errors import MedallionError
+from ..spark.jars import BUNDLES
+from .group import _Group, common_options, main
+
+
+@main.command(help="Keep Spark running for this project until Ctrl-C: build, run, seed, test "
+                   "and retry in it then run here, starting no JVM of their own, on code Java "
+                   "has already compiled.")
+@common_options
+def serve(inv, debug):
+    def ready(project, port):
+        click.echo(f"Serving {project.root} on target '{project.target.name}' "
+                   f"({project.target.engine}), port {port} on loopback (target/serve.json). "
+                   "Ctrl-C stops.")
+
+    def done(argv, exit_code, seconds):
+        click.echo(f"{' '.join(['medallion', *argv])}: exit {exit_code} in {seconds:.1f} s")
+
+    commands.serve(inv, lambda argv: main.main(argv, prog_name="medallion"), ready, done)
+
+
+@main.command(help="Delete the project's clean-targets (medallion_project.yml; default: "
+                   "target/). Tables in the warehouse are kept.")
+@common_options
+def clean(inv, debug):
+    for folder in commands.clean(inv):
+        click.echo(f"Removed {folder}")
+
+
+@main.command("run-operation", help="Call a macro of the project with --args (YAML or JSON), "
+                                    "as dbt's run-operation; in it, run_query(sql) runs Spark "
+                                    "SQL over the project's tables and log(msg) prints.")
+@common_options
+@click.argument("macro")
+@click.option("--args", "args_text", default=None, help="The macro's arguments, e.g. "
+                                                         "'{days: 7}'.")
+def run_operation(inv, debug, macro, args_text):
+    from ..commands.run_operation import run_operation as run
+
+    output = run(inv, macro, commands.parse_vars(args_text, "--args"), click.echo)
+    if output:
+        click.echo(output)
+
+
+@main.command("debug", help="Check this machine, the profile and the project without "
+                            "building: Python and Java, the project, the target, the JARs its "
+                            "engine needs, the warehouse, and Spark (started, one query run).")
+@common_options
+def debug_command(inv, debug):
+    failed = False
+    for check in commands.debug(inv):
+        mark = click.style("OK  " if check.ok else "FAIL", fg="green" if check.ok else "red")
+        click.echo(f"{mark} {check.name:<10} {check.detail}")
+        failed |= not check.ok
+    sys.exit(1 if failed else 0)
+
+
+@main.command(help="Write a static HTML page documenting the project: the DAG by layer, each "
+                   "model's SQL, config, columns, tests and lineage (no Spark started on the "
+                   "embedded engine; delta-spark reads built tables' columns through Spark).")
+@common_options
+@click.option("--out", default=None, type=click.Path(),
+              help="Where to write the page (default: target/docs/index.html).")
+def docs(inv, debug, out):
+    click.echo(f"Wrote {commands.docs(inv, out)}")
+
+
+@main.command(help="Each table's last build, rows, version and data freshness (now minus the "
+                   "newest value of its event_time column) against its freshness limits, and its "
+                   "last failure, from the event log (no Spark started). Exits 1 when a table is "
+                   "past an error_after limit, so a scheduler can gate on it.")
+@common_options
+@click.option("--output", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def status(inv, debug, output):
+    import json
+
+    from ..report.status import exit_code, status_lines
+
+    statuses = commands.status(inv)
+    if output == "json":
+        click.echo(json.dumps([s.as_json for s in statuses], indent=2))
+    else:
+        for line in status_lines(statuses):
+            click.echo(line)
+    sys.exit(exit_code(statuses))
+
+
+@main.group(cls=_Group, help="Commands on sources.")
+def source() -> None:
+    pass
+
+
+@source.command("freshness", help="How old each source's newest data is (its loaded_at_field, "
+                                  "else its newest file or last commit), against its "
+                                  "freshness limits; exit 1 past an error_after limit. Select "
+                                  "with -s source:NAME or source:NAME.TABLE.")
+@common_options
+def source_freshness(inv, debug):
+    checked = commands.source_freshness(inv)
+    for c in checked:
+        level = (c.level or "-").upper()
+        when = f"{c.newest:%Y-%m-%d %H:%M:%S}" if c.newest else "nothing found"
+        click.echo(f"{level:<6} {c.name:<32} {c.basis}: {when:<20} {c.reason}")
+    sys.exit(1 if any(c.level == "error" for c in checked) else 0)
+
+
+@main.command(help="Compact the small files of the selected tables (streaming writes many).")
+@common_options
+def optimize(inv, debug):
+    from ..commands import maintain as maintenance
+
+    for name, metrics in maintenance.optimize(inv):
+        click.echo(f"{name:<40} {metrics['files_removed']} files compacted into "
+                   f"{metrics['files_added']}")
+
+
+@main.command(help="Delete files of the selected tables that no version within --retain needs.")
+@common_options
+@click.option("--retain", default="168h", show_default=True,
+              help="Keep what versions this recent need (e.g. 168h, 7d).")
+@click.option("--allow-short-retention", is_flag=True,
+              help="Allow --retain under 168h (readers of older versions lose their files).")
+def vacuum(inv, debug, retain, allow_short_retention):
+    from ..commands import maintain as maintenance
+
+    for name, deleted in maintenance.vacuum(inv, retain, allow_short_retention):
+        click.echo(f"{name:<40} {deleted} files deleted")
+
+
+@main.command(help="Print a table's rows, now or --as-of a version or timestamp; a view's rows; "
+                   "or the rows of --inline SQL (with ref, source and macros).")
+@common_options
+@click.argument("model", required=False)
+@click.option("--limit", default=20, show_default=True)
+@click.option("--as-of", default=None, help="A version number or an ISO 8601 timestamp.")
+@click.option("--inline", default=None, help="Spark SQL to run instead, e.g. "
+                                             "\"select * from {{ ref('x') }} where ...\".")
+def show(inv, debug, model, limit, as_of, inline):
+    from ..commands import maintain as maintenance
+    from ..core.rowtext import rows_text
+
+    if (model is None) == (inline is None):
+        raise click.UsageError("give a MODEL or --inline SQL (one of them)")
+    rows = (maintenance.show_inline(inv, inline, limit) if inline is not None
+            else maintenance.show(inv, model, limit, as_of))
+    click.echo(rows_text(rows))
+
+
+@main.command(help="List a table's versions: when, what operation, and the rows it inserted, "
+                   "updated and deleted.")
+@common_options
+@click.argument("model")
+@click.option("--limit", default=None, type=int)
+def history(inv, debug, model, limit):
+    from ..commands import maintain as maintenance
+
+    for commit in maintenance.history(inv, model, limit):
+        changed = " ".join(f"{k}={v}" for k, v in commit.rows.items())
+        click.echo(f"v{commit.version:<5} {commit.when:%Y-%m-%d %H:%M:%S}  {commit.operation:<17}"
+                   f" {changed}".rstrip())
+
+
+@main.command(help="Make an old version of a table current again (as a new version).")
+@common_options
+@click.argument("model")
+@click.option("--to", "version", required=True, type=int, help="The version to restore.")
+def restore(inv, debug, model, version):
+    from ..commands import maintain as maintenance
+
+    click.echo(f"{model} restored to version {version} as version "
+               f"{maintenance.restore(inv, model, version)}")
+
+
+@main.command("jars", help="Fetch JARs from Maven Central with Maven, once, into a folder that is "
+                           "reused, and print it. delta (the default): Delta Lake for Spark, "
+                           "which a delta-spark target without delta_jars uses.")
+@click.argument("bundles", nargs=-1, type=click.Choice(BUNDLES))
+def jars(bundles):
+    try:
+        for folder in commands.fetch_jars(bundles or ("delta",)):
+            click.echo(folder)
+    except MedallionError as exc:
+        click.secho(f"Error: {exc}", fg="red", err=True)
+        sys.exit(exc.exit_code)
+
+
+@main.command(help="Create a new project NAME from the Medallion template (cookiecutter), "
+                   "asking for the rest unless --no-input.")
+@click.argument("name")
+@click.option("--template", default=None,
+              help="Template folder or git URL (default: the one beside this package).")
+@click.option("--output-dir", default=".", show_default=True, type=click.Path())
+@click.option("--no-input", is_flag=True, help="Take the template's defaults for the rest.")
+def init(name, template, output_dir, no_input):
+    try:
+        created = commands.init(name, template, output_dir, no_input)
+    except MedallionError as exc:
+        click.secho(f"Error: {exc}", fg="red", err=True)
+        sys.exit(exc.exit_code)
+    click.echo(f"Created {created}. Next: cd {created} and follow its README.")

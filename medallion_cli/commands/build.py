@@ -1,0 +1,130 @@
+"""`medallion build`, `run`, `seed` and `retry`: load and select, plan the nodes with their
+data tests, take the warehouse's lock, and run them once in DAG order (with --watch, then keep
+them fresh: watch.py), recording what happened in target/ and the event log.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from ..core.errors import MedallionError
+from ..dag.graph import check_flow_refresh
+from ..materialize.checkpoints import mark_refreshes
+from ..report.artifacts import (
+    read_run_results,
+    write_compiled,
+    write_run_results,
+)
+from ..run.locking import warehouse_lock
+from ..run.new_input import new_landing_bytes
+from ..run.runner import (
+    NodeResult,
+    check_node,
+    execute,
+    interrupted,
+    run_project_hooks,
+)
+from .invocation import (
+    COMMAND_KINDS,
+    Invocation,
+    Loaded,
+    load,
+    selected_nodes,
+    selected_tests,
+)
+from .plan import Reporter, _context, plan, runner
+from .test import test
+from .watch import keep_fresh
+
+
+def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Reporter = Reporter(),
+          watch: bool = False) -> list[NodeResult]:
+    """Build the selected nodes once (with `build`, each followed by its data tests); with
+    `watch`, then keep them running and fresh until SIGINT/SIGTERM (see watch.py). The
+    warehouse's lock is held throughout: one writer at a time."""
+    loaded = load(inv, with_engine=True)
+    with warehouse_lock(loaded.project.target.warehouse, command + (" --watch" if watch else "")):
+        return _build(inv, loaded, command, kinds, report, watch)
+
+
+def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporter,
+           watch: bool) -> list[NodeResult]:
+    started = time.time()
+    graph, tests = loaded.graph, loaded.tests
+    chosen = selected_nodes(inv, loaded, kinds)
+    if inv.full_refresh:
+        check_flow_refresh(graph, chosen)
+    test_names = selected_tests(inv, loaded) if command == "build" and not inv.empty else []
+    steps = plan(graph, tests, chosen, test_names)
+    write_compiled(loaded.project, graph.nodes, [graph.nodes[n] for n in chosen])
+    project = loaded.project
+    hooks = 0 if inv.empty else len(project.on_run_start) + len(project.on_run_end)
+    report.start(len(steps.order) + hooks * bool(steps.order), project.target.name)
+    if not steps.order:
+        return []
+    # Imported here: the event log brings delta-rs, which ls and compile never load.
+    from ..report.observers import observed_run
+
+    # Much new data: long queries, where the JIT's second tier pays for itself (spark/conf.py)
+    long_queries = not inv.empty and new_landing_bytes(project, graph, chosen, inv.full_refresh) \
+        >= loaded.engine.capabilities.long_queries.landing_bytes
+    ctx = _context(loaded, inv, chosen, report, long_queries)
+    if inv.empty:  # nothing is written, so nothing goes to the event log or run results
+        if watch:
+            raise MedallionError("--empty writes nothing, so it cannot --watch",
+                                 hint="drop one of the two flags")
+        schemas: dict = {}
+        return execute(steps.order, steps.parents, lambda name: check_node(ctx, name, schemas),
+                       steps.labels, inv.threads or loaded.project.target.threads,
+                       report.result, report.begin, inv.fail_fast)
+    if inv.full_refresh:
+        mark_refreshes(ctx, [graph.nodes[n] for n in chosen])
+    with observed_run(ctx, command + " --watch" * watch, len(steps.order), report.begin,
+                      report.result, report.batch, report.warn) as run:
+        skip_passed = not (inv.rerun_tests or inv.full_refresh)
+        results = run_project_hooks(run.ctx, "on-run-start", project.on_run_start, run.result)
+        failed = next((r.name for r in results if r.failed), None)
+        # a failed start hook builds nothing: every node is skipped (so `retry` runs them)
+        run_one = runner(run.ctx, tests, skip_passed) if not failed else (
+            lambda name: NodeResult(name, *steps.labels[name], "skipped",
+                                    message=f"{failed} failed"))
+        results += execute(steps.order, steps.parents, run_one, steps.labels,
+                           inv.threads or project.target.threads, run.result, run.begin,
+                           inv.fail_fast, ctx.engine.cancel_jobs)
+        stopped = interrupted(results)
+        if not stopped:
+            results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)
+        write_run_results(loaded.project, command, results, started, ctx.engine.start_seconds)
+        if watch and not stopped:
+            results += keep_fresh(inv, run.ctx, chosen, results, command, run.result, run.batch)
+    return results
+
+
+def retry(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
+    """Run again what failed or was skipped in the last build, run, seed or test (its
+    target/run_results.json), with the same command: dbt's retry."""
+    loaded = load(inv)
+    last = read_run_results(loaded.project)
+    where = str(loaded.project.target_dir / "run_results.json")
+    if last is None:
+        raise MedallionError("nothing to retry: no run results yet", path=where,
+                             hint="run medallion build first")
+    if last["command"] not in (*COMMAND_KINDS, "test"):
+        raise MedallionError(f"cannot retry '{last['command']}'", path=where)
+    if last["target"] != loaded.project.target.name:
+        raise MedallionError(f"the last run was on target '{last['target']}', not "
+                             f"'{loaded.project.target.name}'", path=where,
+                             hint=f"medallion retry -t {last['target']}")
+    known = {*loaded.graph.nodes, *loaded.tests}
+    names = tuple(r["name"] for r in last["results"]
+                  if r["status"] in ("error", "skipped") and r["name"] in known)
+    if not names:
+        report.start(0, loaded.project.target.name)
+        return []
+    again = replace(inv, select=names, exclude=())
+    if last["command"] == "test":
+        return test(again, report)
+    return build(again, last["command"], COMMAND_KINDS[last["command"]], report)
+
+

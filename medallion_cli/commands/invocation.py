@@ -1,0 +1,124 @@
+"""What every command starts from: the invocation's options (Invocation), the project loaded
+and rendered with its DAG and data tests (Loaded), its engine, and the nodes and tests the
+selection picks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from ..core.errors import MedallionError
+from ..core.project import Project
+from ..dag.graph import Graph, build_graph
+from ..dag.selection import select, select_tests
+from ..engines import make_engine
+from ..engines.base import Engine
+from ..load.datatests import DataTest, load_tests
+from ..load.project import load_project
+from ..load.rendering import Renderer
+from ..load.sqlcheck import check_model_sql
+from ..report.artifacts import (
+    read_state,
+    write_manifest,
+)
+from ..spark import jars
+
+
+@dataclass(frozen=True)
+class Invocation:
+    project_dir: str = "."
+    profiles_dir: str | None = None
+    target: str | None = None
+    select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    full_refresh: bool = False
+    vars: dict = field(default_factory=dict)
+    threads: int | None = None
+    debug: bool = False  # Spark's own output on the terminal, not in target/spark.log
+    rerun_tests: bool = False  # build: run data tests that passed on unchanged inputs too
+    fail_fast: bool = False  # start nothing more after the first failure
+    state: str | None = None  # a folder with an earlier run's manifest.json (state:modified)
+    empty: bool = False  # build/run --empty: models checked over inputs with no rows, no writes
+    defer: bool = False  # read unbuilt unselected parents' tables from the --state run's
+
+
+def parse_vars(text: str | None, option: str = "--vars") -> dict:
+    """A mapping given on the command line (--vars, run-operation's --args) as YAML or JSON."""
+    if not text:
+        return {}
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise MedallionError(f"{option} is not YAML or JSON: {exc}",
+                             hint=f"""e.g. {option} '{{start_date: "2024-01-01"}}'""") from exc
+    if not isinstance(value, dict):
+        raise MedallionError(f"{option} must be a mapping", hint=f"e.g. {option} '{{key: value}}'")
+    return value
+
+
+@dataclass(frozen=True)
+class Loaded:
+    project: Project
+    graph: Graph
+    tests: dict[str, DataTest]
+    engine: Engine | None = None  # a build's: is_incremental() asked it whether tables exist
+    previous: dict | None = None  # --state: the nodes of an earlier manifest.json
+
+
+def project_of(inv: Invocation) -> Project:
+    """The project and its target, as the invocation names them (no rendering)."""
+    return load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
+
+
+def engine_target(project: Project):
+    """The project's target with the JARs its sources need (Spark's Kafka source): all that
+    decides how its Spark starts."""
+    kafka = any(source.format == "kafka" for source in project.sources.values())
+    return jars.with_bundles(project.target, ["kafka"] if kafka else [])
+
+
+def engine_of(project: Project, inv: Invocation) -> Engine:
+    """The target's engine (engine_target); Spark's own output goes to target/spark.log unless
+    --debug."""
+    return make_engine(engine_target(project),
+                       None if inv.debug else project.target_dir / "spark.log")
+
+
+def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = False) -> Loaded:
+    """Load and render the project. A build asks for the engine (with_engine, or passes its
+    own), so that is_incremental() asks it whether each table exists, wherever the warehouse is;
+    without one (compile, ls, docs) rendering looks at the local disk only and reads no remote
+    warehouse."""
+    previous = read_state(inv.state)  # before this load writes target/manifest.json
+    project = project_of(inv)
+    made = engine or (engine_of(project, inv) if with_engine else None)
+    renderer = Renderer(project, inv.full_refresh, made.table_exists if made else None)
+    graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
+    project.flow_targets = {n: c.config.flow_into for n, c in graph.nodes.items()
+                            if c.config.flow_into}
+    for node in graph.nodes.values():
+        if node.sql is not None:
+            check_model_sql(node, graph.nodes)
+    loaded = Loaded(project, graph, load_tests(project, renderer, graph.nodes), made, previous)
+    write_manifest(project, graph, loaded.tests)
+    return loaded
+
+
+def selected_nodes(inv: Invocation, loaded: Loaded, kinds=("seed", "model"),
+                   tests: dict | None = None) -> list[str]:
+    """The selected models and seeds of `kinds`; tests: the data tests whose names select no
+    model (default: the project's)."""
+    graph = loaded.graph
+    return [n for n in select(graph, inv.select, inv.exclude,
+                              loaded.tests if tests is None else tests, loaded.previous)
+            if graph.nodes[n].file.kind in kinds]
+
+
+def selected_tests(inv: Invocation, loaded: Loaded) -> list[str]:
+    return select_tests(loaded.graph, loaded.tests, inv.select, inv.exclude, loaded.previous)
+
+
+# The nodes each building command runs.
+COMMAND_KINDS = {"build": ("seed", "model"), "run": ("model",), "seed": ("seed",)}

@@ -1,0 +1,66 @@
+"""`medallion test`: the selected data tests on the tables as they are, and `test --unit`: model
+unit tests on the rows they give, touching no table.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..report.artifacts import (
+    write_run_results,
+)
+from ..run.runner import (
+    NodeResult,
+    execute,
+    timed,
+)
+from ..run.unittests import load_unit_tests, run_unit_test
+from .invocation import Invocation, load, selected_nodes, selected_tests
+from .plan import Reporter, _context, runner
+
+
+def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
+    """Run the selected data tests against the tables as they are."""
+    started = time.time()
+    loaded = load(inv)
+    names = selected_tests(inv, loaded)
+    report.start(len(names), loaded.project.target.name)
+    if not names:
+        return []
+    from ..report.observers import observed_run
+
+    ctx = _context(loaded, inv, names, report=report)
+    with observed_run(ctx, "test", len(names), report.begin, report.result, report.batch,
+                      report.warn) as run:
+        results = execute(names, {}, runner(run.ctx, loaded.tests),
+                          {n: ("test", "test") for n in names},
+                          inv.threads or loaded.project.target.threads, run.result, run.begin,
+                          inv.fail_fast, ctx.engine.cancel_jobs)
+        write_run_results(loaded.project, "test", results, started, ctx.engine.start_seconds)
+    return results
+
+
+def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
+    """Run model unit tests (tests/unit/*.yml) on their given rows; no table is touched (nor
+    the event log: they say nothing about the warehouse)."""
+    loaded = load(inv)
+    models = set(selected_nodes(inv, loaded, ("model",), tests={}))
+    found = {t.name: t for t in load_unit_tests(loaded.project, loaded.graph)}
+    names = [n for n, t in found.items() if t.model in models or n in inv.select]
+    report.start(len(names), loaded.project.target.name)
+    if not names:
+        return []
+    spark = _context(loaded, inv, report=report).engine.spark
+
+    def run(name: str) -> NodeResult:
+        def work() -> NodeResult:
+            diff = run_unit_test(spark, loaded.project, loaded.graph, found[name])
+            return NodeResult(name, "unit", "unit test", "error" if diff else "success",
+                              message=f"{found[name].model} ({found[name].origin}): "
+                                      f"{diff}" if diff else "")
+
+        return timed(name, "unit", "unit test", work)
+
+    # Unit tests register temp views by model name: one at a time.
+    return execute(names, {}, run, {n: ("unit", "unit test") for n in names}, 1, report.result,
+                   report.begin)

@@ -1,0 +1,68 @@
+"""What a server and its clients share: target/serve.json (where the server listens, with its
+secret, readable by its owner only, and trusted only when it is the user's own), connecting
+to it, and hanging up on a peer. Messages are JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+SERVED_FILE = "serve.json"
+
+
+def served_file(project_dir: str) -> Path:
+    """Where a project's server says where it listens (the target folder: project.target_dir)."""
+    return Path(project_dir).resolve() / "target" / SERVED_FILE
+
+
+def _not_own(path: Path) -> str | None:
+    """Why a serve.json is not to be trusted (another user's, or one others may write), or
+    None: its server gets this user's command and variables, and its exit code is believed."""
+    try:
+        facts = path.stat()
+    except OSError:
+        return None  # no server
+    if facts.st_uid != os.getuid():
+        return f"owned by another user (uid {facts.st_uid})"
+    if facts.st_mode & 0o022:
+        return f"writable by others (mode {facts.st_mode & 0o777:o})"
+    return None
+
+
+def _hang_up(connection: socket.socket) -> None:
+    """Close a connection now, for both sides (a plain close waits for its reader files)."""
+    try:
+        connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # the peer had gone
+    connection.close()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds the server's secret)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(text)
+
+
+def _served(path: Path) -> dict:
+    """What a project's serve.json says (empty when there is none)."""
+    try:
+        served = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return served if isinstance(served, dict) else {}
+
+
+def _connect(served: dict) -> socket.socket | None:
+    """A connection to the server the file names, or None when it is gone (killed without
+    removing its file: its pid is not running, or nothing listens on its port)."""
+    try:
+        os.kill(served["pid"], 0)
+        return socket.create_connection(("127.0.0.1", served["port"]), timeout=2)
+    except (OSError, KeyError, TypeError, ValueError):
+        return None

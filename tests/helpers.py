@@ -1,0 +1,179 @@
+"""What several test files share: small projects (the streaming sample's models and sources),
+landing files, helpers that run the CLI or read what a build left. Test files import from here,
+never from one another."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import model_tables, read_delta
+
+
+def produce(bootstrap: str, topic: str, values: list, keys: list | None = None,
+            timestamps: list | None = None) -> None:
+    """Values as JSON (bytes as they are, None as a tombstone), with keys and record timestamps
+    (milliseconds) when given."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic not in admin.list_topics(timeout=30).topics:
+        admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, value in enumerate(values):
+        raw = value if isinstance(value, bytes) or value is None else json.dumps(value).encode()
+        producer.produce(topic, raw, key=None if keys is None else str(keys[i]).encode(),
+                         timestamp=0 if timestamps is None else timestamps[i])
+    assert producer.flush(30) == 0
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+DOCS_MODELS = {
+    "models/sources.yml": """\
+        sources:
+          - name: landing
+            path: landing
+            freshness: {warn_after: 1 day}
+            tables:
+              - name: sales
+                format: json
+                description: Sales as the tills send them.
+                schema: "sku string, qty int, price double"
+                columns:
+                  - {name: sku, description: The till's code, tests: [not_null]}
+    """,
+    "seeds/skus.csv": "sku,label\nA,Apples\n",
+    "models/bronze/raw_sales.sql": "select * from {{ source('landing', 'sales') }}",
+    "models/silver/sales.sql": "select s.sku, k.label, s.qty * s.price as amount "
+                               "from {{ ref('raw_sales') }} s join {{ ref('skus') }} k "
+                               "on k.sku = s.sku",
+    "models/gold/by_label.sql": "select label, sum(amount) as total from {{ ref('sales') }} "
+                                "group by label",
+    "models/props.yml": """\
+        models:
+          - name: sales
+            description: Priced sales.
+            columns:
+              - {name: sku, description: Stock keeping unit, tests: [not_null]}
+    """,
+}
+
+
+def page_data(path):
+    text = path.read_text()
+    raw = re.search(r'<script id="project-data" type="application/json">(.*?)</script>', text,
+                    re.S).group(1)
+    return json.loads(raw.replace("<\\/", "</"))
+
+
+def medallion(root, *args, crash_at=None, wait=True):
+    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or ""}
+    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root)]
+    if not wait:
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+PROJECT_PARTS = ("medallion_project.yml", "profiles", "models", "macros", "seeds", "landing",
+                 "tests")
+
+
+def sample_copy(dest):
+    dest.mkdir()
+    for part in PROJECT_PARTS:
+        src = ROOT / part
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / part)
+    return dest
+
+
+VOLATILE = ("_ingested_at", "_quarantined_at", "_deleted_at")  # when a row arrived differs between builds
+
+
+def comparable(row: dict) -> tuple:
+    """A row without arrival times, its source file named without the project's folder."""
+    if row.get("_source_file"):
+        row = {**row, "_source_file": row["_source_file"].rsplit("/", 1)[-1]}
+    return tuple(sorted((k, str(v)) for k, v in row.items() if k not in VOLATILE))
+
+
+def tables_of(warehouse):
+    return {str(p.relative_to(warehouse)): sorted(comparable(row) for row in read_delta(p))
+            for p in model_tables(warehouse)}
+
+
+SOURCES = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - name: orders
+        format: json
+        schema: "order_id bigint, status string, op string, seq int"
+        options: {maxFilesPerTrigger: 1}
+      - name: customers
+        format: json
+        schema: "customer_id bigint, tier string, op string, changed_at timestamp"
+"""
+
+
+MODELS = {
+    "models/sources.yml": SOURCES,
+    "models/bronze/bronze_orders.sql": """\
+        {{ config(materialized='streaming') }}
+        select *, current_timestamp() as _ingested_at from {{ source('landing', 'orders') }}
+    """,
+    "models/silver/silver_orders.sql": """\
+        {{ config(materialized='streaming', strategy='merge', unique_key='order_id',
+                  sequence_by='seq', delete_when="op = 'D'") }}
+        select order_id, status, op, seq from {{ ref('bronze_orders') }}
+        where _corrupt_record is null
+    """,
+}
+
+
+def land(root, name, events):
+    folder = root / "landing/orders"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def expected_state(events):
+    """The latest event per key by seq (later landing wins a tie); a delete removes the key."""
+    latest = {}
+    for e in events:
+        if e["order_id"] not in latest or e["seq"] >= latest[e["order_id"]]["seq"]:
+            latest[e["order_id"]] = e
+    return sorted(({k: e[k] for k in ("order_id", "status", "op", "seq")}
+                   for e in latest.values() if e["op"] != "D"), key=lambda r: r["order_id"])
+
+
+def silver(root):
+    return sorted(read_delta(root / "warehouse/silver/silver_orders"), key=lambda r: r["order_id"])
+
+
+BATCH_1 = [{"order_id": i, "status": "placed", "op": "I", "seq": 1} for i in range(1, 6)]
+
+
+BATCH_2 = [
+    {"order_id": 1, "status": "shipped", "op": "U", "seq": 3},
+    {"order_id": 2, "status": "paid", "op": "U", "seq": 2},
+    {"order_id": 3, "op": "D", "status": None, "seq": 2},
+    {"order_id": 6, "status": "placed", "op": "I", "seq": 1},
+]
+
+
+BATCH_3 = [
+    {"order_id": 1, "status": "paid", "op": "U", "seq": 2},  # older than 'shipped': ignored
+    {"order_id": 4, "status": "paid", "op": "U", "seq": 2},
+    {"order_id": 7, "status": "placed", "op": "I", "seq": 1},
+]
