@@ -416,7 +416,7 @@ def test_bad_expectation_config_is_a_project_error(project):
     root = project({"models/m.sql": "{{ config(expectations={'x': {'expect': 'a > 0', "
                                     "'on_violation': 'explode'}}) }}select 1 as a"})
     with pytest.raises(MedallionError, match="on_violation is 'explode'"):
-        commands.load(commands.Invocation(project_dir=str(root)))
+        commands.invocation.load(commands.Invocation(project_dir=str(root)))
 
 
 UNIT = """\

@@ -185,7 +185,7 @@ def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
 ZONE_OF_A_DRIVER = """
 import json, signal, sys
 from medallion_cli.engines import make_engine
-from medallion_cli.load.project import Target
+from medallion_cli.core.project import Target
 target = Target("t", "delta-spark", sys.argv[1], "local[1]",
                 {"spark.driver.extraJavaOptions": "-Xshare:off"}, 1, delta_jars=sys.argv[2])
 ctrl_c = signal.getsignal(signal.SIGINT)

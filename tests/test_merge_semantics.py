@@ -156,7 +156,7 @@ def test_tombstone_retention_must_be_an_interval(project, engine_name):
     root = project({"models/sources.yml": SOURCES,
                     "models/silver/m.sql": model(", tombstone_retention='forever'")})
     with pytest.raises(MedallionError, match="tombstone_retention"):
-        commands.load(commands.Invocation(project_dir=str(root)))
+        commands.invocation.load(commands.Invocation(project_dir=str(root)))
 
 
 # Re-delivered unchanged rows, a change only in an untracked column, and a late event that

@@ -29,7 +29,7 @@ def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(t
     script = textwrap.dedent(f"""
         import json
         from medallion_cli.spark.start import start_spark
-        from medallion_cli.load.project import Target
+        from medallion_cli.core.project import Target
         target = Target("t", "embedded", {str(tmp_path)!r}, "local[1]", {{
             "spark.hadoop.fs.s3a.secret.key": "hunter2-secret",
             "spark.sql.shuffle.partitions": "3"}}, 1)
@@ -258,7 +258,7 @@ def driver_jvm_arguments(cwd: Path, archives: Path, java_options: str = "") -> l
     script = textwrap.dedent(f"""
         import json
         from medallion_cli.spark.start import start_spark
-        from medallion_cli.load.project import Target
+        from medallion_cli.core.project import Target
         target = Target("t", "embedded", {str(cwd)!r}, "local[1]",
                         {{"spark.driver.extraJavaOptions": {java_options!r}}}, 1)
         jvm = start_spark(target).sparkContext._jvm

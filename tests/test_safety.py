@@ -110,7 +110,7 @@ def test_a_refresh_says_what_its_streaming_readers_need(project, build):
 def test_only_identifier_names(project, file, engine_name):
     root = project({file: "select 1 as id"})
     with pytest.raises(MedallionError) as error:
-        commands.load(commands.Invocation(project_dir=str(root)))
+        commands.invocation.load(commands.Invocation(project_dir=str(root)))
     assert str(error.value).startswith(f"{file}: the model name ")
     assert "letters, digits and underscores" in str(error.value)
 
@@ -139,7 +139,7 @@ def test_a_state_file_is_written_whole_or_not_at_all(tmp_path):
     # a writer that stops halfway through its text, killed there
     writer = subprocess.Popen([sys.executable, "-c", """if True:
         import pathlib, sys, time
-        from medallion_cli.engines import write_local_text
+        from medallion_cli.spark.files import write_local_text
 
         def halfway(path, text):
             with open(path, "w") as out:

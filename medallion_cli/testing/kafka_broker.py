@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.processes import running
 from ..spark import jars
 
 LOOPBACK = "127.0.0.1"
@@ -102,17 +103,21 @@ def stop_recorded(path: Path, timeout: float = 30) -> bool:
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        running = False
+        was_running = False
     else:
-        running = True
+        was_running = True
         deadline = time.monotonic() + timeout
         while running(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         if running(pid):
             os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(pid, 0)  # this process started it (feed.py start, then stop): reap it
+        except ChildProcessError:
+            pass  # started by an earlier command, reaped by init
     shutil.rmtree(state["home"], ignore_errors=True)
     path.unlink()
-    return running
+    return was_running
 
 
 def _java(classpath: str, main: str, *args: str, log4j: Path) -> list[str]:
