@@ -158,3 +158,14 @@ def kafka():
     broker = kafka_broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """One S3 server (moto's) on loopback for the test run, stopped by its pid at the end;
+    tests make buckets of their own in it."""
+    from medallion_cli.testing import s3_server
+
+    server = s3_server.start()
+    yield server
+    server.stop()

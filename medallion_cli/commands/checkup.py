@@ -52,7 +52,7 @@ def _versions() -> Check:
 
 def _jars(project) -> Check:
     target = project.target
-    needed = ["kafka"] * any(s.format == "kafka" for s in project.sources.values())
+    needed = jars.bundles_for(project)
     found = []
     if "delta" in engine_class(target.engine).capabilities.jar_bundles:
         found = [p.name for p in delta_jar_files(target)]

@@ -24,6 +24,7 @@ from ..report.artifacts import (
     write_manifest,
 )
 from ..spark import jars
+from ..spark.object_store import with_s3a
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,12 @@ def project_of(inv: Invocation) -> Project:
 
 
 def engine_target(project: Project):
-    """The project's target with the JARs its sources need (Spark's Kafka source): all that
-    decides how its Spark starts."""
-    kafka = any(source.format == "kafka" for source in project.sources.values())
-    return jars.with_bundles(project.target, ["kafka"] if kafka else [])
+    """The project's target with the JARs its sources and warehouse need (Spark's Kafka
+    source, S3A) and S3A's settings from the AWS variables: all that decides how its Spark
+    starts."""
+    bundles = jars.bundles_for(project)
+    target = jars.with_bundles(project.target, bundles)
+    return with_s3a(target) if "s3" in bundles else target
 
 
 def engine_of(project: Project, inv: Invocation) -> Engine:

@@ -99,7 +99,8 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
             if not sname:
                 raise MedallionError("a source has no 'name'", path=origin)
             try:
-                base = resolve(str(source.get("path", ".")), root)
+                base = resolve(_rendered(source.get("path", "."), origin,
+                                         f"source '{sname}': path"), root)
             except ValueError as exc:
                 raise MedallionError(f"source '{sname}': {exc}", path=origin) from exc
             for table in source.get("tables") or []:
@@ -133,7 +134,7 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
                 _check_cdc(table, fmt, schema, unique_key, origin, f"source '{sname}.{tname}'")
                 sources[(sname, tname)] = SourceTable(
                     source=sname, name=tname, format=fmt,
-                    path=_table_location(table, base, f"{origin}, source {sname}.{tname}"),
+                    path=_table_location(table, base, origin, f"source '{sname}.{tname}'"),
                     schema=schema, options=options, origin=origin, unknown_fields=unknown,
                     cdc=table.get("cdc"), unique_key=unique_key,
                     loaded_at_field=table.get("loaded_at_field", source.get("loaded_at_field")),
@@ -154,18 +155,21 @@ def _source_freshness(table: dict, source: dict, origin: str, where: str) -> dic
 def _rendered_options(options: dict, origin: str, where: str) -> dict[str, str]:
     """Reader options with env_var() rendered, so that addresses and credentials come from the
     environment, not the file (values are never written to target/)."""
-    rendered = {}
-    for key, value in options.items():
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if "{{" in text:
-            try:
-                text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
-                    text).render(env_var=env_var)
-            except jinja2.TemplateError as exc:
-                raise MedallionError(f"{where}: option {key}: cannot render: {exc}",
-                                     path=origin) from exc
-        rendered[str(key)] = text
-    return rendered
+    return {str(key): _rendered(value, origin, f"{where}: option {key}")
+            for key, value in options.items()}
+
+
+def _rendered(value, origin: str, where: str) -> str:
+    """A value with env_var() rendered (a reader option, a source's path: a landing zone that
+    is a local folder on a laptop and a bucket in production)."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if "{{" not in text:
+        return text
+    try:
+        return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
+            text).render(env_var=env_var)
+    except jinja2.TemplateError as exc:
+        raise MedallionError(f"{where}: cannot render: {exc}", path=origin) from exc
 
 
 def _check_kafka_options(options: dict, origin: str, where: str) -> None:
@@ -204,9 +208,10 @@ def _check_cdc(table: dict, fmt: str, schema: str | None, unique_key: tuple, ori
                                   "the events' before and after)")
 
 
-def _table_location(table: dict, base: str, origin: str) -> str:
+def _table_location(table: dict, base: str, origin: str, where: str) -> str:
     """A source table's files: its `path` under the source's (a local folder or a URI)."""
     try:
-        return resolve(str(table.get("path", table.get("name"))), base)
+        return resolve(_rendered(table.get("path", table.get("name")), origin, f"{where}: path"),
+                       base)
     except ValueError as exc:
-        raise MedallionError(str(exc), path=origin) from exc
+        raise MedallionError(f"{where}: {exc}", path=origin) from exc

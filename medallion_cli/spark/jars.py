@@ -21,10 +21,11 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..core.errors import MedallionError
-from ..core.project import Target
+from ..core.project import Project, Target
+from .object_store import on_s3
 
 RECIPES = Path(__file__).resolve().parent / "maven"
-BUNDLES = ("delta", "kafka", "kafka-broker")
+BUNDLES = ("delta", "kafka", "s3", "kafka-broker")
 CACHE_ENV = "MEDALLION_JARS_DIR"
 DONE = ".complete"  # written last: a folder without it was cut off and is fetched again
 # delta-spark_4.1_2.13-4.1.0.jar (built per Spark release), delta-spark_2.13-4.0.0.jar (one Spark
@@ -109,6 +110,26 @@ def installed_spark() -> tuple[str, str]:
     return ".".join(version("pyspark").split(".")[:2]), scala
 
 
+def installed_hadoop() -> str:
+    """The Hadoop version inside the installed pyspark, from its client JAR's name."""
+    home = Path(importlib.util.find_spec("pyspark").origin).parent
+    return next((m.group(1) for p in (home / "jars").glob("hadoop-client-api-*.jar")
+                 if (m := re.match(r"hadoop-client-api-([\d.]+)\.jar$", p.name))), "?")
+
+
+def bundles_for(project: Project) -> list[str]:
+    """The bundles a project's Spark needs beyond its engine's own: Spark's Kafka source for
+    Kafka sources, S3A for a warehouse or sources on S3 (unless the target brings its own
+    hadoop-aws, as clusters with S3 do)."""
+    sources = project.sources.values()
+    kafka = any(source.format == "kafka" for source in sources)
+    own = " ".join(project.target.spark_conf.get(key, "")
+                   for key in ("spark.jars", "spark.jars.packages"))
+    s3 = "hadoop-aws" not in own and any(
+        on_s3(where) for where in [project.target.warehouse, *(s.path for s in sources)])
+    return ["kafka"] * kafka + ["s3"] * s3
+
+
 def built_for(jar: Path) -> tuple[str, str, str | None] | None:
     """(artifact, Scala version, Spark major.minor) a Spark-side JAR was built for, from its
     Maven file name; None for JARs that are not built per Scala (delta-storage, kafka-clients)."""
@@ -128,7 +149,12 @@ def check_spark_jars(jars: list[Path], where: str, hint: str, subject: str = "")
     """Fail, naming the JAR (and the subject, e.g. a target), when one was built for another
     Spark or Scala than the installed."""
     spark, scala = installed_spark()
+    hadoop = installed_hadoop()
     for jar in jars:
+        aws = re.match(r"hadoop-aws-([\d.]+)\.jar$", jar.name)
+        if aws and aws.group(1) != hadoop:
+            raise MedallionError(f"{subject}{jar.name} is for Hadoop {aws.group(1)}, but this "
+                                 f"Spark's Hadoop is {hadoop}", path=where, hint=hint)
         built = built_for(jar)
         if built is None:
             continue

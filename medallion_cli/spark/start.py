@@ -64,6 +64,54 @@ def check_file_system(spark, target: Target) -> None:
             hint=f"add {CONNECTORS.get(scheme, 'the connector for ' + scheme)} built for Hadoop "
                  f"{hadoop} to the target's spark.jars or spark.jars.packages, or run on a "
                  "cluster that has it") from exc
+    check_store_reachable(spark, target)
+
+
+# What a store's refusal means for the user, by the Java exception S3A (or another Hadoop
+# file system) raised, most specific first.
+STORE_REFUSALS = (
+    (("UnknownStoreException", "NoSuchBucket"), "its bucket does not exist",
+     "create the bucket (e.g. aws s3 mb s3://{bucket}), or fix the target's warehouse"),
+    (("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoAuthWithAWSException",
+      "AccessDeniedException"), "the store refused these credentials",
+     "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the profile or role in use) and the "
+     "bucket's policy"),
+    (("ConnectException", "UnknownHostException", "Connection refused", "AWSClientIOException",
+      "SdkClientException"), "the store is not reachable",
+     "check AWS_ENDPOINT_URL (or the network to the store), then build again"),
+)
+
+
+def check_store_reachable(spark, target: Target) -> None:
+    """The warehouse's bucket answers before any model runs: a missing bucket, refused keys or
+    an endpoint that does not answer is one line naming the store, not a Java error from
+    whichever node touched it first."""
+    hadoop = spark._jsc.hadoopConfiguration()
+    root = spark._jvm.org.apache.hadoop.fs.Path(target.warehouse)
+    try:
+        root.getFileSystem(hadoop).exists(root)
+    except Exception as exc:
+        text = str(exc)
+        store = hadoop.get("fs.s3a.endpoint") or urlsplit(target.warehouse).scheme + "://"
+        bucket = urlsplit(target.warehouse).netloc
+        for markers, meaning, fix in STORE_REFUSALS:
+            if any(marker in text for marker in markers):
+                raise MedallionError(
+                    f"target '{target.name}': the warehouse {target.warehouse} cannot be used: "
+                    f"{meaning} (store: {store})", path=target.profiles_file,
+                    hint=fix.format(bucket=bucket)) from exc
+        raise MedallionError(
+            f"target '{target.name}': the warehouse {target.warehouse} cannot be read "
+            f"(store: {store}): {java_reason(text)}", path=target.profiles_file,
+            hint="--debug shows the store's whole answer") from exc
+
+
+def java_reason(text: str) -> str:
+    """The first line of a Java error that says something (py4j puts 'An error occurred while
+    calling ...' first)."""
+    lines = [ln.strip(": \t") for ln in text.splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not ln.startswith(("An error occurred", "at "))]
+    return (useful or lines or ["unknown error"])[0][:300]
 
 
 def _set_secrets(spark, target: Target, secrets: dict[str, str]) -> None:

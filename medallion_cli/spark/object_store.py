@@ -1,0 +1,98 @@
+"""S3 the way AWS users configure it: the standard AWS_* variables read in one place and given
+to both of the clients that reach the store, Spark's S3A file system (data files, checkpoints,
+Delta Lake for Spark's log) and delta-rs (the embedded engine's log).
+
+With no keys in the environment neither client is given any, and each finds credentials as the
+AWS SDKs do (S3A: its provider chain, instance roles included; delta-rs: profiles, web
+identity, instance roles). AWS_ENDPOINT_URL alone points both at an S3-compatible store (MinIO,
+R2, moto), which is addressed by path (http://host/bucket/key), not by a bucket's host name.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
+
+from ..core.project import Target
+
+S3_SCHEMES = ("s3", "s3a")
+S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+
+def on_s3(location: str | None) -> bool:
+    return bool(location) and urlsplit(str(location)).scheme.lower() in S3_SCHEMES
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    session_token: str | None = None
+
+
+def aws_settings(env=None) -> AwsSettings:
+    """The standard variables (AWS_ENDPOINT_URL_S3 before AWS_ENDPOINT_URL, as the SDKs read
+    them; AWS_REGION before AWS_DEFAULT_REGION)."""
+    env = os.environ if env is None else env
+    return AwsSettings(
+        endpoint=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
+        region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+        access_key=env.get("AWS_ACCESS_KEY_ID") or None,
+        secret_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
+        session_token=env.get("AWS_SESSION_TOKEN") or None)
+
+
+def s3a_conf(aws: AwsSettings) -> dict[str, str]:
+    """Spark settings for S3A from the AWS settings; s3:// is S3A too, so one location reads
+    the same to Spark and to delta-rs. The keys are credentials (spark.conf.is_secret): they
+    reach the Hadoop configuration after the JVM starts, never its command line."""
+    # Uploads buffered in memory: S3A's disk buffers need Hadoop's checksummed local file
+    # system, which a local driver replaces with the raw one (spark/conf.py).
+    conf = {"spark.hadoop.fs.s3.impl": S3A, "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer"}
+    if aws.endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = aws.endpoint
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
+            urlsplit(aws.endpoint).scheme != "http").lower()
+    if aws.region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = aws.region
+    if aws.access_key and aws.secret_key:
+        conf["spark.hadoop.fs.s3a.access.key"] = aws.access_key
+        conf["spark.hadoop.fs.s3a.secret.key"] = aws.secret_key
+        if aws.session_token:
+            conf["spark.hadoop.fs.s3a.session.token"] = aws.session_token
+            conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
+                "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
+    return conf
+
+
+def deltars_options(aws: AwsSettings) -> dict[str, str]:
+    """delta-rs's storage options from the same settings. Commits are conditional puts
+    (put-if-absent), which S3 and the compatible stores honour: no lock table is needed."""
+    options = {}
+    if aws.endpoint:
+        options["AWS_ENDPOINT_URL"] = aws.endpoint
+        if urlsplit(aws.endpoint).scheme == "http":
+            options["AWS_ALLOW_HTTP"] = "true"
+    if aws.region:
+        options["AWS_REGION"] = aws.region
+    if aws.access_key and aws.secret_key:
+        options["AWS_ACCESS_KEY_ID"] = aws.access_key
+        options["AWS_SECRET_ACCESS_KEY"] = aws.secret_key
+        if aws.session_token:
+            options["AWS_SESSION_TOKEN"] = aws.session_token
+    return options
+
+
+def storage_options(location: str) -> dict[str, str] | None:
+    """What delta-rs needs to open a table at the location: the AWS settings for S3, nothing
+    for a local folder."""
+    return deltars_options(aws_settings()) if on_s3(location) else None
+
+
+def with_s3a(target: Target) -> Target:
+    """The target with S3A set from the AWS settings; its own spark.hadoop.fs.s3a.* win."""
+    return replace(target, spark_conf={**s3a_conf(aws_settings()), **target.spark_conf})

@@ -1,0 +1,116 @@
+"""An S3 server on loopback for tests and demos: moto's (pure Python, from PyPI), in a process
+of its own that is stopped by its pid, with every request it serves logged, so that a test can
+count what a build asked of the store.
+
+    server = s3_server.start()          # http://127.0.0.1:<port>, bucket-less
+    server.create_bucket("lake")
+    os.environ.update(server.aws_env())
+    ...
+    server.requests()                    # Counter({'GET': 40, 'PUT': 31, 'LIST': 20, ...})
+    server.stop()
+
+Run as a module it serves until stopped: `python -m medallion_cli.testing.s3_server [port]`.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.processes import running
+
+# Any key works against moto; these are what the tests and the README's demo set.
+ACCESS_KEY, SECRET_KEY, REGION = "medallion-test", "medallion-test-secret", "us-east-1"
+REQUEST = re.compile(r'"(?:\x1b\[\d+m)?([A-Z]+) (/[^ ]*) HTTP/1\.1')
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    process: subprocess.Popen
+    log: Path
+
+    def aws_env(self) -> dict[str, str]:
+        """The standard AWS variables that point a client at this server."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION}
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                            aws_secret_access_key=SECRET_KEY, region_name=REGION)
+
+    def create_bucket(self, name: str) -> str:
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def upload_folder(self, folder: Path, url: str) -> None:
+        """Copy a local folder's files under s3://bucket/prefix."""
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        client = self.client()
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            key = "/".join(filter(None, [prefix, str(path.relative_to(folder))]))
+            client.upload_file(str(path), bucket, key)
+
+    def requests(self) -> collections.Counter:
+        """The requests served so far by kind: GET, PUT, HEAD, DELETE, POST, and LIST (a GET
+        of a bucket with a prefix or list-type)."""
+        counts = collections.Counter()
+        for match in REQUEST.finditer(self.log.read_text(errors="replace")):
+            method, path = match.groups()
+            listing = method == "GET" and ("list-type" in path or path.count("/") == 1)
+            counts["LIST" if listing else method] += 1
+        return counts
+
+    def stop(self) -> None:
+        if running(self.process.pid):
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start(timeout: float = 60) -> S3Server:
+    """Start a server on a free loopback port; returns once it answers."""
+    log = Path(tempfile.mkdtemp(prefix="medallion-s3-")) / "requests.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", __name__], stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r"^serving (http://127\.0\.0\.1:\d+)$", log.read_text(errors="replace"),
+                          re.M)
+        if found:
+            return S3Server(found.group(1), process, log)
+        if process.poll() is not None:
+            raise RuntimeError(f"the S3 server exited: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"the S3 server did not start in {timeout:.0f} s: {log}")
+
+
+def serve(port: int = 0) -> None:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=True)
+    server.start()
+    host, bound = server.get_host_and_port()
+    print(f"serving http://{host}:{bound}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (server.stop(), os._exit(0)))
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0)

@@ -1,0 +1,159 @@
+"""The lakehouse on S3 (moto's server on loopback): the sample built with only the standard AWS
+variables and MEDALLION_WAREHOUSE / MEDALLION_LANDING set, as a user runs it, gives the tables
+a local build gives, and other engines (Polars, DuckDB) read what medallion wrote."""
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import uuid
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from helpers import comparable, sample_copy, tables_of
+
+from medallion_cli.spark.object_store import aws_settings, deltars_options, s3a_conf
+
+
+def s3_tables(server, url: str) -> dict[str, list]:
+    """Every Delta table under s3://bucket/prefix, read by delta-rs, as tables_of reads a
+    local warehouse."""
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    keys = [o["Key"] for page in server.client().get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=prefix + "/") for o in page.get("Contents", [])]
+    roots = sorted({k.split("/_delta_log/")[0] for k in keys if "/_delta_log/" in k})
+    options = deltars_options(aws_settings(server.aws_env()))
+    return {root.removeprefix(prefix + "/"): sorted(
+                comparable(row) for row in DeltaTable(f"s3://{bucket}/{root}",
+                                                      storage_options=options)
+                .to_pyarrow_table().to_pylist())
+            for root in roots if not root.removeprefix(prefix + "/").startswith("_")}
+
+
+# Per engine: the target the sample builds on, and whether its warehouse is on S3 too. The
+# embedded engine's warehouse stays local (its S3 writes are not there yet); its landing zone is
+# on S3 all the same, read by Spark through S3A.
+ON_S3 = {"delta-spark": ("s3", True), "embedded": ("local", False)}
+LOCAL = {"delta-spark": ("local-delta", "warehouse-delta"), "embedded": ("local", "warehouse")}
+
+
+def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, engine_name,
+                                                         monkeypatch):
+    target, warehouse_on_s3 = ON_S3[engine_name]
+    on_s3_copy = sample_copy(tmp_path / "on_s3")
+    bucket = s3.create_bucket(f"lake-{uuid.uuid4().hex[:8]}")
+    s3.upload_folder(on_s3_copy / "landing", f"s3://{bucket}/landing")
+    shutil.rmtree(on_s3_copy / "landing")  # only the bucket has the files
+    before = s3.requests()
+    env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": target,
+           "MEDALLION_LANDING": f"s3://{bucket}/landing"}
+    env.pop("MEDALLION_WAREHOUSE", None)
+    if warehouse_on_s3:
+        env["MEDALLION_WAREHOUSE"] = f"s3://{bucket}/lake"
+    out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=on_s3_copy,
+                         env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "25 success" in out.stdout, out.stdout
+    assert s3.requests() - before  # the build reached the store
+
+    local_target, local_warehouse = LOCAL[engine_name]
+    local_copy = sample_copy(tmp_path / "local")
+    monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
+    monkeypatch.delenv("MEDALLION_LANDING", raising=False)
+    results = build(local_copy, target=local_target)
+    assert {r.status for r in results.values()} == {"success"}
+    local = tables_of(local_copy / local_warehouse)
+    built = (s3_tables(s3, f"s3://{bucket}/lake") if warehouse_on_s3
+             else tables_of(on_s3_copy / local_warehouse))
+    assert sorted(built) == sorted(local)
+    for table, rows in local.items():
+        assert built[table] == rows, table
+    secret = s3.aws_env()["AWS_SECRET_ACCESS_KEY"]
+    assert secret not in out.stdout + out.stderr
+    assert not any(secret in p.read_text(errors="replace")
+                   for p in (on_s3_copy / "target").rglob("*") if p.is_file())
+
+    # Other engines read what medallion wrote: Polars (on S3 with the same settings), and
+    # DuckDB with its Delta extension from PyPI (nothing downloaded at run time) on a local
+    # folder, as its S3 reader is another extension (httpfs) that only downloads
+    import polars as pl
+
+    revenue = "gold/gold_daily_revenue"
+    if warehouse_on_s3:
+        frame = pl.read_delta(f"s3://{bucket}/lake/{revenue}",
+                              storage_options=deltars_options(aws_settings(s3.aws_env())))
+    else:
+        frame = pl.read_delta(str(on_s3_copy / local_warehouse / revenue))
+    assert frame.height == len(local[revenue])
+    assert duckdb_rows(local_copy / local_warehouse / revenue) == sorted(
+        tuple(row[c] for c in ("order_date", "category", "orders", "revenue", "currency"))
+        for row in DeltaTable(str(local_copy / local_warehouse / revenue))
+        .to_pyarrow_table().to_pylist())
+
+
+def duckdb_rows(table: Path) -> list[tuple]:
+    import duckdb
+
+    extension = (Path(sysconfig.get_paths()["purelib"]) / "duckdb_ext/extensions"
+                 / f"v{duckdb.__version__}/linux_amd64/delta.duckdb_extension")
+    con = duckdb.connect()
+    con.execute(f"LOAD '{extension}'")
+    return sorted(con.execute("select order_date, category, orders, revenue, currency "
+                              f"from delta_scan('{table}')").fetchall())
+
+
+@pytest.mark.unit
+def test_the_aws_variables_reach_s3a_and_delta_rs_from_one_place():
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "AKIA",
+           "AWS_SECRET_ACCESS_KEY": "shh", "AWS_SESSION_TOKEN": "tok", "AWS_DEFAULT_REGION": "eu-west-1"}
+    aws = aws_settings(env)
+    conf = s3a_conf(aws)
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert conf["spark.hadoop.fs.s3a.secret.key"] == "shh"
+    assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
+        "TemporaryAWSCredentialsProvider")
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert deltars_options(aws) == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "shh",
+        "AWS_SESSION_TOKEN": "tok"}
+    # nothing set: each client finds credentials itself (profiles, instance roles)
+    assert deltars_options(aws_settings({})) == {}
+    assert set(s3a_conf(aws_settings({}))) == {"spark.hadoop.fs.s3.impl",
+                                              "spark.hadoop.fs.s3a.fast.upload.buffer"}
+
+
+@pytest.mark.unit
+def test_a_project_on_s3_needs_the_s3_connector_and_a_local_one_does_not(tmp_path, monkeypatch):
+    from medallion_cli.load.project import load_project
+    from medallion_cli.spark.jars import bundles_for
+
+    sample = sample_copy(tmp_path / "sample")
+    monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
+    monkeypatch.delenv("MEDALLION_LANDING", raising=False)
+    assert bundles_for(load_project(sample, target="local-delta")) == []
+    assert bundles_for(load_project(sample, target="s3")) == ["s3"]
+    monkeypatch.setenv("MEDALLION_LANDING", "s3://bucket/landing")
+    assert bundles_for(load_project(sample, target="local")) == ["s3"]
+
+
+@pytest.mark.parametrize("engine_name", ["delta-spark"])  # the embedded engine's S3 writes: issue 54
+def test_a_missing_bucket_is_one_line_naming_the_store_before_any_model_runs(s3, tmp_path,
+                                                                            engine_name):
+    sample = sample_copy(tmp_path / "sample")
+    env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": "s3",
+           "MEDALLION_WAREHOUSE": "s3://no-such-bucket/lake"}
+    out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=sample,
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2  # the project's settings, as for any target that cannot run
+    assert out.stderr.splitlines()[0] == (
+        f"Error: {sample}/profiles/profiles.yml: target 's3': the warehouse "
+        f"s3://no-such-bucket/lake cannot be used: its bucket does not exist "
+        f"(store: {s3.endpoint})")
+    assert "aws s3 mb s3://no-such-bucket" in out.stderr
+    assert "Running" not in out.stdout and "Traceback" not in out.stderr
