@@ -57,6 +57,9 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "25 success" in out.stdout, out.stdout
     assert s3.requests() - before  # the build reached the store
+    if warehouse_on_s3:  # its lease is given back
+        assert "Contents" not in s3.client().list_objects_v2(
+            Bucket=bucket, Prefix="lake/_medallion/lock")
 
     local_target, local_warehouse = LOCAL[engine_name]
     local_copy = sample_copy(tmp_path / "local")

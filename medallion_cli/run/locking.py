@@ -3,9 +3,10 @@
 Two builds at once on one warehouse (a scheduled run over a manual one, a build beside
 `build --watch`) would race on the same streaming batches. The second is refused at once, naming
 the holder. The lock is an OS file lock (flock) on `<warehouse>/_medallion/lock`, so it goes with
-its process, however that process ends (a SIGKILLed build leaves no stale lock). Object-store
-warehouses have no such lock: there, Delta's own conflict checks refuse a commit whose app
-transaction another build took meanwhile, and a scheduler should run one build at a time.
+its process, however that process ends (a SIGKILLed build leaves no stale lock). On S3 it is a
+lease (lease.py) on the object of the same name. Other object stores have neither: there,
+Delta's own conflict checks refuse a commit whose app transaction another build took
+meanwhile, and a scheduler should run one build at a time.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 from ..core.errors import MedallionError
 from ..core.locations import is_remote
+from ..spark.object_store import on_s3
+from . import lease
 
 LOCK_FILE = Path("_medallion") / "lock"
 
@@ -36,6 +39,10 @@ def _holder(text: str) -> str:
 @contextmanager
 def warehouse_lock(warehouse: str, command: str):
     """Hold the warehouse's lock while the block runs; refuse if another process holds it."""
+    if on_s3(warehouse):
+        with _s3_lease(warehouse, command):
+            yield
+        return
     if is_remote(warehouse):
         yield
         return
@@ -61,3 +68,26 @@ def warehouse_lock(warehouse: str, command: str):
             yield
         finally:
             handle.truncate(0)
+
+
+@contextmanager
+def _s3_lease(warehouse: str, command: str):
+    try:
+        held = lease.acquire(warehouse, command)
+    except MedallionError:
+        raise
+    except Exception as exc:  # boto3's: unreachable store, refused keys, missing bucket
+        raise MedallionError(f"the warehouse's lease ({warehouse}/{lease.LOCK_KEY}) could not "
+                             f"be taken: {str(exc).splitlines()[0]}", path=warehouse,
+                             hint="check the AWS variables and the bucket, then run this "
+                                  "again") from exc
+    try:
+        yield
+    finally:
+        held.release()
+    if held.lost:
+        raise MedallionError(
+            f"this build lost the warehouse's lease while it ran ({held.lost.splitlines()[0]}); "
+            "another build may have written beside it (each commit was still guarded: nothing "
+            "is doubled)", path=warehouse,
+            hint="run the build again: it continues from each table's last commit")

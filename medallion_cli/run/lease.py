@@ -1,0 +1,131 @@
+"""One writer per warehouse on S3: a lease, since object storage has no file lock.
+
+The lease is one object, `<warehouse>/_medallion/lock`, created only if absent (a conditional
+PUT, `If-None-Match: *`, which S3 and the compatible stores make atomic), naming its holder. The
+holder renews it every RENEW_SECONDS, each renewal conditional on the version it wrote last
+(`If-Match`), and deletes it when done. A holder that dies (SIGKILL, a lost machine) stops
+renewing: LEASE_SECONDS after its last renewal, by the store's clock (no two machines' clocks
+are compared), the next build takes the lease over, again conditionally, so two waiting builds
+cannot both take it. Under the lease every commit is still guarded on its own (delta-rs's
+conditional puts; Delta's app transactions on a replayed batch).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
+
+from ..core.errors import MedallionError
+from ..spark.object_store import aws_settings
+
+LEASE_SECONDS = 60
+RENEW_SECONDS = 15
+LOCK_KEY = "_medallion/lock"
+
+
+def s3_client():
+    """A boto3 client from the AWS settings; with no keys set, boto3 finds credentials itself."""
+    import boto3
+
+    aws = aws_settings()
+    return boto3.client("s3", endpoint_url=aws.endpoint, region_name=aws.region,
+                        aws_access_key_id=aws.access_key, aws_secret_access_key=aws.secret_key,
+                        aws_session_token=aws.session_token)
+
+
+def _refused(exc) -> bool:
+    """A conditional write the store refused: the object exists (If-None-Match), or changed
+    (If-Match); some stores answer 409 to a conditional write racing another."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status in (409, 412)
+
+
+@dataclass
+class Lease:
+    client: object
+    bucket: str
+    key: str
+    body: bytes
+    etag: str
+    lost: str | None = None  # why a renewal failed, if one did
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def renew_until_released(self) -> None:
+        while not self._stop.wait(RENEW_SECONDS):
+            try:
+                self.etag = self.client.put_object(Bucket=self.bucket, Key=self.key,
+                                                   Body=self.body, IfMatch=self.etag)["ETag"]
+            except Exception as exc:  # renewal refused or the store unreachable: say so at the end
+                self.lost = str(exc)
+                if getattr(exc, "response", None) and _refused(exc):
+                    return  # another build took it over: it is not ours to renew
+
+    def release(self) -> None:
+        self._stop.set()
+        if self.lost:
+            return
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=self.etag)
+        except Exception:
+            pass  # the lease lapses by itself
+
+
+def _where(warehouse: str) -> tuple[str, str]:
+    parts = urlsplit(warehouse)
+    return parts.netloc, "/".join(filter(None, [parts.path.strip("/"), LOCK_KEY]))
+
+
+def _holder_text(held: dict, expires: dt.datetime) -> str:
+    return (f"`medallion {held.get('command', '?')}` (pid {held.get('pid', '?')} on "
+            f"{held.get('host', '?')}, since {held.get('since', '?')}; its lease runs to "
+            f"{expires:%H:%M:%S} UTC unless renewed)")
+
+
+def acquire(warehouse: str, command: str, client=None) -> Lease:
+    """Take the warehouse's lease, or raise naming its holder."""
+    client = client or s3_client()
+    bucket, key = _where(warehouse)
+    body = json.dumps({
+        "command": command, "pid": os.getpid(), "host": socket.gethostname(),
+        "since": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}).encode()
+    try:
+        etag = client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")["ETag"]
+    except Exception as exc:
+        if not (getattr(exc, "response", None) and _refused(exc)):
+            raise
+        etag = _take_over_lapsed(client, bucket, key, body, warehouse)
+    lease = Lease(client, bucket, key, body, etag)
+    threading.Thread(target=lease.renew_until_released, name="medallion-lease",
+                     daemon=True).start()
+    return lease
+
+
+def _take_over_lapsed(client, bucket: str, key: str, body: bytes, warehouse: str) -> str:
+    held = client.get_object(Bucket=bucket, Key=key)
+    renewed = held["LastModified"]
+    now = parsedate_to_datetime(held["ResponseMetadata"]["HTTPHeaders"]["date"])
+    expires = renewed + dt.timedelta(seconds=LEASE_SECONDS)
+    try:
+        holder = json.loads(held["Body"].read())
+    except ValueError:
+        holder = {}
+    if now < expires:
+        raise MedallionError(
+            f"{_holder_text(holder, expires)} is writing this warehouse; two at once could "
+            "write the same rows twice", path=warehouse,
+            hint="wait for it to finish, or stop it; a stopped build's lease lapses "
+                 f"{LEASE_SECONDS} s after its last renewal, then run this again")
+    try:
+        return client.put_object(Bucket=bucket, Key=key, Body=body, IfMatch=held["ETag"])["ETag"]
+    except Exception as exc:
+        if getattr(exc, "response", None) and _refused(exc):
+            raise MedallionError(
+                "another build took over this warehouse's lapsed lease a moment ago",
+                path=warehouse, hint="wait for it to finish, then run this again") from None
+        raise

@@ -1,0 +1,94 @@
+"""One writer per warehouse on S3: the lease (run/lease.py) against moto's S3 server on loopback,
+whose conditional writes (If-None-Match, If-Match) answer as S3's do. No JVM: the lease is the
+store's and boto3's. One engine does not apply: both engines take the same lease."""
+
+import json
+import time
+import uuid
+
+import pytest
+
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.run import lease
+from medallion_cli.run.locking import warehouse_lock
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def warehouse(s3, monkeypatch):
+    for key, value in s3.aws_env().items():
+        monkeypatch.setenv(key, value)
+    bucket = s3.create_bucket(f"lease-{uuid.uuid4().hex[:8]}")
+    return f"s3://{bucket}/lake"
+
+
+def test_a_second_writer_is_refused_naming_the_holder_until_the_first_is_done(warehouse):
+    with warehouse_lock(warehouse, "build"):
+        with pytest.raises(MedallionError, match=r"`medallion build` \(pid \d+ on .*\) is writing "
+                                                 r"this warehouse") as refused:
+            with warehouse_lock(warehouse, "build"):
+                pass
+        assert "lease runs to" in str(refused.value)
+    with warehouse_lock(warehouse, "vacuum"):  # released: the next one takes it
+        pass
+
+
+def test_the_holder_renews_its_lease_while_it_runs(warehouse, monkeypatch):
+    monkeypatch.setattr(lease, "LEASE_SECONDS", 2)
+    monkeypatch.setattr(lease, "RENEW_SECONDS", 0.3)
+    held = lease.acquire(warehouse, "build")
+    time.sleep(3.5)  # longer than a lease: only renewals keep it
+    with pytest.raises(MedallionError, match="is writing this warehouse"):
+        lease.acquire(warehouse, "build")
+    held.release()
+    assert held.lost is None
+
+
+def test_a_dead_holders_lease_lapses_and_the_next_build_takes_it_over(warehouse, s3, monkeypatch):
+    monkeypatch.setattr(lease, "LEASE_SECONDS", 1)
+    bucket, key = lease._where(warehouse)
+    # what a SIGKILLed build leaves: its lease, never renewed again
+    s3.client().put_object(Bucket=bucket, Key=key, Body=json.dumps(
+        {"command": "build", "pid": 999999, "host": "gone", "since": "then"}).encode())
+    time.sleep(2.2)  # the store's clock counts whole seconds
+    held = lease.acquire(warehouse, "build")
+    assert json.loads(s3.client().get_object(Bucket=bucket, Key=key)["Body"].read())["pid"] != 999999
+    held.release()
+
+
+def test_of_two_builds_taking_over_one_lapsed_lease_one_wins(warehouse, s3, monkeypatch):
+    """moto checks, then writes: the race is run as its two conditional writes, in turn."""
+    monkeypatch.setattr(lease, "LEASE_SECONDS", 1)
+    bucket, key = lease._where(warehouse)
+    client = s3.client()
+    client.put_object(Bucket=bucket, Key=key, Body=b'{"command": "build"}')
+    time.sleep(2.2)
+    stale = client.get_object(Bucket=bucket, Key=key)
+    first = lease._take_over_lapsed(client, bucket, key, b'{"command": "first"}', warehouse)
+    second_view = dict(stale, Body=type("B", (), {"read": lambda self: b"{}"})())
+    monkeypatch.setattr(client, "get_object", lambda **_: second_view)
+    with pytest.raises(MedallionError, match="another build took over"):
+        lease._take_over_lapsed(client, bucket, key, b'{"command": "second"}', warehouse)
+    assert first
+
+
+def test_a_build_that_lost_its_lease_says_so_when_it_ends(warehouse, s3, monkeypatch):
+    monkeypatch.setattr(lease, "RENEW_SECONDS", 0.2)
+    bucket, key = lease._where(warehouse)
+    with pytest.raises(MedallionError, match="lost the warehouse's lease"):
+        with warehouse_lock(warehouse, "build"):
+            s3.client().put_object(Bucket=bucket, Key=key, Body=b'{"command": "intruder"}')
+            time.sleep(1)
+
+
+def test_an_unreachable_store_is_one_line(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    with pytest.raises(MedallionError, match=r"lease \(s3://b/lake/_medallion/lock\) could not be "
+                                             r"taken: Could not connect"):
+        with warehouse_lock("s3://b/lake", "build"):
+            pass
