@@ -9,7 +9,9 @@ count what a build asked of the store.
     server.requests()                    # Counter({'GET': 40, 'PUT': 31, 'LIST': 20, ...})
     server.stop()
 
-Run as a module it serves until stopped: `python -m medallion_cli.testing.s3_server [port]`.
+Run as a module it serves until stopped, optionally with a bucket holding a folder's files:
+`python -m medallion_cli.testing.s3_server 9000 --bucket lake --upload landing` (the sample's
+landing zone at s3://lake/landing; any key works).
 """
 
 from __future__ import annotations
@@ -100,12 +102,17 @@ def start(timeout: float = 60) -> S3Server:
     raise RuntimeError(f"the S3 server did not start in {timeout:.0f} s: {log}")
 
 
-def serve(port: int = 0) -> None:
+def serve(port: int = 0, bucket: str | None = None, upload: str | None = None) -> None:
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=True)
     server.start()
     host, bound = server.get_host_and_port()
+    if bucket:
+        here = S3Server(f"http://{host}:{bound}", None, Path(os.devnull))
+        here.create_bucket(bucket)
+        if upload:
+            here.upload_folder(Path(upload), f"s3://{bucket}/{Path(upload).name}")
     print(f"serving http://{host}:{bound}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: (server.stop(), os._exit(0)))
     while True:
@@ -113,4 +120,11 @@ def serve(port: int = 0) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m medallion_cli.testing.s3_server")
+    parser.add_argument("port", type=int, nargs="?", default=0)
+    parser.add_argument("--bucket", help="a bucket to create")
+    parser.add_argument("--upload", help="a folder whose files go under s3://BUCKET/<its name>")
+    options = parser.parse_args()
+    serve(options.port, options.bucket, options.upload)
