@@ -31,7 +31,7 @@ from ..core.processes import running
 
 # Any key works against moto; these are what the tests and the README's demo set.
 ACCESS_KEY, SECRET_KEY, REGION = "medallion-test", "medallion-test-secret", "us-east-1"
-REQUEST = re.compile(r'"(?:\x1b\[\d+m)?([A-Z]+) (/[^ ]*) HTTP/1\.1')
+REQUEST = re.compile(r'"(?:\x1b\[[\d;]*m)*([A-Z]+) (/[^ ]*) HTTP/1\.1')
 
 
 @dataclass
