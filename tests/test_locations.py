@@ -195,33 +195,34 @@ def test_compile_says_nothing_when_it_could_read_the_tables(project):
     assert result.exit_code == 0 and "note:" not in result.output
 
 
-EMBEDDED_ON_S3 = PROFILE + """\
-    s3:
+EMBEDDED_ON_ADLS = PROFILE + """\
+    adls:
       engine: embedded
-      warehouse: s3a://lake-bucket/medallion
+      warehouse: abfss://lake@account.dfs.core.windows.net/medallion
 """
 
 
 @pytest.mark.unit
-def test_the_embedded_engine_refuses_a_remote_warehouse_when_made(project):
-    root = project(MODELS, profile=EMBEDDED_ON_S3)
-    target = load_project(root, target="s3").target  # loading the project is fine
+def test_the_embedded_engine_refuses_a_store_other_than_s3_when_made(project):
+    root = project(MODELS, profile=EMBEDDED_ON_ADLS)
+    target = load_project(root, target="adls").target  # loading the project is fine
     with pytest.raises(MedallionError) as err:
         make_engine(target)
     assert err.value.path == str(root / "profiles/profiles.yml")
     assert err.value.message == (
-        "target 's3' has its warehouse on object storage (s3a://lake-bucket/medallion), but the "
-        "embedded engine writes to local disks only")
-    assert "use engine: delta-spark for an object-store warehouse" in err.value.hint
+        "target 'adls' has its warehouse on abfss:// "
+        "(abfss://lake@account.dfs.core.windows.net/medallion), but the embedded engine writes "
+        "to local disks and s3://, s3a://")
+    assert "use engine: delta-spark for this store" in err.value.hint
 
 
 @pytest.mark.unit
 def test_build_on_such_a_target_is_a_usage_error_and_ls_still_works(project):
-    root = project(MODELS, profile=EMBEDDED_ON_S3)
+    root = project(MODELS, profile=EMBEDDED_ON_ADLS)
     runner = CliRunner()
-    assert runner.invoke(main, ["ls", "--project-dir", str(root), "-t", "s3"]).exit_code == 0
-    result = runner.invoke(main, ["build", "--project-dir", str(root), "-t", "s3"])
+    assert runner.invoke(main, ["ls", "--project-dir", str(root), "-t", "adls"]).exit_code == 0
+    result = runner.invoke(main, ["build", "--project-dir", str(root), "-t", "adls"])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert f"{root}/profiles/profiles.yml: target 's3' has its warehouse on object storage" in (
+    assert f"{root}/profiles/profiles.yml: target 'adls' has its warehouse on abfss://" in (
         result.output)
     assert "hint: use engine: delta-spark" in result.output

@@ -4,6 +4,7 @@ a local build gives, and other engines (Polars, DuckDB) read what medallion wrot
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -32,34 +33,30 @@ def s3_tables(server, url: str) -> dict[str, list]:
             for root in roots if not root.removeprefix(prefix + "/").startswith("_")}
 
 
-# Per engine: the target the sample builds on, and whether its warehouse is on S3 too. The
-# embedded engine's warehouse stays local (its S3 writes are not there yet); its landing zone is
-# on S3 all the same, read by Spark through S3A.
-ON_S3 = {"delta-spark": ("s3", True), "embedded": ("local", False)}
+# Per engine: the sample's target with its warehouse on S3 (delta-spark: Delta Lake for Spark's
+# log through S3A; embedded: Spark's files through S3A, delta-rs's log by conditional puts).
+ON_S3 = {"delta-spark": "s3", "embedded": "s3-embedded"}
 LOCAL = {"delta-spark": ("local-delta", "warehouse-delta"), "embedded": ("local", "warehouse")}
 
 
 def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, engine_name,
                                                          monkeypatch):
-    target, warehouse_on_s3 = ON_S3[engine_name]
+    target = ON_S3[engine_name]
     on_s3_copy = sample_copy(tmp_path / "on_s3")
     bucket = s3.create_bucket(f"lake-{uuid.uuid4().hex[:8]}")
     s3.upload_folder(on_s3_copy / "landing", f"s3://{bucket}/landing")
     shutil.rmtree(on_s3_copy / "landing")  # only the bucket has the files
     before = s3.requests()
     env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": target,
-           "MEDALLION_LANDING": f"s3://{bucket}/landing"}
-    env.pop("MEDALLION_WAREHOUSE", None)
-    if warehouse_on_s3:
-        env["MEDALLION_WAREHOUSE"] = f"s3://{bucket}/lake"
+           "MEDALLION_LANDING": f"s3://{bucket}/landing", "MEDALLION_WAREHOUSE": f"s3://{bucket}/lake"}
     out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=on_s3_copy,
                          env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "25 success" in out.stdout, out.stdout
     assert s3.requests() - before  # the build reached the store
-    if warehouse_on_s3:  # its lease is given back
-        assert "Contents" not in s3.client().list_objects_v2(
-            Bucket=bucket, Prefix="lake/_medallion/lock")
+    assert "Contents" not in s3.client().list_objects_v2(  # its lease is given back
+        Bucket=bucket, Prefix="lake/_medallion/lock")
+    assert not any(p.name.startswith("warehouse") for p in on_s3_copy.iterdir())
 
     local_target, local_warehouse = LOCAL[engine_name]
     local_copy = sample_copy(tmp_path / "local")
@@ -68,8 +65,7 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
     results = build(local_copy, target=local_target)
     assert {r.status for r in results.values()} == {"success"}
     local = tables_of(local_copy / local_warehouse)
-    built = (s3_tables(s3, f"s3://{bucket}/lake") if warehouse_on_s3
-             else tables_of(on_s3_copy / local_warehouse))
+    built = s3_tables(s3, f"s3://{bucket}/lake")
     assert sorted(built) == sorted(local)
     for table, rows in local.items():
         assert built[table] == rows, table
@@ -84,11 +80,8 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
     import polars as pl
 
     revenue = "gold/gold_daily_revenue"
-    if warehouse_on_s3:
-        frame = pl.read_delta(f"s3://{bucket}/lake/{revenue}",
-                              storage_options=deltars_options(aws_settings(s3.aws_env())))
-    else:
-        frame = pl.read_delta(str(on_s3_copy / local_warehouse / revenue))
+    frame = pl.read_delta(f"s3://{bucket}/lake/{revenue}",
+                          storage_options=deltars_options(aws_settings(s3.aws_env())))
     assert frame.height == len(local[revenue])
     assert duckdb_rows(local_copy / local_warehouse / revenue) == sorted(
         tuple(row[c] for c in ("order_date", "category", "orders", "revenue", "currency"))
@@ -145,7 +138,7 @@ def test_a_project_on_s3_needs_the_s3_connector_and_a_local_one_does_not(tmp_pat
     assert bundles_for(load_project(sample, target="local")) == ["s3"]
 
 
-@pytest.mark.parametrize("engine_name", ["delta-spark"])  # the embedded engine's S3 writes: issue 54
+@pytest.mark.parametrize("engine_name", ["delta-spark"])  # both engines start Spark the same way
 def test_a_missing_bucket_is_one_line_naming_the_store_before_any_model_runs(s3, tmp_path,
                                                                             engine_name):
     sample = sample_copy(tmp_path / "sample")
@@ -160,3 +153,30 @@ def test_a_missing_bucket_is_one_line_naming_the_store_before_any_model_runs(s3,
         f"(store: {s3.endpoint})")
     assert "aws s3 mb s3://no-such-bucket" in out.stderr
     assert "Running" not in out.stdout and "Traceback" not in out.stderr
+
+
+def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubled(
+        s3, tmp_path, engine_name):
+    """SIGKILL after silver_orders' first Delta commit, before its checkpoint knew: the next
+    build (taking over the dead build's lease at once: same machine) replays that batch as
+    already committed, and every table equals an uninterrupted build's on S3."""
+    sample = sample_copy(tmp_path / "sample")
+    bucket = s3.create_bucket(f"kill-{uuid.uuid4().hex[:8]}")
+    s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
+    env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": ON_S3[engine_name],
+           "MEDALLION_LANDING": f"s3://{bucket}/landing"}
+
+    def build_on(prefix: str, crash_at: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=sample,
+                              env={**env, "MEDALLION_WAREHOUSE": f"s3://{bucket}/{prefix}",
+                                   "MEDALLION_CRASH_AT": crash_at},
+                              capture_output=True, text=True, timeout=900)
+
+    killed = build_on("killed", "silver_orders:committed:0")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    again = build_on("killed")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "1 replayed batch(es) already committed" in again.stdout
+    whole = build_on("whole")
+    assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
+    assert s3_tables(s3, f"s3://{bucket}/killed") == s3_tables(s3, f"s3://{bucket}/whole")

@@ -3,6 +3,7 @@ whose conditional writes (If-None-Match, If-Match) answer as S3's do. No JVM: th
 store's and boto3's. One engine does not apply: both engines take the same lease."""
 
 import json
+import os
 import time
 import uuid
 
@@ -92,3 +93,21 @@ def test_an_unreachable_store_is_one_line(monkeypatch):
                                              r"taken: Could not connect"):
         with warehouse_lock("s3://b/lake", "build"):
             pass
+
+
+def test_a_dead_holder_on_this_machine_is_taken_over_at_once(warehouse, s3):
+    """As with the local lock: a build killed here leaves a lease whose pid is gone."""
+    import socket
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    bucket, key = lease._where(warehouse)
+    s3.client().put_object(Bucket=bucket, Key=key, Body=json.dumps(
+        {"command": "build", "pid": gone.pid, "host": socket.gethostname(), "since": "now"}).encode())
+    lease.acquire(warehouse, "build").release()
+    # a live holder here is not
+    s3.client().put_object(Bucket=bucket, Key=key, Body=json.dumps(
+        {"command": "build", "pid": os.getpid(), "host": socket.gethostname(), "since": "now"}).encode())
+    with pytest.raises(MedallionError, match="is writing this warehouse"):
+        lease.acquire(warehouse, "build")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from ..core.errors import MedallionError
 from ..core.locations import is_remote
@@ -35,13 +36,16 @@ def make_engine(target: Target, spark_log: Path | None = None) -> Engine:
     """The target's engine, when it can do what the target asks. spark_log: where Spark's own
     output goes when it starts (None: the terminal, as --debug wants)."""
     engine = engine_class(target.engine)
-    if is_remote(target.warehouse) and not engine.capabilities.object_storage:
+    stores = engine.capabilities.object_stores
+    scheme = urlsplit(target.warehouse).scheme.lower()
+    if is_remote(target.warehouse) and "*" not in stores and scheme not in stores:
         raise MedallionError(
-            f"target '{target.name}' has its warehouse on object storage ({target.warehouse}), "
-            f"but the {engine.name} engine writes to local disks only",
+            f"target '{target.name}' has its warehouse on {scheme}:// ({target.warehouse}), "
+            f"but the {engine.name} engine writes to local disks"
+            + (" and " + ", ".join(f"{s}://" for s in stores) if stores else " only"),
             path=target.profiles_file,
-            hint="use engine: delta-spark for an object-store warehouse (docs/engines-and-"
-                 "clusters.md), or give this engine a local folder")
+            hint="use engine: delta-spark for this store (docs/engines-and-clusters.md), or "
+                 "give this engine a local folder")
     if target.metastore and not engine.capabilities.catalog_tables:
         raise MedallionError(
             f"target '{target.name}': metastore needs an engine whose tables a Spark catalog "

@@ -63,7 +63,7 @@ class Capabilities:
     clustering: str | None  # why it cannot keep a table's liquid clustering; None: it can
     delta_sql: bool  # Spark SQL statements on Delta tables (DESCRIBE HISTORY, OPTIMIZE) run
     catalog_tables: bool  # tables can be registered by name in a Spark catalog (metastore:)
-    object_storage: bool  # a warehouse on s3a://, abfss://, gs://
+    object_stores: tuple[str, ...]  # warehouse URI schemes it writes to; "*": any Spark can
     jar_bundles: tuple[str, ...]  # Maven bundles (spark/jars.py) its driver needs
     long_queries: LongQueries  # from how much new data a build is long queries, and its JIT
 

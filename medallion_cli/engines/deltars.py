@@ -14,7 +14,14 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from ..core.errors import MedallionError
 from ..core.failures import CONCURRENT_COMMIT
+from ..spark.object_store import storage_options
 from .base import commit_metadata
+
+
+def open_table(path: str, version: int | None = None) -> DeltaTable:
+    """The table at a location, local or on S3 (with the AWS settings); TableNotFoundError
+    when there is none."""
+    return DeltaTable(str(path), version=version, storage_options=storage_options(str(path)))
 
 
 def writable(dt: DeltaTable, path: str) -> DeltaTable:
@@ -40,7 +47,7 @@ def append_rows(rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
     """Rows made in Python appended to a local table by delta-rs alone, no Spark job (the
     Engine contract's append_rows); nothing when `txn` is already in the table."""
     try:
-        dt = writable(DeltaTable(str(path)), path)
+        dt = writable(open_table(path), path)
     except TableNotFoundError:
         dt = None
     if replayed(dt, txn):
@@ -48,7 +55,8 @@ def append_rows(rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
     with one_writer(path):
         write_deltalake(dt if dt is not None else str(path), rows, mode="append",
                         schema_mode="merge" if dt is not None else None,
-                        commit_properties=commit_properties(None, txn))
+                        commit_properties=commit_properties(None, txn),
+                        storage_options=None if dt is not None else storage_options(str(path)))
 
 
 @contextmanager

@@ -40,9 +40,9 @@ def _newest_file(folder: Path) -> dt.datetime | None:
 
 
 def _last_commit(path: str) -> dt.datetime | None:
-    from deltalake import DeltaTable
+    from ..engines.deltars import open_table
 
-    last = DeltaTable(path).history(1)
+    last = open_table(path).history(1)
     return (dt.datetime.fromtimestamp(last[0]["timestamp"] / 1000, dt.timezone.utc)
             if last else None)
 

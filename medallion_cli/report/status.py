@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from ..core.project import Project
 from ..dag.graph import Graph
+from ..engines.deltars import open_table
 from .eventlog import events_path, now
 from .tablefacts import table_facts
 
@@ -91,7 +91,7 @@ def node_runs(warehouse: str) -> dict[str, list[Run]]:
     """Each node's finished builds and tests, latest first, from the event log (empty when
     nothing has been logged yet)."""
     try:
-        log = DeltaTable(events_path(warehouse))
+        log = open_table(events_path(warehouse))
     except TableNotFoundError:
         return {}
     logged = {f.name for f in log.schema().fields}  # logs written before rows_checked lack it

@@ -7,8 +7,9 @@ import datetime as dt
 from dataclasses import dataclass
 
 import pyarrow as pa
-from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+
+from ..engines.deltars import open_table
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ def as_utc(value) -> dt.datetime | None:
 def table_facts(path: str, column: str | None = None) -> TableFacts | None:
     """The table's facts now (None when there is no table); `column`: whose newest value."""
     try:
-        table = DeltaTable(path)
+        table = open_table(path)
     except TableNotFoundError:
         return None
     actions = pa.table(table.get_add_actions(flatten=True))

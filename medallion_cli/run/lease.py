@@ -6,7 +6,8 @@ holder renews it every RENEW_SECONDS, each renewal conditional on the version it
 (`If-Match`), and deletes it when done. A holder that dies (SIGKILL, a lost machine) stops
 renewing: LEASE_SECONDS after its last renewal, by the store's clock (no two machines' clocks
 are compared), the next build takes the lease over, again conditionally, so two waiting builds
-cannot both take it. Under the lease every commit is still guarded on its own (delta-rs's
+cannot both take it. A holder on this machine whose process is gone is known to be dead at
+once, as with the local lock: its lease is taken over without waiting. Under the lease every commit is still guarded on its own (delta-rs's
 conditional puts; Delta's app transactions on a replayed batch).
 """
 
@@ -22,6 +23,7 @@ from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 from ..core.errors import MedallionError
+from ..core.processes import running
 from ..spark.object_store import aws_settings
 
 LEASE_SECONDS = 60
@@ -115,7 +117,9 @@ def _take_over_lapsed(client, bucket: str, key: str, body: bytes, warehouse: str
         holder = json.loads(held["Body"].read())
     except ValueError:
         holder = {}
-    if now < expires:
+    dead_here = (holder.get("host") == socket.gethostname()
+                 and isinstance(holder.get("pid"), int) and not running(holder["pid"]))
+    if now < expires and not dead_here:
         raise MedallionError(
             f"{_holder_text(holder, expires)} is writing this warehouse; two at once could "
             "write the same rows twice", path=warehouse,

@@ -96,3 +96,38 @@ def storage_options(location: str) -> dict[str, str] | None:
 def with_s3a(target: Target) -> Target:
     """The target with S3A set from the AWS settings; its own spark.hadoop.fs.s3a.* win."""
     return replace(target, spark_conf={**s3a_conf(aws_settings()), **target.spark_conf})
+
+
+def arrow_filesystem(location: str):
+    """(pyarrow file system, path in it) for a location: S3 with the AWS settings, else the
+    local disk. For the few files Python itself reads or writes beside Spark: a commit's JSON,
+    a Parquet footer, a staged file going into its table."""
+    import pyarrow.fs as pafs
+
+    if not on_s3(location):
+        return pafs.LocalFileSystem(), str(location)
+    aws = aws_settings()
+    endpoint = urlsplit(aws.endpoint) if aws.endpoint else None
+    filesystem = pafs.S3FileSystem(
+        access_key=aws.access_key, secret_key=aws.secret_key, session_token=aws.session_token,
+        region=aws.region, allow_bucket_creation=False,
+        endpoint_override=endpoint.netloc + endpoint.path if endpoint else None,
+        scheme=endpoint.scheme if endpoint else "https")
+    parts = urlsplit(str(location))
+    return filesystem, parts.netloc + parts.path
+
+
+def read_bytes(location: str) -> bytes:
+    """A file's bytes, local or on S3; FileNotFoundError when it is not there."""
+    filesystem, path = arrow_filesystem(location)
+    with filesystem.open_input_stream(path) as stream:
+        return stream.read()
+
+
+def put_file(local_file: str, location: str) -> None:
+    """Copy a local file to a location (S3: a multipart upload when large)."""
+    import pyarrow.fs as pafs
+
+    filesystem, path = arrow_filesystem(location)
+    pafs.copy_files(local_file, path, source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=filesystem)

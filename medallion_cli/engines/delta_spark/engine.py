@@ -42,7 +42,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
     capabilities = Capabilities(
         delta_streaming_source=True,  # Delta's own streaming source reads the tables
         skips_empty_writes=False,  # an empty append or MERGE still commits
-        clustering=None, delta_sql=True, catalog_tables=True, object_storage=True,
+        clustering=None, delta_sql=True, catalog_tables=True, object_stores=("*",),
         jar_bundles=("delta",), long_queries=LONG_QUERIES["delta-spark"])
 
     def __init__(self, target: Target, spark_log: Path | None = None):

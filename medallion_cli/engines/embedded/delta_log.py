@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow as pa
-from deltalake import DeltaTable
 
 from ...core.config import CHANGE_FEED_COLUMNS
 from ...core.failures import changed_upstream
+from ...core.locations import join
+from ...spark.object_store import read_bytes
+from ..deltars import open_table
 
 LOG_FILE = r"^(\d{20})\.json$"
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = CHANGE_FEED_COLUMNS
@@ -36,7 +37,7 @@ def commit_stream(spark, path: str):
     from ...spark.pyspark_api import F
 
     log = (spark.readStream.format("text").option("wholetext", "true")
-           .load(str(Path(path) / "_delta_log" / "*.json")))
+           .load(join(str(path), "_delta_log", "*.json")))
     version = F.regexp_extract(F.col("_metadata.file_name"), LOG_FILE, 1)
     return log.select(version.alias("version")).where("version <> ''").select(
         F.col("version").cast("bigint").alias("version"))
@@ -44,23 +45,25 @@ def commit_stream(spark, path: str):
 
 def snapshot_files(path: str, version: int) -> list[tuple[str, int | None]]:
     """(file, rows) of every file in the table at `version`."""
-    actions = pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True))
-    return [(str(Path(path) / unquote(p)), n) for p, n in zip(
+    actions = pa.table(open_table(path, version).get_add_actions(flatten=True))
+    return [(join(str(path), unquote(p)), n) for p, n in zip(
         actions.column("path").to_pylist(), actions.column("num_records").to_pylist(), strict=True)]
 
 
 def _actions(path: str, version: int) -> list[dict]:
-    commit = Path(path) / "_delta_log" / f"{version:020d}.json"
-    if not commit.exists():
+    commit = join(str(path), "_delta_log", f"{version:020d}.json")
+    try:
+        text = read_bytes(commit).decode()
+    except FileNotFoundError:
         raise FileNotFoundError(
             f"Delta log entry {commit} is gone (log cleanup); rebuild the reading model "
-            "with --full-refresh")
-    return [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+            "with --full-refresh") from None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _file(path: str, action: dict) -> tuple[str, int | None]:
     rows = json.loads(action["stats"]).get("numRecords") if action.get("stats") else None
-    return str(Path(path) / unquote(action["path"])), rows
+    return join(str(path), unquote(action["path"])), rows
 
 
 def added_files(path: str, versions: list[int]) -> list[tuple[str, int | None]]:
@@ -96,7 +99,7 @@ def commit_changes(path: str, versions: list[int]) -> list[CommitChanges]:
         actions = _actions(path, version)
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         timestamp = info.get("inCommitTimestamp") or info.get("timestamp") or 0
-        cdc = [str(Path(path) / unquote(a["cdc"]["path"])) for a in actions if "cdc" in a]
+        cdc = [join(str(path), unquote(a["cdc"]["path"])) for a in actions if "cdc" in a]
         if cdc:
             changes.append(CommitChanges(version, timestamp, cdc, [], []))
             continue

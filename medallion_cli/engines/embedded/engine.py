@@ -24,9 +24,10 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import create_table_with_add_actions
 
 from ...core.errors import MedallionError
-from ...core.locations import data_files, local_table_exists
+from ...core.locations import data_files, is_remote, join, local_table_exists
 from ...core.project import Target
 from ...spark.conf import LONG_QUERIES
+from ...spark.object_store import S3_SCHEMES, put_file, storage_options
 from ...spark.session import OnDemandSpark
 from ...spark.start import start_spark
 from ..base import (
@@ -36,7 +37,14 @@ from ..base import (
     duplicate_keys,
     last_commit_value,
 )
-from ..deltars import append_rows, commit_properties, one_writer, replayed, writable
+from ..deltars import (
+    append_rows,
+    commit_properties,
+    one_writer,
+    open_table,
+    replayed,
+    writable,
+)
 from ..sql import (
     match_condition,
     newer_condition,
@@ -45,7 +53,7 @@ from ..sql import (
 )
 from .admin import EmbeddedAdmin
 from .reads import EmbeddedReads
-from .staged import StagedFiles, adoptable, remove_dead_staging
+from .staged import StagedFiles, adoptable, remove_dead_staging, staging_folder
 
 SOURCE, TARGET = "s", "t"
 # Table properties delta-rs keeps and this engine's reads (Spark's Parquet reader over the
@@ -75,13 +83,13 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         skips_empty_writes=True,  # rows are staged before the commit: none, no commit
         clustering=("the embedded engine cannot cluster tables: delta-rs, which keeps its Delta "
                     "log, cannot write a table with liquid clustering"),
-        delta_sql=False, catalog_tables=False, object_storage=False, jar_bundles=(),
+        delta_sql=False, catalog_tables=False, object_stores=S3_SCHEMES, jar_bundles=(),
         long_queries=LONG_QUERIES["embedded"])
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
         self.spark_log = spark_log
-        self.staging = Path(target.warehouse) / "_staging"  # local: make_engine checks
+        self.staging = staging_folder(target.warehouse)
         remove_dead_staging(self.staging)
 
     def _start_session(self):
@@ -110,11 +118,14 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         return self._open(path).transaction_version(app_id)
 
     def table_exists(self, path: str) -> bool:
-        return local_table_exists(path)  # (delta-rs cannot read every table delta-spark writes)
+        # From the log's files (delta-rs cannot read every table delta-spark writes).
+        if not is_remote(str(path)):
+            return local_table_exists(path)
+        return DeltaTable.is_deltatable(str(path), storage_options(str(path)))
 
     def _open(self, path: str) -> DeltaTable:
         try:
-            return DeltaTable(str(path))
+            return open_table(path)
         except TableNotFoundError as exc:
             raise MedallionError("no Delta table here", path=path) from exc
 
@@ -143,7 +154,8 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         with self._staged(df) as (data, staged):
             if not staged.rows and mode == "append" and dt is not None:
                 return self._unchanged(dt, staged)  # nothing to add: no empty commit
-            Path(path).mkdir(parents=True, exist_ok=True)  # once the rows are computed
+            if not is_remote(str(path)):
+                Path(path).mkdir(parents=True, exist_ok=True)  # once the rows are computed
             with one_writer(path):
                 if adoptable(dt, staged, mode, partition_by):
                     return self._adopt(dt, path, staged, mode, metadata, txn, properties)
@@ -153,25 +165,31 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                     schema_mode="overwrite" if mode == "overwrite" else (
                         "merge" if merge_schema else None),
                     configuration=properties or None if dt is None else None,
-                    commit_properties=commit_properties(metadata, txn))
+                    commit_properties=commit_properties(metadata, txn),
+                    storage_options=storage_options(str(path)) if dt is None else None)
         return self._result(path, staged)
 
     def _adopt(self, dt: DeltaTable | None, path: str, staged: StagedFiles, mode: str,
                metadata: dict | None, txn: tuple[str, int] | None,
                properties: dict[str, str] | None) -> WriteResult:
         """Commit Spark's staged files as the table's own data files: moved into the table's
-        folder (a rename, same file system) and added with their statistics in one commit.
-        A failure before the commit leaves at most unreferenced files, which no reader sees and
-        vacuum removes."""
+        folder (a rename on the same disk; on S3 an upload) and added with their statistics in
+        one commit. A failure before the commit leaves at most unreferenced files, which no
+        reader sees and vacuum removes."""
         configuration = (properties or {}) if dt is None else dt.metadata().configuration
         actions = staged.add_actions(configuration)
         for action in actions:
-            os.replace(Path(staged.files[0]).parent / action.path, Path(path) / action.path)
+            staged_file = str(Path(staged.files[0]).parent / action.path)
+            if is_remote(str(path)):
+                put_file(staged_file, join(str(path), action.path))
+            else:
+                os.replace(staged_file, Path(path) / action.path)
         schema = Schema.from_arrow(staged.arrow_schema())
         if dt is None:
             create_table_with_add_actions(str(path), schema, actions, mode="error",
                                           configuration=properties or None,
-                                          commit_properties=commit_properties(metadata, txn))
+                                          commit_properties=commit_properties(metadata, txn),
+                                          storage_options=storage_options(str(path)))
         else:
             dt.create_write_transaction(actions, mode, schema,
                                         commit_properties=commit_properties(metadata, txn))
@@ -200,7 +218,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         snapshot, so delta-rs refuses it when a concurrent commit took the same app transaction
         meanwhile, instead of adding its rows twice."""
         try:
-            dt = writable(DeltaTable(str(path)), path)
+            dt = writable(open_table(path), path)
         except TableNotFoundError:
             return None
         changed = {k: v for k, v in (properties or {}).items()

@@ -5,14 +5,20 @@ log), and the change feed between versions, from the Delta log's actions.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from ...core.errors import MedallionError
+from ...core.locations import join
+from ...spark.object_store import arrow_filesystem
 from . import delta_log
+
+
+def _rows_in(file: str) -> int:
+    """A Parquet file's rows, from its footer (local or on S3)."""
+    filesystem, where = arrow_filesystem(file)
+    return pq.ParquetFile(where, filesystem=filesystem).metadata.num_rows
 
 
 def _as_changes(rows, change_type: str | None, version: int, timestamp_ms: int):
@@ -81,15 +87,14 @@ class EmbeddedReads:
             if commit.change_files:
                 parts.append(_as_changes(
                     self.spark.read.schema(change_schema).option(
-                        "basePath", str(Path(path) / "_change_data")).parquet(
+                        "basePath", join(str(path), "_change_data")).parquet(
                         *commit.change_files), None, *stamp))
-                count += sum(pq.ParquetFile(f).metadata.num_rows for f in commit.change_files)
+                count += sum(_rows_in(f) for f in commit.change_files)
             for kind, files in (("insert", commit.inserted), ("delete", commit.deleted)):
                 if files:
                     parts.append(_as_changes(self._read_files(dt, path, [f for f, _ in files]),
                                              kind, *stamp))
-                    count += sum(n if n is not None else pq.ParquetFile(f).metadata.num_rows
-                                 for f, n in files)
+                    count += sum(n if n is not None else _rows_in(f) for f, n in files)
         if not parts:
             return _as_changes(self._read_files(dt, path, []), "insert", -1, 0), 0
         rows = parts[0]

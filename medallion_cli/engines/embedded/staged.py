@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import hashlib
 import json
 import math
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +25,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 from deltalake.transaction import AddAction
 
+from ...core.locations import is_remote
 from ...core.processes import running
 
 DEFAULT_INDEXED_COLUMNS = 32
@@ -155,6 +158,16 @@ def _non_null(files: list[str], metadata: list) -> dict[str, int]:
                         0).null_count
                 counts[name] = counts.get(name, 0) + group.num_rows - nulls
     return counts
+
+
+def staging_folder(warehouse: str) -> Path:
+    """Where Spark stages a write's Parquet files: beside the tables in a local warehouse (a
+    rename then moves them in); for one on object storage, a folder on this machine named
+    after it (the files are uploaded into the table when it commits)."""
+    if not is_remote(warehouse):
+        return Path(warehouse) / "_staging"
+    digest = hashlib.sha256(warehouse.encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / "medallion-staging" / digest
 
 
 def remove_dead_staging(staging: Path) -> None:
