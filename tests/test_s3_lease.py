@@ -111,3 +111,10 @@ def test_a_dead_holder_on_this_machine_is_taken_over_at_once(warehouse, s3):
         {"command": "build", "pid": os.getpid(), "host": socket.gethostname(), "since": "now"}).encode())
     with pytest.raises(MedallionError, match="is writing this warehouse"):
         lease.acquire(warehouse, "build")
+
+
+def test_debug_checks_the_bucket_takes_writes_and_refuses_a_second_create(warehouse):
+    from medallion_cli.spark.object_store import bucket_problem
+
+    assert bucket_problem(warehouse) is None
+    assert "404" in bucket_problem("s3://no-such-bucket-here/lake")

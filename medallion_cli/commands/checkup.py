@@ -22,6 +22,7 @@ from ..core.locations import is_remote
 from ..engines import engine_class
 from ..spark import jars
 from ..spark.jars import delta_jar_files
+from ..spark.object_store import aws_settings, bucket_problem, on_s3
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,19 @@ def _jars(project) -> Check:
             maven = "mvn is on PATH" if shutil.which("mvn") else "mvn is NOT on PATH: install Maven"
             return Check("jars", False, f"{bundle} JARs not fetched yet: the first build fetches "
                          f"them with Maven ({maven}), or run medallion jars {bundle}")
-        found += [p.name for p in jars.jar_files(folder)]
+        found.append(f"{bundle}: {len(jars.jar_files(folder))} JARs in {folder}")
     return Check("jars", True, ", ".join(found) if found else "none needed (embedded engine)")
 
 
 def _warehouse(project) -> Check:
     where = project.target.warehouse
+    if on_s3(where):
+        problem = bucket_problem(where)
+        endpoint = aws_settings().endpoint or "AWS"
+        if problem:
+            return Check("warehouse", False, f"{where} (store: {endpoint}): {problem}")
+        return Check("warehouse", True, f"{where} (store: {endpoint}): reachable, writable, "
+                     "conditional writes refused as they should be")
     if is_remote(where):
         return Check("warehouse", True, f"{where} (object storage: reached through Spark below)")
     existing = next(p for p in [Path(where), *Path(where).parents] if p.exists())

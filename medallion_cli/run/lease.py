@@ -24,21 +24,11 @@ from urllib.parse import urlsplit
 
 from ..core.errors import MedallionError
 from ..core.processes import running
-from ..spark.object_store import aws_settings
+from ..spark.object_store import s3_client
 
 LEASE_SECONDS = 60
 RENEW_SECONDS = 15
 LOCK_KEY = "_medallion/lock"
-
-
-def s3_client():
-    """A boto3 client from the AWS settings; with no keys set, boto3 finds credentials itself."""
-    import boto3
-
-    aws = aws_settings()
-    return boto3.client("s3", endpoint_url=aws.endpoint, region_name=aws.region,
-                        aws_access_key_id=aws.access_key, aws_secret_access_key=aws.secret_key,
-                        aws_session_token=aws.session_token)
 
 
 def _refused(exc) -> bool:

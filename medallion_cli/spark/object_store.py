@@ -131,3 +131,37 @@ def put_file(local_file: str, location: str) -> None:
     filesystem, path = arrow_filesystem(location)
     pafs.copy_files(local_file, path, source_filesystem=pafs.LocalFileSystem(),
                     destination_filesystem=filesystem)
+
+
+def s3_client():
+    """A boto3 client from the AWS settings; with no keys set, boto3 finds credentials itself."""
+    import boto3
+
+    aws = aws_settings()
+    return boto3.client("s3", endpoint_url=aws.endpoint, region_name=aws.region,
+                        aws_access_key_id=aws.access_key, aws_secret_access_key=aws.secret_key,
+                        aws_session_token=aws.session_token)
+
+
+def bucket_problem(location: str) -> str | None:
+    """Why a warehouse on S3 cannot be written, or None: the bucket answers, takes a write, and
+    refuses a second create-only write of one object (the conditional writes delta-rs's commits
+    and the warehouse's lease rely on)."""
+    parts = urlsplit(location)
+    bucket, probe = parts.netloc, "/".join(filter(None, [parts.path.strip("/"),
+                                                         "_medallion/probe-conditional-write"]))
+    client = s3_client()
+    try:
+        client.head_bucket(Bucket=bucket)
+        client.put_object(Bucket=bucket, Key=probe, Body=b"1", IfNoneMatch="*")
+    except Exception as exc:
+        return str(exc).splitlines()[0]
+    try:
+        client.put_object(Bucket=bucket, Key=probe, Body=b"2", IfNoneMatch="*")
+        problem = ("the store overwrote an object written with If-None-Match: *; it does not "
+                   "support conditional writes, so concurrent commits would not be refused")
+    except Exception as exc:
+        status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        problem = None if status in (409, 412) else str(exc).splitlines()[0]
+    client.delete_object(Bucket=bucket, Key=probe)
+    return problem
