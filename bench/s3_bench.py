@@ -1,10 +1,10 @@
 """The sample on S3 against the sample in a local folder: one first build of the sample (and
-a rebuild with nothing new) on the delta-spark engine, on a fresh S3 prefix or a fresh local
-copy, for farm-bench to time in turn, with the requests each S3 build made of the store.
+a rebuild with nothing new) on either engine, on a fresh S3 prefix or a fresh local copy, for
+farm-bench to time in turn, with the requests each S3 build made of the store.
 
     python bench/s3_bench.py serve &            # moto's S3 server on loopback, landing uploaded
-    farm-bench -n 3 --timeout 1800 -- python bench/s3_bench.py one --where s3 \
-        --vs 'python bench/s3_bench.py one --where local'
+    farm-bench -n 3 --timeout 1800 --vs 'python bench/s3_bench.py one --where local' \
+        -- python bench/s3_bench.py one --where s3        # --engine embedded: the other engine
     cat /tmp/medallion-s3-bench/requests.jsonl  # each S3 run's requests by kind
 
 moto answers from memory on this machine: the ratio is medallion's own cost of object storage
@@ -63,13 +63,17 @@ def serve() -> None:
         server.stop()
 
 
-def one(where: str) -> None:
+# The sample's targets: (local, on S3) per engine.
+TARGETS = {"delta-spark": ("local-delta", "s3"), "embedded": ("local", "s3-embedded")}
+
+
+def one(where: str, engine: str) -> None:
     """One first build and one rebuild, in a fresh place."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEDALLION_")}
     work = Path(tempfile.mkdtemp(prefix="run-", dir=STATE))
     project = sample_copy(work / "sample")
     if where == "local":
-        env = {**base, "MEDALLION_TARGET": "local-delta"}
+        env = {**base, "MEDALLION_TARGET": TARGETS[engine][0]}
         build(project, env)
         build(project, env)
         shutil.rmtree(work)
@@ -77,7 +81,7 @@ def one(where: str) -> None:
     state = json.loads((STATE / "server.json").read_text())
     server = s3_server.S3Server("", None, Path(state["log"]))
     shutil.rmtree(project / "landing")
-    env = {**base, **state["env"], "MEDALLION_TARGET": "s3",
+    env = {**base, **state["env"], "MEDALLION_TARGET": TARGETS[engine][1],
            "MEDALLION_WAREHOUSE": f"s3://bench/{uuid.uuid4().hex[:8]}",
            "MEDALLION_LANDING": "s3://bench/landing"}
     counts = {}
@@ -86,7 +90,7 @@ def one(where: str) -> None:
         build(project, env)
         counts[kind] = dict(server.requests() - before)
     with open(STATE / "requests.jsonl", "a") as out:
-        out.write(json.dumps(counts) + "\n")
+        out.write(json.dumps({"engine": engine, **counts}) + "\n")
     shutil.rmtree(work)
 
 
@@ -96,11 +100,12 @@ def main() -> None:
     commands.add_parser("serve")
     run = commands.add_parser("one")
     run.add_argument("--where", choices=("s3", "local"), required=True)
+    run.add_argument("--engine", choices=tuple(TARGETS), default="delta-spark")
     args = parser.parse_args()
     if args.command == "serve":
         serve()
     else:
-        one(args.where)
+        one(args.where, args.engine)
 
 
 if __name__ == "__main__":

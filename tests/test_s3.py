@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import time
 import uuid
 from pathlib import Path
 
@@ -180,3 +181,35 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
     whole = build_on("whole")
     assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
     assert s3_tables(s3, f"s3://{bucket}/killed") == s3_tables(s3, f"s3://{bucket}/whole")
+
+
+@pytest.mark.parametrize("engine_name", ["embedded"])  # the lease is the same on both engines
+def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_path, engine_name):
+    sample = sample_copy(tmp_path / "sample")
+    bucket = s3.create_bucket(f"two-{uuid.uuid4().hex[:8]}")
+    s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
+    env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": ON_S3[engine_name],
+           "MEDALLION_LANDING": f"s3://{bucket}/landing",
+           "MEDALLION_WAREHOUSE": f"s3://{bucket}/lake"}
+    command = [sys.executable, "-m", "medallion_cli.cli", "build"]
+    watching = subprocess.Popen([*command, "--watch"], cwd=sample, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while "Contents" not in s3.client().list_objects_v2(Bucket=bucket,
+                                                            Prefix="lake/_medallion/lock"):
+            assert watching.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+        second = subprocess.run(command, cwd=sample, env=env, capture_output=True, text=True,
+                                timeout=600)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"`medallion build --watch` (pid {watching.pid} on " in second.stderr
+        assert "is writing this warehouse" in second.stderr and "Running" not in second.stdout
+    finally:
+        watching.kill()  # as a crash would: its lease stays, its process is gone
+        watching.wait(timeout=120)
+    again = subprocess.run(command, cwd=sample, env=env, capture_output=True, text=True,
+                           timeout=900)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    orders = s3_tables(s3, f"s3://{bucket}/lake")["bronze/bronze_orders"]
+    assert len(orders) == 13  # the sample's order lines, each once (2 malformed kept raw)
