@@ -16,7 +16,12 @@ import pytest
 from deltalake import DeltaTable
 from helpers import comparable, sample_copy, tables_of
 
-from medallion_cli.spark.object_store import aws_settings, deltars_options, s3a_conf
+from medallion_cli.spark.object_store import (
+    DELTARS_PATIENCE,
+    aws_settings,
+    deltars_options,
+    s3a_conf,
+)
 
 
 def s3_tables(server, url: str) -> dict[str, list]:
@@ -38,6 +43,26 @@ def s3_tables(server, url: str) -> dict[str, list]:
 # log through S3A; embedded: Spark's files through S3A, delta-rs's log by conditional puts).
 ON_S3 = {"delta-spark": "s3", "embedded": "s3-embedded"}
 LOCAL = {"delta-spark": ("local-delta", "warehouse-delta"), "embedded": ("local", "warehouse")}
+
+
+# Tables of an uninterrupted build of the sample on S3, per engine: what the kill and cut tests
+# end with (each file's tests run on one worker, so this is built once per engine there).
+UNINTERRUPTED: dict[str, dict] = {}
+
+
+def uninterrupted(s3, folder: Path, engine_name: str) -> dict:
+    if engine_name not in UNINTERRUPTED:
+        sample = sample_copy(folder / "uninterrupted")
+        bucket = s3.create_bucket(f"whole-{uuid.uuid4().hex[:8]}")
+        s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
+        env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": ON_S3[engine_name],
+               "MEDALLION_LANDING": f"s3://{bucket}/landing",
+               "MEDALLION_WAREHOUSE": f"s3://{bucket}/lake"}
+        out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=sample,
+                             env=env, capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        UNINTERRUPTED[engine_name] = s3_tables(s3, f"s3://{bucket}/lake")
+    return UNINTERRUPTED[engine_name]
 
 
 def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, engine_name,
@@ -66,7 +91,7 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
     results = build(local_copy, target=local_target)
     assert {r.status for r in results.values()} == {"success"}
     local = tables_of(local_copy / local_warehouse)
-    built = s3_tables(s3, f"s3://{bucket}/lake")
+    built = UNINTERRUPTED[engine_name] = s3_tables(s3, f"s3://{bucket}/lake")
     assert sorted(built) == sorted(local)
     for table, rows in local.items():
         assert built[table] == rows, table
@@ -81,8 +106,9 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
     import polars as pl
 
     revenue = "gold/gold_daily_revenue"
-    frame = pl.read_delta(f"s3://{bucket}/lake/{revenue}",
-                          storage_options=deltars_options(aws_settings(s3.aws_env())))
+    frame = pl.read_delta(f"s3://{bucket}/lake/{revenue}", storage_options={
+        key: value for key, value in deltars_options(aws_settings(s3.aws_env())).items()
+        if key.startswith("AWS_")})  # Polars' own reader takes the AWS settings alone
     assert frame.height == len(local[revenue])
     assert duckdb_rows(local_copy / local_warehouse / revenue) == sorted(
         tuple(row[c] for c in ("order_date", "category", "orders", "revenue", "currency"))
@@ -116,13 +142,16 @@ def test_the_aws_variables_reach_s3a_and_delta_rs_from_one_place():
         "TemporaryAWSCredentialsProvider")
     assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
     assert deltars_options(aws) == {
+        **DELTARS_PATIENCE,
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ALLOW_HTTP": "true",
         "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "shh",
         "AWS_SESSION_TOKEN": "tok"}
-    # nothing set: each client finds credentials itself (profiles, instance roles)
-    assert deltars_options(aws_settings({})) == {}
-    assert set(s3a_conf(aws_settings({}))) == {"spark.hadoop.fs.s3.impl",
-                                              "spark.hadoop.fs.s3a.fast.upload.buffer"}
+    # nothing set: each client finds credentials itself (profiles, instance roles); both give
+    # up on a store that stopped answering within about a minute
+    assert deltars_options(aws_settings({})) == DELTARS_PATIENCE
+    assert not [key for key in s3a_conf(aws_settings({}))
+                if "key" in key or "token" in key or "endpoint" in key]
+    assert s3a_conf(aws_settings({}))["spark.hadoop.fs.s3a.retry.limit"] == "2"
 
 
 @pytest.mark.unit
@@ -178,9 +207,7 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
     again = build_on("killed")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "1 replayed batch(es) already committed" in again.stdout
-    whole = build_on("whole")
-    assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
-    assert s3_tables(s3, f"s3://{bucket}/killed") == s3_tables(s3, f"s3://{bucket}/whole")
+    assert s3_tables(s3, f"s3://{bucket}/killed") == uninterrupted(s3, tmp_path, engine_name)
 
 
 @pytest.mark.parametrize("engine_name", ["embedded"])  # the lease is the same on both engines
@@ -213,3 +240,50 @@ def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_pa
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     orders = s3_tables(s3, f"s3://{bucket}/lake")["bronze/bronze_orders"]
     assert len(orders) == 13  # the sample's order lines, each once (2 malformed kept raw)
+
+
+def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3, tmp_path,
+                                                                              engine_name):
+    """The store's connection is cut once silver_orders has committed (a relay in front of
+    moto, which keeps its data): the build gives up within its retries, each failed node in
+    one line naming the store; with the store back, the next build ends with the tables of an
+    uninterrupted one."""
+    from medallion_cli.testing.s3_server import Cuttable
+
+    relay = Cuttable(s3.endpoint)
+    sample = sample_copy(tmp_path / "sample")
+    bucket = s3.create_bucket(f"cut-{uuid.uuid4().hex[:8]}")
+    s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
+    env = {**os.environ, **s3.aws_env(), "AWS_ENDPOINT_URL": relay.endpoint,
+           "MEDALLION_TARGET": ON_S3[engine_name], "MEDALLION_LANDING": f"s3://{bucket}/landing"}
+    command = [sys.executable, "-m", "medallion_cli.cli", "build"]
+
+    def build_on(prefix: str) -> subprocess.CompletedProcess:
+        return subprocess.run(command, cwd=sample, capture_output=True, text=True, timeout=900,
+                              env={**env, "MEDALLION_WAREHOUSE": f"s3://{bucket}/{prefix}"})
+
+    cut_build = subprocess.Popen(command, cwd=sample, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True,
+                                 env={**env, "MEDALLION_WAREHOUSE": f"s3://{bucket}/cut"})
+    deadline = time.monotonic() + 600
+    while "Contents" not in s3.client().list_objects_v2(
+            Bucket=bucket, Prefix="cut/silver/silver_orders/_delta_log/"):
+        assert cut_build.poll() is None and time.monotonic() < deadline, cut_build.communicate()
+        time.sleep(0.2)
+    relay.cut()
+    cut_at = time.monotonic()
+    out, err = cut_build.communicate(timeout=600)
+    gave_up = time.monotonic() - cut_at
+    relay.restore()
+    assert cut_build.returncode == 1, out + err
+    failures = [line.strip() for line in out.splitlines()
+                if "the object store did not answer" in line]
+    assert failures, out + err
+    assert all(line.split(": ", 1)[1].startswith("the object store did not answer (http://127.0.0.1:")
+               for line in failures), failures
+    assert "Traceback" not in out + err and "at org.apache" not in out + err, err[:3000] + out[-3000:]
+    assert gave_up < 300, gave_up  # within the retries' limits, not S3A's defaults (minutes)
+
+    again = build_on("cut")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert s3_tables(s3, f"s3://{bucket}/cut") == uninterrupted(s3, tmp_path, engine_name)

@@ -11,6 +11,7 @@ situation.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -99,13 +100,36 @@ def _moved_files(text: str) -> str | None:
             "from scratch: medallion build --full-refresh -s <model>+")
 
 
+# What S3A, the AWS SDK, delta-rs (object_store) and pyarrow say when a store does not answer.
+STORE_UNREACHABLE = ("Generic S3 error", "error sending request", "Read timeout on endpoint",
+                     "Connect timeout on endpoint", "Could not connect to the endpoint",
+                     "ConnectTimeoutException", "SocketTimeoutException", "Connection refused",
+                     "Unable to execute HTTP request", "AWSClientIOException",
+                     "SdkClientException", "Connection reset", "curlCode: 7")
+
+
+def _store_unreachable(text: str) -> str | None:
+    """An object store that stopped answering mid-build, whichever client noticed."""
+    marker = next((m for m in STORE_UNREACHABLE if m in text), None)
+    if marker is None:
+        return None
+    named = re.search(r"https?://[\w.-]+(?::\d+)?", text)
+    store = (named.group(0) if named else os.environ.get("AWS_ENDPOINT_URL_S3")
+             or os.environ.get("AWS_ENDPOINT_URL") or "S3")
+    return (f"the object store did not answer ({store}: {marker}), "
+            "after retries: this node stopped there and its table keeps its last commit. "
+            "Check the store (AWS_ENDPOINT_URL, the network), then build again: it goes on "
+            "from each table's last commit")
+
+
 def error_message(exc: BaseException) -> str:
     """What went wrong, in a line."""
     if isinstance(exc, MedallionError):
         return str(exc)
     text = str(exc).strip() or type(exc).__name__
     lines = text.splitlines()
-    said = _csv_header(text) or _kafka_data_loss(text) or _moved_files(text)
+    said = (_csv_header(text) or _kafka_data_loss(text) or _moved_files(text)
+            or _store_unreachable(text))
     if said:
         return said
     if "Traceback (most recent call last)" in text:

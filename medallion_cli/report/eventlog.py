@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Callable
 import pyarrow as pa
 
 from ..core.errors import StartError
+from ..core.failures import error_message
 from ..core.locations import join
 from ..run.runner import NodeResult
 from ..spark.files import read_text, write_text
@@ -217,7 +218,7 @@ class EventLog:
         try:
             action()
         except Exception as exc:  # a skipped record only costs the next build a query start
-            self.on_problem(f"after writing the event log: {exc}")
+            self.on_problem(f"after writing the event log: {error_message(exc)}")
 
     def _append(self, events: list[dict], txn: tuple[str, int]) -> bool:
         try:
@@ -228,7 +229,7 @@ class EventLog:
             return False
         except Exception as exc:  # the data is built; the log only misses these events
             if self.problem is None:
-                self.problem = f"the event log {self.path} was not written: {exc}"
+                self.problem = f"the event log {self.path} was not written: {error_message(exc)}"
                 self.on_problem(self.problem)
             return False
 

@@ -53,10 +53,12 @@ class Lease:
             try:
                 self.etag = self.client.put_object(Bucket=self.bucket, Key=self.key,
                                                    Body=self.body, IfMatch=self.etag)["ETag"]
-            except Exception as exc:  # renewal refused or the store unreachable: say so at the end
-                self.lost = str(exc)
+            except Exception as exc:
                 if getattr(exc, "response", None) and _refused(exc):
+                    self.lost = str(exc)
                     return  # another build took it over: it is not ours to renew
+                # the store did not answer: the build's own reads and writes fail on their
+                # own; the next renewal tries again
 
     def release(self) -> None:
         self._stop.set()

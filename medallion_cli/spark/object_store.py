@@ -45,13 +45,25 @@ def aws_settings(env=None) -> AwsSettings:
         session_token=env.get("AWS_SESSION_TOKEN") or None)
 
 
+# How long a store that stopped answering is waited for before the node fails (one line:
+# core/failures.py) and the build goes on with what does not need it: about a minute, not
+# S3A's and object_store's defaults (S3A: 7 retries of 5 attempts of up to 200 s each).
+# A slow answer is not a stopped one: the socket timeout is per read, not per transfer.
+S3A_PATIENCE = {"fs.s3a.connection.establish.timeout": "10s", "fs.s3a.connection.timeout": "20s",
+                "fs.s3a.attempts.maximum": "2", "fs.s3a.retry.limit": "2",
+                "fs.s3a.retry.throttle.limit": "5"}
+DELTARS_PATIENCE = {"connect_timeout": "10s", "timeout": "120s", "max_retries": "3",
+                    "retry_timeout": "60s"}
+
+
 def s3a_conf(aws: AwsSettings) -> dict[str, str]:
     """Spark settings for S3A from the AWS settings; s3:// is S3A too, so one location reads
     the same to Spark and to delta-rs. The keys are credentials (spark.conf.is_secret): they
     reach the Hadoop configuration after the JVM starts, never its command line."""
     # Uploads buffered in memory: S3A's disk buffers need Hadoop's checksummed local file
     # system, which a local driver replaces with the raw one (spark/conf.py).
-    conf = {"spark.hadoop.fs.s3.impl": S3A, "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer"}
+    conf = {"spark.hadoop.fs.s3.impl": S3A, "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer",
+            **{f"spark.hadoop.{key}": value for key, value in S3A_PATIENCE.items()}}
     if aws.endpoint:
         conf["spark.hadoop.fs.s3a.endpoint"] = aws.endpoint
         conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
@@ -72,7 +84,7 @@ def s3a_conf(aws: AwsSettings) -> dict[str, str]:
 def deltars_options(aws: AwsSettings) -> dict[str, str]:
     """delta-rs's storage options from the same settings. Commits are conditional puts
     (put-if-absent), which S3 and the compatible stores honour: no lock table is needed."""
-    options = {}
+    options = dict(DELTARS_PATIENCE)
     if aws.endpoint:
         options["AWS_ENDPOINT_URL"] = aws.endpoint
         if urlsplit(aws.endpoint).scheme == "http":
@@ -136,11 +148,14 @@ def put_file(local_file: str, location: str) -> None:
 def s3_client():
     """A boto3 client from the AWS settings; with no keys set, boto3 finds credentials itself."""
     import boto3
+    from botocore.config import Config
 
     aws = aws_settings()
     return boto3.client("s3", endpoint_url=aws.endpoint, region_name=aws.region,
                         aws_access_key_id=aws.access_key, aws_secret_access_key=aws.secret_key,
-                        aws_session_token=aws.session_token)
+                        aws_session_token=aws.session_token,
+                        config=Config(connect_timeout=10, read_timeout=20,
+                                      retries={"max_attempts": 3, "mode": "standard"}))
 
 
 def bucket_problem(location: str) -> str | None:

@@ -20,9 +20,11 @@ import collections
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +83,66 @@ class S3Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+class Cuttable:
+    """A TCP relay on loopback in front of a server, that can be cut (new connections refused,
+    open ones dropped) and restored on the same port: a store, or the network to it, going
+    away mid-build and coming back with its data."""
+
+    def __init__(self, upstream: str):
+        self.upstream = upstream.removeprefix("http://").split(":")
+        self.port = 0
+        self.open: list[socket.socket] = []
+        self.listener = None
+        self.restore()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self.port, self.listener = listener.getsockname()[1], listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        self.listener.close()
+        for sock in self.open:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        self.open.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut
+            server = socket.create_connection((self.upstream[0], int(self.upstream[1])))
+            self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 def start(timeout: float = 60) -> S3Server:
