@@ -99,6 +99,10 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
     assert secret not in out.stdout + out.stderr
     assert not any(secret in p.read_text(errors="replace")
                    for p in (on_s3_copy / "target").rglob("*") if p.is_file())
+    events = DeltaTable(f"s3://{bucket}/lake/_medallion/events",
+                        storage_options=deltars_options(aws_settings(s3.aws_env())))
+    logged = events.to_pyarrow_table().to_pylist()
+    assert logged and secret not in str(logged)  # nor in the event log beside the tables
 
     # Other engines read what medallion wrote: Polars (on S3 with the same settings), and
     # DuckDB with its Delta extension from PyPI (nothing downloaded at run time) on a local
