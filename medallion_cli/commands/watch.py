@@ -27,7 +27,7 @@ from ..materialize.context import BuildContext
 from ..materialize.streaming import start_query
 from ..materialize.tally import BatchReport, StreamTally
 from ..materialize.throughput import progress_reports
-from ..run.runner import NodeResult, execute, own_session
+from ..run.runner import NOT_STARTED, STOPPED, NodeResult, execute, own_session
 from .invocation import (
     COMMAND_KINDS,
     Invocation,
@@ -116,6 +116,8 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
     reported: list[NodeResult] = []
 
     def said(result: NodeResult) -> None:
+        if result.message in (NOT_STARTED, STOPPED):
+            return  # Ctrl-C ended the watch as this ran: what it committed stays; not a failure
         if result.failed:
             if not note_failure(failing, result.name, result.message):
                 return  # the same error again: said once

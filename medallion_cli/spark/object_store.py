@@ -56,46 +56,46 @@ DELTARS_PATIENCE = {"connect_timeout": "10s", "timeout": "120s", "max_retries": 
                     "retry_timeout": "60s"}
 
 
+# Each setting's name for S3A (under spark.hadoop.) and for delta-rs; the credentials go
+# together or not at all.
+SETTING_NAMES = {"endpoint": ("fs.s3a.endpoint", "AWS_ENDPOINT_URL"),
+                 "region": ("fs.s3a.endpoint.region", "AWS_REGION"),
+                 "access_key": ("fs.s3a.access.key", "AWS_ACCESS_KEY_ID"),
+                 "secret_key": ("fs.s3a.secret.key", "AWS_SECRET_ACCESS_KEY"),
+                 "session_token": ("fs.s3a.session.token", "AWS_SESSION_TOKEN")}
+CREDENTIALS = ("access_key", "secret_key", "session_token")
+
+
+def _named(aws: AwsSettings, client: int) -> dict[str, str]:
+    """The settings that are set, under the names of one client (0: S3A, 1: delta-rs)."""
+    keys = bool(aws.access_key and aws.secret_key)
+    return {names[client]: getattr(aws, field) for field, names in SETTING_NAMES.items()
+            if getattr(aws, field) and (keys or field not in CREDENTIALS)}
+
+
 def s3a_conf(aws: AwsSettings) -> dict[str, str]:
     """Spark settings for S3A from the AWS settings; s3:// is S3A too, so one location reads
     the same to Spark and to delta-rs. The keys are credentials (spark.conf.is_secret): they
     reach the Hadoop configuration after the JVM starts, never its command line."""
+    conf = {**S3A_PATIENCE, **_named(aws, 0)}
+    if aws.endpoint:  # an S3-compatible store: addressed by path, TLS as its URL says
+        conf["fs.s3a.path.style.access"] = "true"
+        conf["fs.s3a.connection.ssl.enabled"] = str(urlsplit(aws.endpoint).scheme != "http").lower()
+    if "fs.s3a.session.token" in conf:
+        conf["fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
     # Uploads buffered in memory: S3A's disk buffers need Hadoop's checksummed local file
     # system, which a local driver replaces with the raw one (spark/conf.py).
-    conf = {"spark.hadoop.fs.s3.impl": S3A, "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer",
-            **{f"spark.hadoop.{key}": value for key, value in S3A_PATIENCE.items()}}
-    if aws.endpoint:
-        conf["spark.hadoop.fs.s3a.endpoint"] = aws.endpoint
-        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
-        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
-            urlsplit(aws.endpoint).scheme != "http").lower()
-    if aws.region:
-        conf["spark.hadoop.fs.s3a.endpoint.region"] = aws.region
-    if aws.access_key and aws.secret_key:
-        conf["spark.hadoop.fs.s3a.access.key"] = aws.access_key
-        conf["spark.hadoop.fs.s3a.secret.key"] = aws.secret_key
-        if aws.session_token:
-            conf["spark.hadoop.fs.s3a.session.token"] = aws.session_token
-            conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
-                "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
-    return conf
+    conf["fs.s3a.fast.upload.buffer"] = "bytebuffer"
+    return {"spark.hadoop.fs.s3.impl": S3A, **{f"spark.hadoop.{k}": v for k, v in conf.items()}}
 
 
 def deltars_options(aws: AwsSettings) -> dict[str, str]:
     """delta-rs's storage options from the same settings. Commits are conditional puts
     (put-if-absent), which S3 and the compatible stores honour: no lock table is needed."""
-    options = dict(DELTARS_PATIENCE)
-    if aws.endpoint:
-        options["AWS_ENDPOINT_URL"] = aws.endpoint
-        if urlsplit(aws.endpoint).scheme == "http":
-            options["AWS_ALLOW_HTTP"] = "true"
-    if aws.region:
-        options["AWS_REGION"] = aws.region
-    if aws.access_key and aws.secret_key:
-        options["AWS_ACCESS_KEY_ID"] = aws.access_key
-        options["AWS_SECRET_ACCESS_KEY"] = aws.secret_key
-        if aws.session_token:
-            options["AWS_SESSION_TOKEN"] = aws.session_token
+    options = {**DELTARS_PATIENCE, **_named(aws, 1)}
+    if aws.endpoint and urlsplit(aws.endpoint).scheme == "http":
+        options["AWS_ALLOW_HTTP"] = "true"
     return options
 
 
