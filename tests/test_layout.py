@@ -3,6 +3,7 @@ imports anywhere (inside functions and package faces included), small modules, a
 in each package saying what it holds and what it may import."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,34 @@ def test_each_package_says_what_it_holds_and_what_it_may_import():
         unnamed = [p.name for p in folder.glob("*.py")
                    if p.name not in ("__init__.py", "__main__.py") and f"`{p.name}`" not in text]
         assert not unnamed, f"{readme} does not name {unnamed}"
+
+
+@pytest.mark.unit
+def test_every_dotted_name_of_the_package_in_tests_docs_and_bench_exists():
+    """Tests, docs, benchmarks and examples name modules and their members as text too (in a
+    subprocess's script, a monkeypatch target, a page): after a move each still resolves."""
+    import importlib
+
+    root = Path(__file__).resolve().parent.parent
+    texts = [p for folder in ("tests", "docs", "bench", "examples", "hooks")
+             for p in (root / folder).rglob("*") if p.suffix in (".py", ".md")]
+    names = set()
+    for text in (p.read_text(errors="replace") for p in [*texts, root / "README.md"]):
+        names |= set(re.findall(r"medallion_cli(?:\.[a-z_][a-z0-9_]*)+", text))
+        for module, imported in re.findall(r"from (medallion_cli[\w.]*) import ([\w, ]+)", text):
+            names |= {f"{module}.{n.split(' as ')[0].strip()}" for n in imported.split(",")
+                      if n.strip()}
+    missing = []
+    for name in sorted(names):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                found = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ImportError:
+                continue
+        for attribute in parts[cut:]:
+            found = getattr(found, attribute, None)
+        if found is None:
+            missing.append(name)
+    assert not missing
