@@ -45,6 +45,19 @@ ON_S3 = {"delta-spark": "s3", "embedded": "s3-embedded"}
 LOCAL = {"delta-spark": ("local-delta", "warehouse-delta"), "embedded": ("local", "warehouse")}
 
 
+def sample_on_s3(s3, folder: Path, name: str, engine_name: str) -> tuple[Path, str, dict]:
+    """A copy of the sample, a bucket of its own holding its landing files, and the
+    environment a user sets for it: the AWS variables, the engine's S3 target,
+    MEDALLION_LANDING, and MEDALLION_WAREHOUSE (s3://<bucket>/lake)."""
+    sample = sample_copy(folder / name)
+    bucket = s3.create_bucket(f"{name}-{uuid.uuid4().hex[:8]}")
+    s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
+    env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": ON_S3[engine_name],
+           "MEDALLION_LANDING": f"s3://{bucket}/landing",
+           "MEDALLION_WAREHOUSE": f"s3://{bucket}/lake"}
+    return sample, bucket, env
+
+
 # Tables of an uninterrupted build of the sample on S3, per engine: what the kill and cut tests
 # end with (each file's tests run on one worker, so this is built once per engine there).
 UNINTERRUPTED: dict[str, dict] = {}
@@ -52,12 +65,7 @@ UNINTERRUPTED: dict[str, dict] = {}
 
 def uninterrupted(s3, folder: Path, engine_name: str) -> dict:
     if engine_name not in UNINTERRUPTED:
-        sample = sample_copy(folder / "uninterrupted")
-        bucket = s3.create_bucket(f"whole-{uuid.uuid4().hex[:8]}")
-        s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
-        env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": ON_S3[engine_name],
-               "MEDALLION_LANDING": f"s3://{bucket}/landing",
-               "MEDALLION_WAREHOUSE": f"s3://{bucket}/lake"}
+        sample, bucket, env = sample_on_s3(s3, folder, "whole", engine_name)
         out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=sample,
                              env=env, capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -67,14 +75,9 @@ def uninterrupted(s3, folder: Path, engine_name: str) -> dict:
 
 def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, engine_name,
                                                          monkeypatch):
-    target = ON_S3[engine_name]
-    on_s3_copy = sample_copy(tmp_path / "on_s3")
-    bucket = s3.create_bucket(f"lake-{uuid.uuid4().hex[:8]}")
-    s3.upload_folder(on_s3_copy / "landing", f"s3://{bucket}/landing")
+    on_s3_copy, bucket, env = sample_on_s3(s3, tmp_path, "lake", engine_name)
     shutil.rmtree(on_s3_copy / "landing")  # only the bucket has the files
     before = s3.requests()
-    env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": target,
-           "MEDALLION_LANDING": f"s3://{bucket}/landing", "MEDALLION_WAREHOUSE": f"s3://{bucket}/lake"}
     out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=on_s3_copy,
                          env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -134,7 +137,8 @@ def duckdb_rows(table: Path) -> list[tuple]:
 @pytest.mark.unit
 def test_the_aws_variables_reach_s3a_and_delta_rs_from_one_place():
     env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "AKIA",
-           "AWS_SECRET_ACCESS_KEY": "shh", "AWS_SESSION_TOKEN": "tok", "AWS_DEFAULT_REGION": "eu-west-1"}
+           "AWS_SECRET_ACCESS_KEY": "shh", "AWS_SESSION_TOKEN": "tok",
+           "AWS_DEFAULT_REGION": "eu-west-1"}
     aws = aws_settings(env)
     conf = s3a_conf(aws)
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
@@ -194,11 +198,7 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
     """SIGKILL after silver_orders' first Delta commit, before its checkpoint knew: the next
     build (taking over the dead build's lease at once: same machine) replays that batch as
     already committed, and every table equals an uninterrupted build's on S3."""
-    sample = sample_copy(tmp_path / "sample")
-    bucket = s3.create_bucket(f"kill-{uuid.uuid4().hex[:8]}")
-    s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
-    env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": ON_S3[engine_name],
-           "MEDALLION_LANDING": f"s3://{bucket}/landing"}
+    sample, bucket, env = sample_on_s3(s3, tmp_path, "kill", engine_name)
 
     def build_on(prefix: str, crash_at: str = "") -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=sample,
@@ -216,12 +216,7 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
 
 @pytest.mark.parametrize("engine_name", ["embedded"])  # the lease is the same on both engines
 def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_path, engine_name):
-    sample = sample_copy(tmp_path / "sample")
-    bucket = s3.create_bucket(f"two-{uuid.uuid4().hex[:8]}")
-    s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
-    env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": ON_S3[engine_name],
-           "MEDALLION_LANDING": f"s3://{bucket}/landing",
-           "MEDALLION_WAREHOUSE": f"s3://{bucket}/lake"}
+    sample, bucket, env = sample_on_s3(s3, tmp_path, "two", engine_name)
     command = [sys.executable, "-m", "medallion_cli.cli", "build"]
     watching = subprocess.Popen([*command, "--watch"], cwd=sample, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -255,11 +250,8 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
     from medallion_cli.testing.s3_server import Cuttable
 
     relay = Cuttable(s3.endpoint)
-    sample = sample_copy(tmp_path / "sample")
-    bucket = s3.create_bucket(f"cut-{uuid.uuid4().hex[:8]}")
-    s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
-    env = {**os.environ, **s3.aws_env(), "AWS_ENDPOINT_URL": relay.endpoint,
-           "MEDALLION_TARGET": ON_S3[engine_name], "MEDALLION_LANDING": f"s3://{bucket}/landing"}
+    sample, bucket, env = sample_on_s3(s3, tmp_path, "cut", engine_name)
+    env["AWS_ENDPOINT_URL"] = relay.endpoint
     command = [sys.executable, "-m", "medallion_cli.cli", "build"]
 
     def build_on(prefix: str) -> subprocess.CompletedProcess:
@@ -285,7 +277,8 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
     assert failures, out + err
     assert all(line.split(": ", 1)[1].startswith("the object store did not answer (http://127.0.0.1:")
                for line in failures), failures
-    assert "Traceback" not in out + err and "at org.apache" not in out + err, err[:3000] + out[-3000:]
+    assert "Traceback" not in out + err and "at org.apache" not in out + err, (
+        err[:3000] + out[-3000:])
     assert gave_up < 300, gave_up  # within the retries' limits, not S3A's defaults (minutes)
 
     again = build_on("cut")
