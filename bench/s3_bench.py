@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,8 @@ def serve() -> None:
     (STATE / "server.json").write_text(json.dumps({"env": server.aws_env(),
                                                    "log": str(server.log)}))
     print(f"serving {server.endpoint}; stop with kill {os.getpid()}", flush=True)
+    # kill's SIGTERM ends this process through `finally`, which stops the server it started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         server.process.wait()
     finally:
