@@ -13,6 +13,7 @@ a comment saying why. Both engines share the one SparkSession: it starts with De
 from __future__ import annotations
 
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ test:
   outputs:
     local:
       engine: {engine}
-      warehouse: warehouse
+      warehouse: {warehouse}
       spark:
         master: "local[2]"
         conf:
@@ -43,8 +44,8 @@ test:
 """
 
 
-def profile_for(engine: str) -> str:
-    return PROFILE_TEMPLATE.format(engine=engine)
+def profile_for(engine: str, warehouse: str = "warehouse") -> str:
+    return PROFILE_TEMPLATE.format(engine=engine, warehouse=warehouse)
 
 
 PROFILE = profile_for("embedded")  # for tests that do not build
@@ -96,8 +97,9 @@ def spark(request, delta_jars):
 
     root = write_project(Path(__import__("tempfile").mkdtemp()), {}, profile=profile_for(
         "delta-spark"))
-    # With Spark's Kafka source too: builds of projects with Kafka sources share this session.
-    target = jars.with_bundles(load_target(root, "test", None, None), ["kafka"])
+    # With Spark's Kafka source and S3 connector too: builds of projects with Kafka sources or
+    # warehouses on S3 share this session.
+    target = jars.with_bundles(load_target(root, "test", None, None), ["kafka", "s3"])
     session = start_spark(target, spark_settings(target))
     check_delta_loaded(session, target)
     yield session
@@ -109,18 +111,61 @@ def engine_name(request) -> str:
     return request.param
 
 
+# Where a test's tables live: tests that run on both stores say so with ON_BOTH_STORES; the
+# others use a local folder.
+STORES = ("local", "s3")
+ON_BOTH_STORES = pytest.mark.parametrize("store", STORES)
+
+
 @pytest.fixture
-def project(tmp_path, request):
+def store() -> str:
+    return "local"
+
+
+@pytest.fixture
+def lake(store, tmp_path, request, monkeypatch):
+    """The root under which a test's tables go: its tmp folder, or (store "s3") a bucket of its
+    own on the suite's S3 server, with the AWS variables set as a user sets them (a build's
+    Spark start gives them to the suite's session, as engines made with with_s3a do)."""
+    if store == "local":
+        yield str(tmp_path)
+        return
+    server = request.getfixturevalue("s3")
+    for key, value in server.aws_env().items():
+        monkeypatch.setenv(key, value)
+    bucket = server.create_bucket("t-" + uuid.uuid4().hex[:12])
+    yield f"s3://{bucket}"
+    # the test's tables did go to the store, not to a local folder of that name
+    assert server.client().list_objects_v2(Bucket=bucket)["KeyCount"] > 0, "nothing on S3"
+
+
+# Each project's warehouse, where it is not the project's own warehouse/ folder.
+WAREHOUSES: dict[Path, str] = {}
+
+
+def at(root: Path, table: str = "") -> str:
+    """Where a table of a project written by `project` lives (local or on S3)."""
+    base = WAREHOUSES.get(root, str(root / "warehouse"))
+    return f"{base}/{table}" if table else base
+
+
+@pytest.fixture
+def project(tmp_path, request, store):
     """A function that writes a project into a fresh folder (one per call) and returns its path.
     Its profile's target uses the test's engine (`engine_name`), or the embedded one when the
-    test does not build."""
+    test does not build, and the test's store (`store`) for its warehouse."""
     engine = (request.getfixturevalue("engine_name") if "engine_name" in request.fixturenames
               else "embedded")
+    lake = request.getfixturevalue("lake") if store != "local" else None
     count = iter(range(1000))
 
     def _project(files, **kw):
-        kw.setdefault("profile", profile_for(engine))
-        return write_project(tmp_path / f"proj{next(count)}", files, **kw)
+        root = tmp_path / f"proj{next(count)}"
+        warehouse = f"{lake}/{root.name}/warehouse" if lake else "warehouse"
+        if lake:
+            WAREHOUSES[root] = warehouse
+        kw.setdefault("profile", profile_for(engine, warehouse))
+        return write_project(root, files, **kw)
 
     return _project
 
@@ -142,11 +187,19 @@ def model_tables(warehouse: Path) -> list[Path]:
             if (p / "_delta_log").is_dir() and not p.parent.name.startswith("_")]
 
 
-def read_delta(path: Path):
-    """Rows of a Delta table read by delta-rs, outside the tool, sorted for comparison."""
+def delta_table(location):
+    """A Delta table opened by delta-rs, outside the tool: a local one, or one on S3 with the
+    AWS settings of the environment."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(str(path)).to_pyarrow_table()
+    from medallion_cli.spark.object_store import storage_options
+
+    return DeltaTable(str(location), storage_options=storage_options(str(location)))
+
+
+def read_delta(location):
+    """Rows of a Delta table read by delta-rs, outside the tool, sorted for comparison."""
+    table = delta_table(location).to_pyarrow_table()
     return sorted(table.to_pylist(), key=lambda r: tuple(str(v) for v in r.values()))
 
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import model_tables, read_delta
+from conftest import at, model_tables, read_delta
 
 
 def produce(bootstrap: str, topic: str, values: list, keys: list | None = None,
@@ -158,7 +158,7 @@ def expected_state(events):
 
 
 def silver(root):
-    return sorted(read_delta(root / "warehouse/silver/silver_orders"), key=lambda r: r["order_id"])
+    return sorted(read_delta(at(root, "silver/silver_orders")), key=lambda r: r["order_id"])
 
 
 BATCH_1 = [{"order_id": i, "status": "placed", "op": "I", "seq": 1} for i in range(1, 6)]

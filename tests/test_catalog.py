@@ -13,7 +13,7 @@ import sys
 from dataclasses import replace
 
 import pytest
-from conftest import PROFILE_TEMPLATE
+from conftest import profile_for
 from deltalake import DeltaTable
 
 from medallion_cli.core.errors import MedallionError
@@ -78,8 +78,9 @@ FILES = {
 
 
 def with_metastore(engine: str, metastore: str = "local", warehouse: str = "warehouse") -> str:
-    return PROFILE_TEMPLATE.format(engine=engine).replace(
-        "      warehouse: warehouse\n", f"      warehouse: {warehouse}\n      metastore: {metastore}\n")
+    return profile_for(engine, warehouse).replace(
+        f"      warehouse: {warehouse}\n",
+        f"      warehouse: {warehouse}\n      metastore: {metastore}\n")
 
 
 def medallion(root, *args, expect: int = 0) -> str:

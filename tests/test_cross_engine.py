@@ -3,7 +3,7 @@ warehouse built on one engine and continued on the other ends with the rows of o
 
 
 import pytest
-from conftest import profile_for, read_delta
+from conftest import ON_BOTH_STORES, at, profile_for, read_delta
 from helpers import (
     BATCH_1,
     BATCH_2,
@@ -20,19 +20,21 @@ from medallion_cli import commands
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
 from medallion_cli.engines.base import MergeSpec
+from medallion_cli.spark.object_store import with_s3a
 
 DIRECTIONS = [("embedded", "delta-spark"), ("delta-spark", "embedded")]
 
 
 def engine_of(name, warehouse):
-    return make_engine(Target("cross", name, str(warehouse), "local[2]", {}, 1))
+    return make_engine(with_s3a(Target("cross", name, str(warehouse), "local[2]", {}, 1)))
 
 
+@ON_BOTH_STORES
 @pytest.mark.parametrize("writer,reader", DIRECTIONS)
 def test_a_table_written_by_one_engine_is_read_appended_and_merged_by_the_other(
-        spark, tmp_path, writer, reader):
-    first, second = engine_of(writer, tmp_path), engine_of(reader, tmp_path)
-    path = str(tmp_path / "t")
+        spark, lake, writer, reader):
+    first, second = engine_of(writer, lake), engine_of(reader, lake)
+    path = f"{lake}/t"
     rows = "id long, v string, seq int"
     first.write(spark.createDataFrame([(1, "a", 1), (2, "b", 1)], rows), path, "overwrite",
                 metadata={"medallion.note": writer})
@@ -52,15 +54,16 @@ def test_a_table_written_by_one_engine_is_read_appended_and_merged_by_the_other(
     assert [h["version"] for h in first.history(path)] == [3, 2, 1, 0]
 
 
+@ON_BOTH_STORES
 @pytest.mark.parametrize("first,then", DIRECTIONS)
 def test_streaming_models_continue_on_the_other_engine(project, first, then):
     """Bronze streams landing files, silver streams bronze (MERGE): built in turns by both
     engines, the tables hold what one engine alone would, with no row twice."""
-    root = project(MODELS, profile=profile_for(first))
+    root = project(MODELS)
     profiles = root / "profiles/profiles.yml"
 
     def build_on(engine):
-        profiles.write_text(profile_for(engine))
+        profiles.write_text(profile_for(engine, at(root)))
         results = {r.name: r for r in commands.build(commands.Invocation(project_dir=str(root)),
                                                   "build")}
         assert not [r.message for r in results.values() if r.failed]
@@ -76,7 +79,7 @@ def test_streaming_models_continue_on_the_other_engine(project, first, then):
     land(root, "003.json", BATCH_3)
     build_on(first)
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
-    bronze = read_delta(root / "warehouse/bronze/bronze_orders")
+    bronze = read_delta(at(root, "bronze/bronze_orders"))
     assert len(bronze) == len(BATCH_1 + BATCH_2 + BATCH_3)
     again = build_on(first)  # its checkpoints are its own again: nothing to do
     assert {r.status for r in again.values()} == {"up_to_date"}

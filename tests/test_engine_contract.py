@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import sqlglot
+from conftest import ON_BOTH_STORES
 from sqlglot import exp
 
 from medallion_cli.core.project import Target
@@ -11,11 +12,13 @@ from medallion_cli.engines import make_engine
 from medallion_cli.engines.base import MergeSpec
 from medallion_cli.engines.sql import merge_sql, snapshot_sql, sql_literal
 from medallion_cli.spark.files import read_text, remove
+from medallion_cli.spark.object_store import with_s3a
 
 
 @pytest.fixture
-def engine(engine_name, spark, tmp_path):
-    return make_engine(Target("contract", engine_name, str(tmp_path / "wh"), "local[2]", {}, 1))
+def engine(engine_name, spark, lake):
+    """The engine, its warehouse under the test's lake (a local folder, or a bucket on S3)."""
+    return make_engine(with_s3a(Target("contract", engine_name, f"{lake}/wh", "local[2]", {}, 1)))
 
 
 def rows(engine, path):
@@ -26,8 +29,9 @@ def frame(spark, data):
     return spark.createDataFrame(data, "id long, v string, seq int")
 
 
-def test_overwrite_append_and_read(engine, spark, tmp_path):
-    path = tmp_path / "wh/t"
+@ON_BOTH_STORES
+def test_overwrite_append_and_read(engine, spark, lake):
+    path = f"{lake}/wh/t"
     assert not engine.table_exists(path)
     first = engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite",
                          metadata={"medallion.note": "x"})
@@ -55,10 +59,11 @@ def test_a_table_whose_early_commits_were_cleaned_up_still_exists(engine, spark,
     assert not engine.table_exists(path)  # a folder with a log but no commit is no table
 
 
-def test_an_engine_that_skips_empty_writes_commits_nothing_for_no_rows(engine, spark, tmp_path):
+@ON_BOTH_STORES
+def test_an_engine_that_skips_empty_writes_commits_nothing_for_no_rows(engine, spark, lake):
     # Callers look for rows before an append or MERGE only where the engine says it does not
     # skip empty writes (delta-spark commits them): this is what that promise rests on.
-    path = tmp_path / "wh/t"
+    path = f"{lake}/wh/t"
     engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
     none = frame(spark, [])
     appended = engine.write(none, path, "append", txn=("app", 0))
@@ -68,8 +73,9 @@ def test_an_engine_that_skips_empty_writes_commits_nothing_for_no_rows(engine, s
     assert engine.table_version(path) == (0 if engine.capabilities.skips_empty_writes else 2)
 
 
-def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
-    path = tmp_path / "wh/t"
+@ON_BOTH_STORES
+def test_app_transaction_makes_a_replay_a_no_op(engine, spark, lake):
+    path = f"{lake}/wh/t"
     engine.write(frame(spark, [(1, "a", 1)]), path, "append", txn=("app", 0))
     engine.write(frame(spark, [(1, "a", 1)]), path, "append", txn=("app", 0))  # replayed batch
     assert engine.committed_version(path, "app") == 0
@@ -80,10 +86,12 @@ def test_app_transaction_makes_a_replay_a_no_op(engine, spark, tmp_path):
     # every app's last version is kept by the table, not only by the commit that wrote it
     engine.write(frame(spark, [(3, "c", 1)]), path, "append", txn=("other", 7))
     engine.write(frame(spark, [(4, "d", 1)]), path, "append")
-    assert (engine.committed_version(path, "app"), engine.committed_version(path, "other")) == (1, 7)
+    assert (engine.committed_version(path, "app"),
+            engine.committed_version(path, "other")) == (1, 7)
 
 
-def test_append_rows_appends_python_rows_once_per_app_transaction(engine, tmp_path):
+@ON_BOTH_STORES
+def test_append_rows_appends_python_rows_once_per_app_transaction(engine, lake):
     # The event log's append. delta-spark appends a local table with delta-rs (test_event_log),
     # and with Delta's own writer on object storage: both run here.
     import pyarrow as pa
@@ -92,7 +100,7 @@ def test_append_rows_appends_python_rows_once_per_app_transaction(engine, tmp_pa
         [engine.delta_append_rows] if engine.name == "delta-spark" else [])
     batch = pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})
     for n, append in enumerate(writers):
-        path = str(tmp_path / f"wh/events{n}")
+        path = f"{lake}/wh/events{n}"
         append(batch, path, ("run", 1))
         append(batch, path, ("run", 1))  # replayed: nothing
         append(batch.slice(1), path, ("run", 2))
@@ -100,8 +108,9 @@ def test_append_rows_appends_python_rows_once_per_app_transaction(engine, tmp_pa
         assert engine.committed_version(path, "run") == 2
 
 
-def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, tmp_path):
-    path = tmp_path / "wh/t"
+@ON_BOTH_STORES
+def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, lake):
+    path = f"{lake}/wh/t"
     engine.write(frame(spark, [(1, "a", 2), (2, "b", 1), (3, "c", 1), (6, "f", 1)]), path,
                  "overwrite")
     source = spark.createDataFrame(
@@ -132,8 +141,9 @@ def test_merge_deletes_the_rows_a_truncate_is_not_older_than(engine, spark, tmp_
     assert sorted((r["id"], r["v"]) for r in engine.read_table(path).collect()) == kept
 
 
-def test_history_snapshot_restore_and_optimize(engine, spark, tmp_path):
-    path = tmp_path / "wh/t"
+@ON_BOTH_STORES
+def test_history_snapshot_restore_and_optimize(engine, spark, lake):
+    path = f"{lake}/wh/t"
     engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
     engine.write(frame(spark, [(2, "b", 1)]), path, "append")
     engine.write(frame(spark, [(3, "c", 1)]), path, "append")
@@ -263,8 +273,9 @@ def test_native_time_travel_sql_parses_with_sqlglot_spark(as_of, clause):
 
 
 
-def test_table_columns(engine, spark, tmp_path):
-    path = str(tmp_path / "wh/t")
+@ON_BOTH_STORES
+def test_table_columns(engine, spark, lake):
+    path = f"{lake}/wh/t"
     assert engine.table_columns(path) is None
     engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
     columns = engine.table_columns(path)

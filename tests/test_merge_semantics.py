@@ -5,8 +5,7 @@ import json
 import time
 
 import pytest
-from conftest import read_delta
-from deltalake import DeltaTable
+from conftest import ON_BOTH_STORES, at, delta_table, read_delta
 
 SOURCES = """\
 sources:
@@ -35,7 +34,7 @@ def land(root, name, events):
 
 
 def state(root, table="silver/m"):
-    return sorted((r["id"], r["v"]) for r in read_delta(root / "warehouse" / table))
+    return sorted((r["id"], r["v"]) for r in read_delta(at(root, table)))
 
 
 def build_in_batches(project, build, batches, scd=1, sequence="'seq'"):
@@ -61,21 +60,22 @@ DELETE_THEN_LATE = [
 ]
 
 
+@ON_BOTH_STORES
 def test_a_delete_sticks_against_a_later_older_event(project, build, engine_name):
     in_turns, at_once = build_in_batches(project, build, DELETE_THEN_LATE)
     assert state(in_turns) == state(at_once) == [(2, "b2")]
-    tombstones = sorted((r["id"], r["seq"]) for r in read_delta(
-        in_turns / "warehouse/silver/m_tombstones"))
+    tombstones = sorted((r["id"], r["seq"])
+                        for r in read_delta(at(in_turns, "silver/m_tombstones")))
     assert tombstones == [(1, 3), (3, 5)]
     # a newer event brings a deleted key back, and forgets its tombstone
     land(in_turns, "009.json", [{"id": 1, "v": "back", "op": "I", "seq": 9}])
     build(in_turns)
     assert state(in_turns) == [(1, "back"), (2, "b2")]
-    assert [r["id"] for r in read_delta(in_turns / "warehouse/silver/m_tombstones")] == [3]
+    assert [r["id"] for r in read_delta(at(in_turns, "silver/m_tombstones"))] == [3]
     # Batch two's deletes match no tombstone: delta-spark appends them rather than MERGE
     # (seconds there); delta-rs merges them at an append's cost. Bringing a key back merges.
-    operations = [h["operation"] for h in DeltaTable(
-        str(in_turns / "warehouse/silver/m_tombstones")).history()][::-1]
+    operations = [h["operation"] for h in
+                  delta_table(at(in_turns, "silver/m_tombstones")).history()][::-1]
     assert operations[1:] == ["WRITE" if engine_name == "delta-spark" else "MERGE", "MERGE"]
 
 
@@ -83,17 +83,17 @@ def test_a_delete_past_its_retention_is_forgotten_and_quiet_batches_write_no_tom
         project, build):
     root = project({"models/sources.yml": SOURCES,
                     "models/silver/m.sql": model(", tombstone_retention='1 second'")})
-    tombstones = root / "warehouse/silver/m_tombstones"
+    tombstones = at(root, "silver/m_tombstones")
     land(root, "000.json", [{"id": 1, "v": "a", "op": "I", "seq": 1}])
     build(root)
     land(root, "001.json", [{"id": 1, "op": "D", "seq": 3}])
     build(root)
-    version = DeltaTable(str(tombstones)).version()
+    version = delta_table(tombstones).version()
     time.sleep(1.5)  # past the retention
     land(root, "002.json", [{"id": 2, "v": "b", "op": "I", "seq": 1}])
     assert build(root)["m"].status == "success"
     # nothing to remember or forget: no tombstones commit (the expired one stays until one)
-    assert DeltaTable(str(tombstones)).version() == version
+    assert delta_table(tombstones).version() == version
     assert [r["id"] for r in read_delta(tombstones)] == [1]
     # an event older than the forgotten delete brings the key back, as if it never was deleted
     land(root, "003.json", [{"id": 1, "v": "late", "op": "U", "seq": 2}])
@@ -101,12 +101,13 @@ def test_a_delete_past_its_retention_is_forgotten_and_quiet_batches_write_no_tom
     assert state(root) == [(1, "late"), (2, "b")]
 
 
+@ON_BOTH_STORES
 def test_scd2_history_is_the_same_however_events_fall_into_batches(project, build):
     in_turns, at_once = build_in_batches(project, build, DELETE_THEN_LATE, scd=2)
 
     def history(root):
         return sorted((r["id"], r["v"], r["valid_from"], r["valid_to"], r["is_current"])
-                      for r in read_delta(root / "warehouse/silver/m"))
+                      for r in read_delta(at(root, "silver/m")))
 
     assert history(in_turns) == history(at_once) == [
         (1, "a", 1, 2, False), (1, "late", 2, 3, False),  # the late event is history
@@ -183,7 +184,7 @@ def test_scd2_tracks_history_only_on_tracked_columns(project, build):
 
     def history(root):
         return sorted((r["id"], r["v"], r["tick"], r["valid_from"], r["valid_to"], r["is_current"])
-                      for r in read_delta(root / "warehouse/silver/m"))
+                      for r in read_delta(at(root, "silver/m")))
 
     in_turns, at_once = roots
     assert history(in_turns) == history(at_once) == [
@@ -207,4 +208,4 @@ def test_rows_without_a_key_are_quarantined_and_counted_not_merged(project, buil
     assert result.expectations == {"unique_key_not_null": 1}
     assert result.on_violation == {"unique_key_not_null": "drop"}
     assert state(root) == [(1, "a")]
-    assert [r["v"] for r in read_delta(root / "warehouse/silver/m_quarantine")] == ["lost"]
+    assert [r["v"] for r in read_delta(at(root, "silver/m_quarantine"))] == ["lost"]

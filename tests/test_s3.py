@@ -107,9 +107,8 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
     logged = events.to_pyarrow_table().to_pylist()
     assert logged and secret not in str(logged)  # nor in the event log beside the tables
 
-    # Other engines read what medallion wrote: Polars (on S3 with the same settings), and
-    # DuckDB with its Delta extension from PyPI (nothing downloaded at run time) on a local
-    # folder, as its S3 reader is another extension (httpfs) that only downloads
+    # Other engines read what medallion wrote, on S3 and in a local folder: Polars, and DuckDB
+    # with its Delta and S3 (httpfs) extensions from PyPI (nothing downloaded at run time)
     import polars as pl
 
     revenue = "gold/gold_daily_revenue"
@@ -117,19 +116,29 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
         key: value for key, value in deltars_options(aws_settings(s3.aws_env())).items()
         if key.startswith("AWS_")})  # Polars' own reader takes the AWS settings alone
     assert frame.height == len(local[revenue])
-    assert duckdb_rows(local_copy / local_warehouse / revenue) == sorted(
-        tuple(row[c] for c in ("order_date", "category", "orders", "revenue", "currency"))
-        for row in DeltaTable(str(local_copy / local_warehouse / revenue))
-        .to_pyarrow_table().to_pylist())
+    rows = sorted(tuple(row[c] for c in ("order_date", "category", "orders", "revenue",
+                                         "currency"))
+                  for row in DeltaTable(str(local_copy / local_warehouse / revenue))
+                  .to_pyarrow_table().to_pylist())
+    assert duckdb_rows(str(local_copy / local_warehouse / revenue)) == rows
+    assert duckdb_rows(f"s3://{bucket}/lake/{revenue}", s3) == rows
 
 
-def duckdb_rows(table: Path) -> list[tuple]:
+def duckdb_rows(table: str, s3=None) -> list[tuple]:
+    """A gold table's rows read by DuckDB's delta_scan, from a folder or from the S3 server."""
     import duckdb
 
-    extension = (Path(sysconfig.get_paths()["purelib"]) / "duckdb_ext/extensions"
-                 / f"v{duckdb.__version__}/linux_amd64/delta.duckdb_extension")
+    extensions = (Path(sysconfig.get_paths()["purelib"]) / "duckdb_ext/extensions"
+                  / f"v{duckdb.__version__}/linux_amd64")
     con = duckdb.connect()
-    con.execute(f"LOAD '{extension}'")
+    con.execute(f"LOAD '{extensions}/delta.duckdb_extension'")
+    if s3 is not None:
+        env = s3.aws_env()
+        con.execute(f"LOAD '{extensions}/httpfs.duckdb_extension'")
+        con.execute(f"CREATE SECRET store (TYPE s3, KEY_ID '{env['AWS_ACCESS_KEY_ID']}', "
+                    f"SECRET '{env['AWS_SECRET_ACCESS_KEY']}', REGION '{env['AWS_REGION']}', "
+                    f"ENDPOINT '{s3.endpoint.removeprefix('http://')}', URL_STYLE 'path', "
+                    "USE_SSL false)")
     return sorted(con.execute("select order_date, category, orders, revenue, currency "
                               f"from delta_scan('{table}')").fetchall())
 
@@ -284,3 +293,80 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
     again = build_on("cut")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert s3_tables(s3, f"s3://{bucket}/cut") == uninterrupted(s3, tmp_path, engine_name)
+
+
+def test_a_store_throttling_some_keys_is_retried_then_one_line_per_node_and_nothing_lost(
+        s3, tmp_path, engine_name):
+    """S3 throttles by prefix (503 SlowDown): a few such answers are retried and the build
+    succeeds; a store that keeps refusing writes under silver/ fails those nodes in one line
+    each naming the store, bronze commits, gold is skipped; once the store is well, the next
+    build ends with the tables of an uninterrupted one."""
+    sample, bucket, env = sample_on_s3(s3, tmp_path, "busy", engine_name)
+    command = [sys.executable, "-m", "medallion_cli.cli", "build"]
+
+    def build_on(prefix: str) -> subprocess.CompletedProcess:
+        return subprocess.run(command, cwd=sample, capture_output=True, text=True, timeout=900,
+                              env={**env, "MEDALLION_WAREHOUSE": f"s3://{bucket}/{prefix}"})
+
+    expected = uninterrupted(s3, tmp_path, engine_name)
+    try:
+        s3.fault(503, under="blip/silver/", times=3)
+        blip = build_on("blip")
+        assert blip.returncode == 0, blip.stdout[-3000:] + blip.stderr[-3000:]
+        assert s3_tables(s3, f"s3://{bucket}/blip") == expected
+        s3.fault(503, under="busy/silver/")  # refused as the project loads
+        refused = build_on("busy")
+        s3.fault(503, under="busy/silver/", method="PUT")  # refused mid-build
+        busy = build_on("busy")
+    finally:
+        s3.fault()
+    assert refused.returncode != 0 and "Running" not in refused.stdout
+    assert refused.stderr.splitlines()[0].startswith(
+        f"Error: is_incremental() could not tell whether the table s3://{bucket}/busy/silver/")
+    assert f"the object store refused ({s3.endpoint}: 503 SlowDown)" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert busy.returncode == 1, busy.stdout + busy.stderr
+    failed = [line.strip() for line in busy.stdout.splitlines() if "ERROR" in line]
+    assert failed and all("silver" in line for line in failed), busy.stdout
+    reasons = [line.strip() for line in busy.stdout.splitlines()
+               if line.strip().startswith("models/silver/")]
+    assert len(reasons) == len(failed), busy.stdout
+    assert all(f"the object store refused ({s3.endpoint}: 503 SlowDown)" in line
+               for line in reasons), busy.stdout
+    assert "Traceback" not in busy.stdout + busy.stderr
+    assert "at org.apache" not in busy.stdout + busy.stderr
+    committed = s3_tables(s3, f"s3://{bucket}/busy")
+    assert committed["bronze/bronze_orders"] == expected["bronze/bronze_orders"]
+    assert not [table for table in committed if table.startswith("gold/")]
+    again = build_on("busy")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert s3_tables(s3, f"s3://{bucket}/busy") == expected
+
+
+# What each client said when moto, behind its fault switch, answered 503 or 500 (captured):
+# delta-rs (object_store), pyarrow (the embedded engine's staging) and S3A (Spark's files,
+# Delta Lake for Spark's log). The lease's boto3 errors are the lease's own (run/locking.py).
+STORE_ANSWERS = [
+    ("Kernel error -> Generic S3 error\n  ↳ Error performing GET http://127.0.0.1:44497/bkt/t/"
+     "_delta_log/_last_checkpoint in 108ms, after 1 retries\n  ↳ Server returned non-2xx status "
+     "code\n  ↳ 503 Service Unavailable\n  ↳ <Error><Code>SlowDown</Code><Message>Please reduce "
+     "your request rate.</Message></Error>", "http://127.0.0.1:44497: 503 SlowDown"),
+    ("When reading information for key 't/x.json' in bucket 'bkt': AWS Error UNKNOWN (HTTP "
+     "status 500) during HeadObject operation: No response body.", "http://127.0.0.1:9000: 500"),
+    ("py4j.protocol.Py4JJavaError: An error occurred while calling o91.save.\n: org.apache."
+     "hadoop.fs.s3a.AWSServiceThrottledException: getFileStatus on s3a://bkt/t: software.amazon"
+     ".awssdk.services.s3.model.S3Exception: Please reduce your request rate. (Service: S3, "
+     "Status Code: 503, Request ID: 1):SlowDown", "http://127.0.0.1:9000: 503 SlowDown"),
+]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("text, answer", STORE_ANSWERS)
+def test_a_store_answering_5xx_is_one_line_saying_so_whichever_client_met_it(
+        text, answer, monkeypatch):
+    from medallion_cli.core.failures import error_message
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    message = error_message(RuntimeError(text))
+    assert message.startswith(f"the object store refused ({answer}), after retries"), message
+    assert "\n" not in message and "build again" in message

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import read_delta
+from conftest import ON_BOTH_STORES, at, delta_table, read_delta
 from deltalake import DeltaTable
 from helpers import (
     BATCH_1,
@@ -22,13 +22,15 @@ from helpers import (
 )
 
 from medallion_cli.report.eventlog import LOGGED_FILE, RECOVERED
+from medallion_cli.spark.object_store import read_bytes, storage_options
 
 
 def versions(root):
-    return {t: DeltaTable(str(root / "warehouse" / t)).version()
+    return {t: delta_table(at(root, t)).version()
             for t in ("bronze/bronze_orders", "silver/silver_orders")}
 
 
+@ON_BOTH_STORES
 def test_land_build_land_more_build(project, build):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
@@ -44,7 +46,7 @@ def test_land_build_land_more_build(project, build):
     # silver read only the rows bronze's new commits added
     assert (first["silver_orders"].rows_read, results["silver_orders"].rows_read) == (5, 11)
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3 + BATCH_2)
-    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 5 + 4 + 3 + 4
+    assert len(read_delta(at(root, "bronze/bronze_orders"))) == 5 + 4 + 3 + 4
 
 
 def test_no_new_data_makes_no_new_versions_and_compaction_is_not_reread(project, build):
@@ -60,7 +62,7 @@ def test_no_new_data_makes_no_new_versions_and_compaction_is_not_reread(project,
     assert {r.message for r in again.values()} == {"no new input since it last caught up"}
     assert versions(root) == before
     # compacting bronze rewrites its files with no data change: silver must not see them again
-    DeltaTable(str(root / "warehouse/bronze/bronze_orders")).optimize.compact()
+    delta_table(at(root, "bronze/bronze_orders")).optimize.compact()
     assert versions(root)["bronze/bronze_orders"] == before["bronze/bronze_orders"] + 1
     compacted = build(root)
     assert compacted["silver_orders"].message == "no new data"  # its query ran, found nothing
@@ -70,6 +72,7 @@ def test_no_new_data_makes_no_new_versions_and_compaction_is_not_reread(project,
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
 
 
+@ON_BOTH_STORES
 def test_scd2_history_across_three_batches(project, build):
     root = project({"models/sources.yml": SOURCES, "models/silver/customers_history.sql": """\
         {{ config(materialized='streaming', strategy='merge', unique_key='customer_id',
@@ -91,7 +94,7 @@ def test_scd2_history_across_three_batches(project, build):
     # third batch: a late change for 1 between its two versions, and a delete of 2
     land_customers("3.json", [(1, "bronze+", "U", 2), (2, None, "D", 4)])
     build(root)
-    rows = read_delta(root / "warehouse/silver/customers_history")
+    rows = read_delta(at(root, "silver/customers_history"))
     history = sorted((r["customer_id"], r["tier"], r["valid_from"].day,
                       r["valid_to"].day if r["valid_to"] else None, r["is_current"]) for r in rows)
     assert history == [
@@ -103,9 +106,10 @@ def test_scd2_history_across_three_batches(project, build):
     ]
     # a rebuild from scratch (new checkpoint, all files again) gives the same history
     build(root, full_refresh=True)
-    assert read_delta(root / "warehouse/silver/customers_history") == rows
+    assert read_delta(at(root, "silver/customers_history")) == rows
 
 
+@ON_BOTH_STORES
 def test_malformed_rows_are_kept_and_counted(project, build):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
@@ -114,7 +118,7 @@ def test_malformed_rows_are_kept_and_counted(project, build):
         f.write('{"order_id": "not a number", "status": "x", "op": "I", "seq": 1}\n')
     results = build(root)
     assert "2 malformed row(s) kept in _corrupt_record" in results["bronze_orders"].message
-    bronze = read_delta(root / "warehouse/bronze/bronze_orders")
+    bronze = read_delta(at(root, "bronze/bronze_orders"))
     assert len(bronze) == 7 and sum(r["_corrupt_record"] is not None for r in bronze) == 2
     assert silver(root) == expected_state(BATCH_1)
 
@@ -131,8 +135,8 @@ def test_new_source_columns_added_in_bronze_and_rejected_in_silver(project, buil
     silver_sql.write_text(silver_sql.read_text().replace("op, seq", "op, seq, channel"))
     results = build(root)
     assert results["bronze_orders"].status == "success"  # bronze: append_new_columns by default
-    assert {r["order_id"]: r["channel"] for r in read_delta(
-        root / "warehouse/bronze/bronze_orders")}[8] == "web"
+    bronze = read_delta(at(root, "bronze/bronze_orders"))
+    assert {r["order_id"]: r["channel"] for r in bronze}[8] == "web"
     assert results["silver_orders"].status == "error"
     assert "new columns channel" in results["silver_orders"].message
 
@@ -142,7 +146,7 @@ def test_full_refresh_resets_table_and_checkpoint(project, build):
     land(root, "001.json", BATCH_1)
     build(root)
     build(root, full_refresh=True)
-    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 5  # re-read once, replaced
+    assert len(read_delta(at(root, "bronze/bronze_orders"))) == 5  # re-read once, replaced
     assert silver(root) == expected_state(BATCH_1)
 
 
@@ -171,7 +175,7 @@ def test_streaming_model_over_two_streaming_tables_reads_each_ones_new_rows(proj
     assert build(root)["keys"].rows == 6
     land(root, "002.json", BATCH_2)  # only orders move on
     assert build(root)["keys"].rows_read == 4
-    keys = sorted((r["kind"], r["id"]) for r in read_delta(root / "warehouse/silver/keys"))
+    keys = sorted((r["kind"], r["id"]) for r in read_delta(at(root, "silver/keys")))
     assert keys == [("customer", 100)] + [("order", i) for i in (1, 1, 2, 2, 3, 3, 4, 5, 6)]
 
 
@@ -199,14 +203,15 @@ def run_build(root, crash_at=None):
                            str(root)], env=env, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("crash_at", [
-    "silver_orders:batch_start:1",   # killed before the batch wrote anything
-    "silver_orders:committed:1",     # killed after the Delta commit, before the checkpoint knew
-    "bronze_orders:committed:2",     # killed mid-ingest, after some files were committed
-    "bronze_orders:stopped:2",       # killed once its query ran 2 batches, as the event log
-                                     # may still be writing them
+@pytest.mark.parametrize("crash_at, store", [
+    ("silver_orders:batch_start:1", "local"),  # killed before the batch wrote anything
+    ("silver_orders:committed:1", "local"),  # killed after the Delta commit, before the
+    ("silver_orders:committed:1", "s3"),     # checkpoint knew (on S3: the commit's hardest case)
+    ("bronze_orders:committed:2", "local"),  # killed mid-ingest, after some files committed
+    ("bronze_orders:stopped:2", "local"),    # killed once its query ran 2 batches, as the event
+                                             # log may still be writing them
 ])
-def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at):
+def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at, store):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
     assert not [r.message for r in build(root).values() if r.failed]  # in this process: faster
@@ -220,22 +225,22 @@ def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, cr
         model = crash_at.split(":")[0]
         assert "1 replayed batch(es) already committed" in rebuilt[model].message
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
-    bronze = read_delta(root / "warehouse/bronze/bronze_orders")
+    bronze = read_delta(at(root, "bronze/bronze_orders"))
     assert len(bronze) == len(BATCH_1 + BATCH_2 + BATCH_3)  # nothing twice, nothing lost
     # The event log has each committed batch once: a batch committed just before the kill is
     # recorded by the next run of its query; the killed run started and never finished.
-    log = read_delta(root / "warehouse/_medallion/events")
+    log = read_delta(at(root, "_medallion/events"))
     runs = {r["run_id"] for r in log}
     finished = {r["run_id"] for r in log if r["event_type"] == "run_finished"}
     assert len(runs) == 3 and len(finished) == 2
     for model, table in (("bronze_orders", "bronze"), ("silver_orders", "silver")):
         batches = sorted(r["batch_id"] for r in log if r["event_type"] == "batch"
                          and r["node"] == model)
-        commits = [c for c in DeltaTable(str(root / "warehouse" / table / model)).history()
+        commits = [c for c in delta_table(at(root, f"{table}/{model}")).history()
                    if c["operation"] != "OPTIMIZE"]
         assert batches == list(range(len(commits))), (model, batches)
         # what lets the next run skip reading the log: the last batch it has, never more
-        noted = json.loads((root / "warehouse/_checkpoints" / table / model / LOGGED_FILE).read_text())
+        noted = json.loads(read_bytes(at(root, f"_checkpoints/{table}/{model}/{LOGGED_FILE}")))
         assert noted["batch_id"] == batches[-1]
     recovered = {(r["node"], r["batch_id"]) for r in log if r["message"] == RECOVERED}
     model, _, batch = crash_at.partition(":committed:")
@@ -251,15 +256,16 @@ def test_a_new_querys_first_batch_killed_before_the_log_had_it_is_recorded_once(
     land(root, "001.json", BATCH_1)
     killed = run_build(root, "bronze_orders:committed:0")  # before its event was queued
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-    logged = (read_delta(root / "warehouse/_medallion/events")
-              if (root / "warehouse/_medallion/events/_delta_log").exists() else [])
+    logged = (read_delta(at(root, "_medallion/events"))
+              if DeltaTable.is_deltatable(at(root, "_medallion/events"),
+                                          storage_options(at(root))) else [])
     assert not [r for r in logged if r["event_type"] == "batch"]
     assert not [r.message for r in build(root).values() if r.failed]
-    log = read_delta(root / "warehouse/_medallion/events")
+    log = read_delta(at(root, "_medallion/events"))
     batches = [(r["batch_id"], r["message"]) for r in log
                if r["event_type"] == "batch" and r["node"] == "bronze_orders"]
     assert batches == [(0, RECOVERED)]
-    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(BATCH_1)
+    assert len(read_delta(at(root, "bronze/bronze_orders"))) == len(BATCH_1)
 
 
 def test_parquet_source_with_yaml_columns_streams_new_files(project, build):
@@ -287,7 +293,7 @@ def test_parquet_source_with_yaml_columns_streams_new_files(project, build):
     assert build(root)["readings"].rows == 2
     pq.write_table(pa.table({"sensor": ["c"], "value": [3.0]}), folder / "part2.parquet")
     assert build(root)["readings"].rows == 1
-    rows = read_delta(root / "warehouse/bronze/readings")
+    rows = read_delta(at(root, "bronze/readings"))
     assert sorted((r["sensor"], r["value"]) for r in rows) == [("a", 1.0), ("b", 2.0), ("c", 3.0)]
     assert all("/landing/readings/part" in r["_source_file"] for r in rows)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from ..core.errors import MedallionError
+from ..core.failures import error_message
 from ..core.project import Project
 from ..dag.graph import Graph, build_graph
 from ..dag.selection import select, select_tests
@@ -89,6 +90,20 @@ def engine_of(project: Project, inv: Invocation) -> Engine:
                        None if inv.debug else project.target_dir / "spark.log")
 
 
+def _asking(engine: Engine):
+    """engine.table_exists for is_incremental(), its store's failures one line naming the
+    table: every incremental model asks while the project loads, before anything runs."""
+    def table_exists(path: str) -> bool:
+        try:
+            return engine.table_exists(path)
+        except MedallionError:
+            raise
+        except Exception as exc:
+            raise MedallionError(f"is_incremental() could not tell whether the table {path} "
+                                 f"exists: {error_message(exc)}") from exc
+    return table_exists
+
+
 def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = False) -> Loaded:
     """Load and render the project. A build asks for the engine (with_engine, or passes its
     own), so that is_incremental() asks it whether each table exists, wherever the warehouse is;
@@ -97,7 +112,7 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     previous = read_state(inv.state)  # before this load writes target/manifest.json
     project = project_of(inv)
     made = engine or (engine_of(project, inv) if with_engine else None)
-    renderer = Renderer(project, inv.full_refresh, made.table_exists if made else None)
+    renderer = Renderer(project, inv.full_refresh, _asking(made) if made else None)
     graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
     project.flow_targets = {n: c.config.flow_into for n, c in graph.nodes.items()
                             if c.config.flow_into}

@@ -108,18 +108,35 @@ STORE_UNREACHABLE = ("Generic S3 error", "error sending request", "Read timeout 
                      "SdkClientException", "Connection reset", "curlCode: 7")
 
 
-def _store_unreachable(text: str) -> str | None:
-    """An object store that stopped answering mid-build, whichever client noticed."""
+# How each client gives the status and S3 error code of a store's 5xx answer (S3A and the AWS
+# SDKs, delta-rs's object_store, pyarrow, boto3).
+STORE_STATUS = re.compile(r"Status Code: (5\d\d)|HTTP status (5\d\d)|"
+                          r"\b(5\d\d) (?:Service Unavailable|Internal Server Error|Slow Down)")
+STORE_CODE = re.compile(r"<Code>(\w+)</Code>|An error occurred \((\w+)\)|"
+                        r"\b(SlowDown|InternalError|ServiceUnavailable)\b")
+
+
+def _store_trouble(text: str) -> str | None:
+    """An object store that stopped answering, or kept answering 500/503, mid-build, whichever
+    client noticed: which it was, where, and what to do."""
+    status = STORE_STATUS.search(text)
     marker = next((m for m in STORE_UNREACHABLE if m in text), None)
-    if marker is None:
+    if not (status and ("S3" in text or "AWS" in text)) and marker is None:
         return None
     named = re.search(r"https?://[\w.-]+(?::\d+)?", text)
     store = (named.group(0) if named else os.environ.get("AWS_ENDPOINT_URL_S3")
              or os.environ.get("AWS_ENDPOINT_URL") or "S3")
-    return (f"the object store did not answer ({store}: {marker}), "
-            "after retries: this node stopped there and its table keeps its last commit. "
-            "Check the store (AWS_ENDPOINT_URL, the network), then build again: it goes on "
-            "from each table's last commit")
+    after = ("after retries; what was committed stays. {check}, then build again: it goes "
+             "on from each table's last commit")
+    if status and ("S3" in text or "AWS" in text):
+        code = STORE_CODE.search(text)
+        answer = " ".join(filter(None, [next(filter(None, status.groups())),
+                                        code and next(filter(None, code.groups()))]))
+        return f"the object store refused ({store}: {answer}), " + after.format(
+            check="The store is failing or busy (S3 slows a prefix down with 503 SlowDown); "
+                  "wait or check its status")
+    return f"the object store did not answer ({store}: {marker}), " + after.format(
+        check="Check the store (AWS_ENDPOINT_URL, the network)")
 
 
 def error_message(exc: BaseException) -> str:
@@ -129,7 +146,7 @@ def error_message(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     lines = text.splitlines()
     said = (_csv_header(text) or _kafka_data_loss(text) or _moved_files(text)
-            or _store_unreachable(text))
+            or _store_trouble(text))
     if said:
         return said
     if "Traceback (most recent call last)" in text:

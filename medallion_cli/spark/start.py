@@ -114,13 +114,17 @@ def java_reason(text: str) -> str:
     return (useful or lines or ["unknown error"])[0][:300]
 
 
-def _set_secrets(spark, target: Target, secrets: dict[str, str]) -> None:
-    """spark.hadoop.* credentials go into the Hadoop configuration (file systems, Delta and the
-    executors' tasks read them from there); others are set on the session."""
+def _set_after_start(spark, target: Target, conf: dict[str, str]) -> None:
+    """spark.hadoop.* settings go into the Hadoop configuration (file systems, Delta and the
+    executors' tasks read them there): credentials only this way, never on the JVM's command
+    line; and all of them for a JVM that was already running (the test suite's), whose Hadoop
+    configuration is from its own start. Other credentials are set on the session."""
     hadoop = spark._jsc.hadoopConfiguration()
-    for key, value in secrets.items():
+    for key, value in conf.items():
         if key.startswith("spark.hadoop."):
             hadoop.set(key.removeprefix("spark.hadoop."), value)
+            continue
+        if not is_secret(key):
             continue
         try:
             spark.conf.set(key, value)
@@ -180,7 +184,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     # Spark's log: warnings and errors into the log file; on the terminal only with --debug.
     spark.sparkContext.setLogLevel("WARN" if log_file else "ERROR")
     _quiet_python_error_log(quiet=log_file is not None)
-    _set_secrets(spark, target, {k: v for k, v in conf.items() if is_secret(k)})
+    _set_after_start(spark, target, conf)
     check_file_system(spark, target)
     return spark
 

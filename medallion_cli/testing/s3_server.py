@@ -26,6 +26,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +76,16 @@ class S3Server:
             listing = method == "GET" and ("list-type" in path or path.count("/") == 1)
             counts["LIST" if listing else method] += 1
         return counts
+
+    def fault(self, status: int = 0, under: str = "", delay: float = 0.0, times: int = 0,
+              method: str = "") -> None:
+        """From now on, requests whose key or listed prefix has `under` in it (all: ""), of
+        one HTTP method ("": any), are answered with the error status (503: S3's SlowDown; 0:
+        served) after `delay` seconds; only the next `times` of them when it is not 0.
+        fault() ends it."""
+        query = urllib.parse.urlencode({"status": status, "under": under, "delay": delay,
+                                        "times": times, "method": method})
+        urllib.request.urlopen(f"{self.endpoint}{FAULTS}?{query}", data=b"", timeout=10).close()
 
     def stop(self) -> None:
         if running(self.process.pid):
@@ -145,6 +157,49 @@ class Cuttable:
                     pass
 
 
+FAULTS = "/_medallion_faults"
+ERRORS = {500: ("InternalError", "We encountered an internal error. Please try again."),
+          503: ("SlowDown", "Please reduce your request rate.")}
+
+
+class Faulty:
+    """moto's application behind a switch (S3Server.fault): a store that is slow, or answers
+    500 or 503 for some keys (S3 throttles per prefix), while the rest of it works."""
+
+    def __init__(self, app):
+        self.app, self.status, self.under, self.delay, self.times = app, 0, "", 0.0, 0
+        self.method = ""
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path == FAULTS:
+            asked = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            self.status = int(asked.get("status", ["0"])[0])
+            self.under = asked.get("under", [""])[0]
+            self.delay = float(asked.get("delay", ["0"])[0])
+            self.times = int(asked.get("times", ["0"])[0]) or -1  # -1: no end
+            self.method = asked.get("method", [""])[0]
+            start_response("204 No Content", [])
+            return [b""]
+        # a listing names its prefix in the query: prefix=busy%2Fsilver%2F...
+        asked = urllib.parse.unquote(f"{path}?{environ.get('QUERY_STRING', '')}")
+        with self.lock:
+            hit = (self.under in asked and self.times != 0
+                   and self.method in ("", environ.get("REQUEST_METHOD")))
+            if hit and self.times > 0:
+                self.times -= 1
+        if not hit:
+            return self.app(environ, start_response)
+        time.sleep(self.delay)
+        if not self.status:
+            return self.app(environ, start_response)
+        environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        code, message = ERRORS.get(self.status, ("Error", "injected"))
+        start_response(f"{self.status} {code}", [("Content-Type", "application/xml")])
+        return [f"<Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()]
+
+
 def start(timeout: float = 60) -> S3Server:
     """Start a server on a free loopback port; returns once it answers."""
     log = Path(tempfile.mkdtemp(prefix="medallion-s3-")) / "requests.log"
@@ -165,9 +220,24 @@ def start(timeout: float = 60) -> S3Server:
 
 
 def serve(port: int = 0, bucket: str | None = None, upload: str | None = None) -> None:
-    from moto.server import ThreadedMotoServer
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=True)
+    class FaultyMotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:  # moto's, with its application behind Faulty
+            self._server = make_server(
+                self._ip_address, self._port,
+                Faulty(DomainDispatcherApplication(create_backend_app)), True,
+                request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    server = FaultyMotoServer(ip_address="127.0.0.1", port=port, verbose=True)
     server.start()
     host, bound = server.get_host_and_port()
     if bucket:
