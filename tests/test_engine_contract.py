@@ -142,7 +142,7 @@ def test_merge_deletes_the_rows_a_truncate_is_not_older_than(engine, spark, tmp_
 
 
 @ON_BOTH_STORES
-def test_history_snapshot_restore_and_optimize(engine, spark, lake):
+def test_history_snapshot_restore_optimize_and_vacuum(engine, spark, lake):
     path = f"{lake}/wh/t"
     engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite")
     engine.write(frame(spark, [(2, "b", 1)]), path, "append")
@@ -152,6 +152,10 @@ def test_history_snapshot_restore_and_optimize(engine, spark, lake):
     assert engine.file_count(path) == 3
     assert engine.optimize(path)["files_removed"] == 3 and engine.file_count(path) == 1
     assert engine.restore(path, 1) == 4
+    assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
+    # the third write's files and the compacted one are no longer referenced: they go, once
+    assert engine.vacuum(path, 0, enforce_retention=False)
+    assert engine.vacuum(path, 0, enforce_retention=False) == []
     assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
 
 

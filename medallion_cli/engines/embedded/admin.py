@@ -5,8 +5,10 @@ compaction and Z-order, vacuum, restore, history and time travel, counts and col
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from ...core.errors import MedallionError
+from ...spark.object_store import arrow_filesystem
 from ..deltars import writable
 
 
@@ -33,9 +35,20 @@ class EmbeddedAdmin:
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 
     def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
-        """Delete files no version within the retention needs; returns the files deleted."""
-        return self._open(path).vacuum(retention_hours=int(retain_hours), dry_run=False,
-                                       enforce_retention_duration=enforce_retention)
+        """Delete files no version within the retention needs; returns the files deleted.
+        delta-rs names every expired file its log removed, those an earlier vacuum deleted
+        too: only the ones still there are counted."""
+        dt = self._open(path)
+        asked = {"retention_hours": int(retain_hours),
+                 "enforce_retention_duration": enforce_retention}
+        expired = dt.vacuum(dry_run=True, **asked)
+        filesystem, root = arrow_filesystem(path)
+        found = filesystem.get_file_info([
+            arrow_filesystem(f)[1] if "://" in f else f if f.startswith("/") else f"{root}/{f}"
+            for f in expired])
+        there = [f for f, info in zip(expired, found) if info.type != pafs.FileType.NotFound]
+        dt.vacuum(dry_run=False, **asked)
+        return there
 
     def file_count(self, path: str) -> int:
         return len(self._open(path).file_uris())
