@@ -474,3 +474,53 @@ def test_cli_test_exit_codes(project, build):
     (root / "models/props.yml").write_text(GENERIC)
     failed = CliRunner().invoke(main, ["test", "--project-dir", str(root)])
     assert failed.exit_code == 1 and "FAIL" in failed.output and "bob" in failed.output
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("sql, shape", [
+    ("select * from people where id is null", ("people", "id IS NULL")),
+    ("select * from people\nwhere country is not null and country not in ('NL', 'GB')",
+     ("people", "NOT country IS NULL AND NOT country IN ('NL', 'GB')")),
+    ("select * from people where not coalesce((age >= 0), false)",
+     ("people", "NOT COALESCE((age >= 0), FALSE)")),
+    # not a filter of one table's rows: each runs alone
+    ("select id, count(*) as n from people where id is not null group by id having count(*) > 1",
+     None),
+    ("select c.* from people as c left anti join countries as p on c.country = p.code", None),
+    ("select * from people where id in (select id from other)", None),
+    ("select * from people where id is null limit 5", None),
+    ("select id from people where id is null", None),
+])
+def test_which_tests_are_row_filters_counted_with_others_on_their_table(sql, shape):
+    from medallion_cli.run.test_passes import row_filter
+
+    assert row_filter(sql) == shape
+
+
+def test_a_tables_row_filter_tests_are_counted_in_one_spark_job(spark):
+    from medallion_cli.load.datatests import DataTest
+    from medallion_cli.run.test_passes import TestPasses
+
+    spark.sql("select * from values (1, 'NL', 30), (2, 'XX', -1), (null, 'GB', -5) "
+              "as t(id, country, age)").createOrReplaceTempView("people_once")
+    tests = {name: DataTest(name, f"select * from people_once where {condition}", ("p",), (),
+                            "models/p.yml", name)
+             for name, condition in [("not_null", "id is null"),
+                                     ("accepted", "country not in ('NL', 'GB')"),
+                                     ("positive", "not coalesce(age >= 0, false)")]}
+    tracker = spark.sparkContext.statusTracker()
+
+    def jobs(group, work):
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            return work(), len(tracker.getJobIdsForGroup(group))
+        finally:
+            for key in ("spark.jobGroup.id", "spark.job.description"):
+                spark.sparkContext.setLocalProperty(key, None)
+
+    passes = TestPasses(tests)
+    counts, together = jobs("passes", lambda: {n: passes.failures(spark, t)
+                                               for n, t in tests.items()})
+    assert counts == {"not_null": 1, "accepted": 1, "positive": 2}
+    alone, one = jobs("alone", lambda: spark.sql(tests["not_null"].sql).count())
+    assert alone == 1 and together == one  # three tests, the jobs of one

@@ -18,6 +18,7 @@ from ..run.runner import (
     run_data_test,
     run_node,
 )
+from ..run.test_passes import TestPasses
 from .invocation import Invocation, Loaded, engine_of
 
 
@@ -72,7 +73,8 @@ def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names:
 
 def runner(ctx: BuildContext, tests: dict[str, DataTest],
            skip_passed: bool = False) -> Callable[[str], NodeResult]:
-    return lambda name: (run_data_test(ctx, tests[name], skip_passed) if name in tests
+    passes = TestPasses(tests)  # the tests on one table counted in one pass
+    return lambda name: (run_data_test(ctx, tests[name], skip_passed, passes) if name in tests
                          else run_node(ctx, name))
 
 

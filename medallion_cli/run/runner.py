@@ -27,6 +27,7 @@ from ..materialize.register import check_name, register
 from ..materialize.rows import with_views
 from ..materialize.state import inputs_fingerprint, record_test, verdict_on
 from ..materialize.streaming import build_streaming
+from .test_passes import TestPasses
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,12 @@ def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
     return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path)
 
 
-def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) -> NodeResult:
+def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False,
+                  passes: TestPasses | None = None) -> NodeResult:
     """Run a data test. With skip_passed (a build), one that passed or warned on its inputs as
     they are now is not run: its SQL, thresholds and every table it reads are unchanged, so it
-    would reach the same verdict. A pass is reported up to date, a warning again as recorded."""
+    would reach the same verdict. A pass is reported up to date, a warning again as recorded.
+    passes: the run's tests counted together, a pass per table."""
     def work() -> NodeResult:
         test_ctx = own_session(ctx)
         with test_ctx.phases.timing("fingerprint"):
@@ -170,7 +173,8 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False) 
         with test_ctx.phases.timing("query"):
             register_relations(test_ctx, test.refs, test.sources,
                                given=with_views(test_ctx, test.refs))
-            run = run_test(test_ctx.engine.spark, test)
+            spark = test_ctx.engine.spark
+            run = run_test(spark, test, counted=passes.failures(spark, test) if passes else None)
         kept = ""
         if test.store_failures:  # replaced each run, so it holds this run's failures only
             with test_ctx.phases.timing("store_failures"):
