@@ -477,37 +477,45 @@ def test_cli_test_exit_codes(project, build):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("sql, shape", [
-    ("select * from people where id is null", ("people", "id IS NULL")),
+@pytest.mark.parametrize("sql, answer", [
+    ("select * from people where id is null", ("count_if(id IS NULL)", True)),
     ("select * from people\nwhere country is not null and country not in ('NL', 'GB')",
-     ("people", "NOT country IS NULL AND NOT country IN ('NL', 'GB')")),
+     ("count_if(NOT country IS NULL AND NOT country IN ('NL', 'GB'))", True)),
     ("select * from people where not coalesce((age >= 0), false)",
-     ("people", "NOT COALESCE((age >= 0), FALSE)")),
-    # not a filter of one table's rows: each runs alone
-    ("select id, count(*) as n from people where id is not null group by id having count(*) > 1",
-     None),
+     ("count_if(NOT COALESCE((age >= 0), FALSE))", True)),
+    # unique: no duplicates, or run alone for how many
+    ("select id, count(*) as n_records from people where id is not null group by id "
+     "having count(*) > 1", ("count(id) - count(distinct id)", False)),
+    # not one table's rows filtered, nor a uniqueness test: each runs alone
+    ("select id, count(*) as n from people group by id having count(*) > 2", None),
     ("select c.* from people as c left anti join countries as p on c.country = p.code", None),
     ("select * from people where id in (select id from other)", None),
     ("select * from people where id is null limit 5", None),
     ("select id from people where id is null", None),
 ])
-def test_which_tests_are_row_filters_counted_with_others_on_their_table(sql, shape):
-    from medallion_cli.run.test_passes import row_filter
+def test_which_tests_are_answered_in_one_pass_over_their_table(sql, answer):
+    from medallion_cli.run.test_passes import measure
 
-    assert row_filter(sql) == shape
+    found = measure(sql)
+    assert (found and (found.table, found.sql, found.exact)) == (answer and ("people", *answer))
 
 
-def test_a_tables_row_filter_tests_are_counted_in_one_spark_job(spark):
+def test_a_tables_tests_are_answered_in_one_spark_job(spark):
     from medallion_cli.load.datatests import DataTest
     from medallion_cli.run.test_passes import TestPasses
 
-    spark.sql("select * from values (1, 'NL', 30), (2, 'XX', -1), (null, 'GB', -5) "
-              "as t(id, country, age)").createOrReplaceTempView("people_once")
+    spark.sql("select * from values (1, 'NL', 30, 'a'), (2, 'XX', -1, 'a'), (null, 'GB', -5, 'b')"
+              " as t(id, country, age, kind)").createOrReplaceTempView("people_once")
     tests = {name: DataTest(name, f"select * from people_once where {condition}", ("p",), (),
                             "models/p.yml", name)
              for name, condition in [("not_null", "id is null"),
                                      ("accepted", "country not in ('NL', 'GB')"),
                                      ("positive", "not coalesce(age >= 0, false)")]}
+    unique = ("select {c}, count(*) from people_once where {c} is not null group by {c} "
+              "having count(*) > 1")
+    for column in ("country", "kind"):
+        tests[f"unique_{column}"] = DataTest(f"unique_{column}", unique.format(c=column), ("p",),
+                                             (), "models/p.yml", "unique")
     tracker = spark.sparkContext.statusTracker()
 
     def jobs(group, work):
@@ -521,6 +529,8 @@ def test_a_tables_row_filter_tests_are_counted_in_one_spark_job(spark):
     passes = TestPasses(tests)
     counts, together = jobs("passes", lambda: {n: passes.failures(spark, t)
                                                for n, t in tests.items()})
-    assert counts == {"not_null": 1, "accepted": 1, "positive": 2}
-    alone, one = jobs("alone", lambda: spark.sql(tests["not_null"].sql).count())
-    assert alone == 1 and together == one  # three tests, the jobs of one
+    # kind has duplicates: how many values, and which, its test says when it runs alone
+    assert counts == {"not_null": 1, "accepted": 1, "positive": 2, "unique_country": 0,
+                      "unique_kind": None}
+    alone, one = jobs("alone", lambda: spark.sql(tests["unique_kind"].sql).count())
+    assert alone == 1 and together == one  # five tests, the jobs of one
