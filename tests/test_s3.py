@@ -297,8 +297,8 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
 
 def test_a_store_throttling_some_keys_is_retried_then_one_line_per_node_and_nothing_lost(
         s3, tmp_path, engine_name):
-    """S3 throttles by prefix (503 SlowDown): a few such answers are retried and the build
-    succeeds; a store that keeps refusing writes under silver/ fails those nodes in one line
+    """S3 throttles by prefix (503 SlowDown): a few such answers, each 2 s late, are retried
+    and the build succeeds; a store that keeps refusing writes under silver/ fails those nodes in one line
     each naming the store, bronze commits, gold is skipped; once the store is well, the next
     build ends with the tables of an uninterrupted one."""
     sample, bucket, env = sample_on_s3(s3, tmp_path, "busy", engine_name)
@@ -310,7 +310,7 @@ def test_a_store_throttling_some_keys_is_retried_then_one_line_per_node_and_noth
 
     expected = uninterrupted(s3, tmp_path, engine_name)
     try:
-        s3.fault(503, under="blip/silver/", times=3)
+        s3.fault(503, under="blip/silver/", times=3, delay=2.0)  # slow, then refusing
         blip = build_on("blip")
         assert blip.returncode == 0, blip.stdout[-3000:] + blip.stderr[-3000:]
         assert s3_tables(s3, f"s3://{bucket}/blip") == expected
