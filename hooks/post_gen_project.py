@@ -64,7 +64,7 @@ def vcs_requirement(url: str, commit: str | None) -> str:
         url = f"ssh://git@{scp_like[1]}/{scp_like[2]}"
     url = url if url.startswith("git+") else f"git+{url}"
     pinned = "@" in url.rsplit("/", 1)[-1]
-    return f"{PACKAGE}[test] @ {url}" + ("" if pinned or not commit else f"@{commit}")
+    return f"{PACKAGE}[dev] @ {url}" + ("" if pinned or not commit else f"@{commit}")
 
 
 def installed_origin() -> dict:
@@ -144,7 +144,7 @@ def requirements(project: Path) -> str:
     if remote_url(TEMPLATE):
         return vcs_requirement(TEMPLATE, git(REPO, "rev-parse", "HEAD")) + "\n"
     origin = installed_origin()
-    pinned = f"{PACKAGE}[test]=={version()}\n"
+    pinned = f"{PACKAGE}[dev]=={version()}\n"
     vcs = installed_vcs_reference(origin)
     if vcs:
         return vcs + "\n"

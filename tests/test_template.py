@@ -26,10 +26,10 @@ def assert_portable(project: Path):
     a path on the machine that generated the project."""
     text = (project / "requirements.txt").read_text()
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    pinned = f"medallion-cli[test]=={metadata.version('medallion-cli')}"
+    pinned = f"medallion-cli[dev]=={metadata.version('medallion-cli')}"
     assert lines == [pinned] or lines == ["--find-links ./wheels", pinned] or (
         len(lines) == 1 and re.fullmatch(
-            r"medallion-cli\[test\] @ git\+(https|ssh)://\S+@[0-9a-f]{40}", lines[0])), text
+            r"medallion-cli\[dev\] @ git\+(https|ssh)://\S+@[0-9a-f]{40}", lines[0])), text
     assert "file:" not in text and str(ROOT) not in text and str(project) not in text
     if "--find-links ./wheels" in lines:
         fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
@@ -160,6 +160,6 @@ def test_init_from_an_installed_wheel_ships_the_template_and_the_wheel(tmp_path)
                             "init", "Other Lake", "--no-input"],
                            cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert (elsewhere / "other_lake/requirements.txt").read_text() == "medallion-cli[test]==" + (
+    assert (elsewhere / "other_lake/requirements.txt").read_text() == "medallion-cli[dev]==" + (
         metadata.version("medallion-cli") + "\n")
     assert not (elsewhere / "other_lake/wheels").exists()
