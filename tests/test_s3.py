@@ -58,6 +58,16 @@ def sample_on_s3(s3, folder: Path, name: str, engine_name: str) -> tuple[Path, s
     return sample, bucket, env
 
 
+BUILD = [sys.executable, "-m", "medallion_cli.cli", "build"]
+
+
+def build_in(sample: Path, env: dict, timeout: int = 900, **more: str):
+    """`medallion build` of a copy of the sample in a process of its own, as a user runs it,
+    with `more` variables set for this run only (e.g. MEDALLION_WAREHOUSE)."""
+    return subprocess.run(BUILD, cwd=sample, env={**env, **more}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
 # Tables of an uninterrupted build of the sample on S3, per engine: what the kill and cut tests
 # end with (each file's tests run on one worker, so this is built once per engine there).
 UNINTERRUPTED: dict[str, dict] = {}
@@ -66,8 +76,7 @@ UNINTERRUPTED: dict[str, dict] = {}
 def uninterrupted(s3, folder: Path, engine_name: str) -> dict:
     if engine_name not in UNINTERRUPTED:
         sample, bucket, env = sample_on_s3(s3, folder, "whole", engine_name)
-        out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=sample,
-                             env=env, capture_output=True, text=True, timeout=900)
+        out = build_in(sample, env)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         UNINTERRUPTED[engine_name] = s3_tables(s3, f"s3://{bucket}/lake")
     return UNINTERRUPTED[engine_name]
@@ -78,8 +87,7 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, build, e
     on_s3_copy, bucket, env = sample_on_s3(s3, tmp_path, "lake", engine_name)
     shutil.rmtree(on_s3_copy / "landing")  # only the bucket has the files
     before = s3.requests()
-    out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=on_s3_copy,
-                         env=env, capture_output=True, text=True, timeout=900)
+    out = build_in(on_s3_copy, env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "25 success" in out.stdout, out.stdout
     assert s3.requests() - before  # the build reached the store
@@ -191,8 +199,7 @@ def test_a_missing_bucket_is_one_line_naming_the_store_before_any_model_runs(s3,
     sample = sample_copy(tmp_path / "sample")
     env = {**os.environ, **s3.aws_env(), "MEDALLION_TARGET": "s3",
            "MEDALLION_WAREHOUSE": "s3://no-such-bucket/lake"}
-    out = subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=sample,
-                         env=env, capture_output=True, text=True, timeout=600)
+    out = build_in(sample, env, timeout=600)
     assert out.returncode == 2  # the project's settings, as for any target that cannot run
     assert out.stderr.splitlines()[0] == (
         f"Error: {sample}/profiles/profiles.yml: target 's3': the warehouse "
@@ -208,16 +215,10 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
     build (taking over the dead build's lease at once: same machine) replays that batch as
     already committed, and every table equals an uninterrupted build's on S3."""
     sample, bucket, env = sample_on_s3(s3, tmp_path, "kill", engine_name)
-
-    def build_on(prefix: str, crash_at: str = "") -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build"], cwd=sample,
-                              env={**env, "MEDALLION_WAREHOUSE": f"s3://{bucket}/{prefix}",
-                                   "MEDALLION_CRASH_AT": crash_at},
-                              capture_output=True, text=True, timeout=900)
-
-    killed = build_on("killed", "silver_orders:committed:0")
+    env["MEDALLION_WAREHOUSE"] = f"s3://{bucket}/killed"
+    killed = build_in(sample, env, MEDALLION_CRASH_AT="silver_orders:committed:0")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-    again = build_on("killed")
+    again = build_in(sample, env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "1 replayed batch(es) already committed" in again.stdout
     assert s3_tables(s3, f"s3://{bucket}/killed") == uninterrupted(s3, tmp_path, engine_name)
@@ -226,8 +227,7 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
 @pytest.mark.parametrize("engine_name", ["embedded"])  # the lease is the same on both engines
 def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_path, engine_name):
     sample, bucket, env = sample_on_s3(s3, tmp_path, "two", engine_name)
-    command = [sys.executable, "-m", "medallion_cli.cli", "build"]
-    watching = subprocess.Popen([*command, "--watch"], cwd=sample, env=env,
+    watching = subprocess.Popen([*BUILD, "--watch"], cwd=sample, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 600
@@ -235,16 +235,14 @@ def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_pa
                                                             Prefix="lake/_medallion/lock"):
             assert watching.poll() is None and time.monotonic() < deadline
             time.sleep(0.5)
-        second = subprocess.run(command, cwd=sample, env=env, capture_output=True, text=True,
-                                timeout=600)
+        second = build_in(sample, env, timeout=600)
         assert second.returncode == 2, second.stdout + second.stderr
         assert f"`medallion build --watch` (pid {watching.pid} on " in second.stderr
         assert "is writing this warehouse" in second.stderr and "Running" not in second.stdout
     finally:
         watching.kill()  # as a crash would: its lease stays, its process is gone
         watching.wait(timeout=120)
-    again = subprocess.run(command, cwd=sample, env=env, capture_output=True, text=True,
-                           timeout=900)
+    again = build_in(sample, env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     orders = s3_tables(s3, f"s3://{bucket}/lake")["bronze/bronze_orders"]
     assert len(orders) == 13  # the sample's order lines, each once (2 malformed kept raw)
@@ -261,15 +259,9 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
     relay = Cuttable(s3.endpoint)
     sample, bucket, env = sample_on_s3(s3, tmp_path, "cut", engine_name)
     env["AWS_ENDPOINT_URL"] = relay.endpoint
-    command = [sys.executable, "-m", "medallion_cli.cli", "build"]
-
-    def build_on(prefix: str) -> subprocess.CompletedProcess:
-        return subprocess.run(command, cwd=sample, capture_output=True, text=True, timeout=900,
-                              env={**env, "MEDALLION_WAREHOUSE": f"s3://{bucket}/{prefix}"})
-
-    cut_build = subprocess.Popen(command, cwd=sample, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True,
-                                 env={**env, "MEDALLION_WAREHOUSE": f"s3://{bucket}/cut"})
+    env["MEDALLION_WAREHOUSE"] = f"s3://{bucket}/cut"
+    cut_build = subprocess.Popen(BUILD, cwd=sample, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 600
     while "Contents" not in s3.client().list_objects_v2(
             Bucket=bucket, Prefix="cut/silver/silver_orders/_delta_log/"):
@@ -290,7 +282,7 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
         err[:3000] + out[-3000:])
     assert gave_up < 300, gave_up  # within the retries' limits, not S3A's defaults (minutes)
 
-    again = build_on("cut")
+    again = build_in(sample, env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert s3_tables(s3, f"s3://{bucket}/cut") == uninterrupted(s3, tmp_path, engine_name)
 
@@ -298,15 +290,13 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
 def test_a_store_throttling_some_keys_is_retried_then_one_line_per_node_and_nothing_lost(
         s3, tmp_path, engine_name):
     """S3 throttles by prefix (503 SlowDown): a few such answers, each 2 s late, are retried
-    and the build succeeds; a store that keeps refusing writes under silver/ fails those nodes in one line
-    each naming the store, bronze commits, gold is skipped; once the store is well, the next
-    build ends with the tables of an uninterrupted one."""
+    and the build succeeds; a store that keeps refusing writes under silver/ fails those
+    nodes in one line each naming the store, bronze commits, gold is skipped; once the store
+    is well, the next build ends with the tables of an uninterrupted one."""
     sample, bucket, env = sample_on_s3(s3, tmp_path, "busy", engine_name)
-    command = [sys.executable, "-m", "medallion_cli.cli", "build"]
 
     def build_on(prefix: str) -> subprocess.CompletedProcess:
-        return subprocess.run(command, cwd=sample, capture_output=True, text=True, timeout=900,
-                              env={**env, "MEDALLION_WAREHOUSE": f"s3://{bucket}/{prefix}"})
+        return build_in(sample, env, MEDALLION_WAREHOUSE=f"s3://{bucket}/{prefix}")
 
     expected = uninterrupted(s3, tmp_path, engine_name)
     try:

@@ -119,16 +119,17 @@ STORE_CODE = re.compile(r"<Code>(\w+)</Code>|An error occurred \((\w+)\)|"
 def _store_trouble(text: str) -> str | None:
     """An object store that stopped answering, or kept answering 500/503, mid-build, whichever
     client noticed: which it was, where, and what to do."""
-    status = STORE_STATUS.search(text)
+    found = STORE_STATUS.search(text)
+    status = found if found and ("S3" in text or "AWS" in text) else None  # a store's answer
     marker = next((m for m in STORE_UNREACHABLE if m in text), None)
-    if not (status and ("S3" in text or "AWS" in text)) and marker is None:
+    if status is None and marker is None:
         return None
     named = re.search(r"https?://[\w.-]+(?::\d+)?", text)
     store = (named.group(0) if named else os.environ.get("AWS_ENDPOINT_URL_S3")
              or os.environ.get("AWS_ENDPOINT_URL") or "S3")
     after = ("after retries; what was committed stays. {check}, then build again: it goes "
              "on from each table's last commit")
-    if status and ("S3" in text or "AWS" in text):
+    if status:
         code = STORE_CODE.search(text)
         answer = " ".join(filter(None, [next(filter(None, status.groups())),
                                         code and next(filter(None, code.groups()))]))
