@@ -4,7 +4,8 @@ Copies the sample project to a temporary folder, fills its landing zone with the
 and builds it in two halves (the second half MERGEs into existing tables), reading each model's
 time and rows from target/run_results.json. Then
 runs `medallion build --watch` (trigger 1 second), lands one file at a time, and times how long
-until gold_daily_revenue shows it.
+until each table on its way (bronze, silver, gold_order_lines, gold_daily_revenue) shows it:
+p50 and p95 per hop.
 
     python bench/streaming_bench.py --orders 200000 --files 20
     python bench/streaming_bench.py --setup delta-spark    # or cluster (see setups.py)
@@ -90,37 +91,73 @@ def one_second_trigger(project: Path):
         config.write_text(text)
 
 
-def freshness(project: Path, samples: int, setup: str) -> list[float]:
+# Each hop of the sample's path to gold, with the table and the column that shows an order.
+HOPS = (("bronze", "bronze/bronze_orders", "order_id"),
+        ("silver", "silver/silver_orders", "order_id"),
+        ("gold_order_lines", "gold/gold_order_lines", "order_id"),
+        ("gold", "gold/gold_daily_revenue", "order_date"))
+
+
+def freshness(project: Path, samples: int, setup: str) -> list[dict]:
     with one_second_trigger(project):
         return _freshness(project, samples, setup)
 
 
-def _freshness(project: Path, samples: int, setup: str) -> list[float]:
+def shows(table: str, column: str, value) -> bool:
+    """Whether the Delta table at `table` has a row whose `column` is `value` (read by delta-rs,
+    as another reader would see it)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    try:
+        dataset = DeltaTable(table).to_pyarrow_dataset()
+    except Exception:  # noqa: BLE001 - not created yet
+        return False
+    if column == "order_date":
+        value = __import__("datetime").date.fromisoformat(value)
+    return dataset.count_rows(filter=pc.field(column) == value) > 0
+
+
+def _freshness(project: Path, samples: int, setup: str) -> list[dict]:
+    """For each order landed: seconds from its file landing to its row in each hop's table."""
     proc = subprocess.Popen(medallion("build", "--watch", "--project-dir", str(project),
                                       *setups.args(setup)), env=setups.env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    from deltalake import DeltaTable
-
-    gold = str(project / "warehouse/gold/gold_daily_revenue")
-    times = []
+    warehouse = project / "warehouse"
+    measured = []
     try:
         time.sleep(20)  # the first pass: everything already landed is built once
         for n in range(samples):
-            day = f"2031-01-{n + 1:02d}"
-            event = {"order_id": 10**9 + n, "customer_id": 1, "product_id": "P-100", "quantity": 1,
-                     "status": "placed", "op": "I", "updated_at": f"{day}T12:00:00Z"}
+            day = f"2031-{1 + n // 28:02d}-{n % 28 + 1:02d}"
+            order_id = 10**9 + n
+            event = {"order_id": order_id, "customer_id": 1, "product_id": "P-100",
+                     "quantity": 1, "status": "placed", "op": "I",
+                     "updated_at": f"{day}T12:00:00Z"}
             landed = time.perf_counter()
             (project / "landing/orders" / f"fresh_{n}.json").write_text(json.dumps(event) + "\n")
-            while True:
-                dates = DeltaTable(gold).to_pyarrow_table(columns=["order_date"]).column(0)
-                if day in {str(d) for d in dates.to_pylist()}:
-                    break
-                time.sleep(0.2)
-            times.append(round(time.perf_counter() - landed, 2))
+            seen = {}
+            for hop, table, column in HOPS:
+                value = day if column == "order_date" else order_id
+                while not shows(str(warehouse / table), column, value):
+                    time.sleep(0.05)
+                seen[hop] = round(time.perf_counter() - landed, 2)
+            measured.append(seen)
+            time.sleep(0.5 + (n % 5) * 0.37)  # land at varied phases of the triggers
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
-    return times
+    return measured
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def freshness_summary(measured: list[dict]) -> dict:
+    """p50 and p95 of landed -> visible, per hop."""
+    return {hop: {"p50": statistics.median(m[hop] for m in measured),
+                  "p95": percentile([m[hop] for m in measured], 0.95)} for hop, _, _ in HOPS}
 
 
 def main() -> None:
@@ -128,16 +165,22 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=100000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--freshness-samples", type=int, default=3)
+    parser.add_argument("--no-rates", action="store_true",
+                        help="one build of the whole feed, then only the freshness")
     parser.add_argument("--setup", default="embedded", choices=list(setups.TARGETS))
     args = parser.parse_args()
     project, feed = make_project(args.orders, args.files)
     print("feed:", feed, "setup:", args.setup)
     with setups.prepared(project, [args.setup]):
-        print("build:", json.dumps(two_phase_rates(project, args.setup), indent=2))
+        if args.no_rates:
+            build_rates(project, args.setup)
+        else:
+            print("build:", json.dumps(two_phase_rates(project, args.setup), indent=2))
         if args.freshness_samples:
-            times = freshness(project, args.freshness_samples, args.setup)
-            print(f"watch freshness (file landed -> gold updated), seconds: {times}, "
-                  f"median {statistics.median(times)}")
+            measured = freshness(project, args.freshness_samples, args.setup)
+            print("watch freshness, seconds from a file landed to its row in each table:")
+            print(json.dumps(measured))
+            print(json.dumps(freshness_summary(measured), indent=2))
     shutil.rmtree(project, ignore_errors=True)
 
 

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -187,3 +188,83 @@ def test_a_batch_whose_progress_had_not_arrived_at_the_stop_is_reported_with_its
     stop_gracefully(StoppedQuery(), tally)
     assert [(r.batch_id, r.seconds) for r in reported] == [(1, 1.5)]
     assert tally.pending == {}
+
+
+class RunningQuery:
+    isActive = True
+    status = {"isTriggerActive": False}
+    recentProgress = []
+
+    def stop(self):
+        self.isActive = False
+
+
+@pytest.mark.unit
+def test_a_commit_that_a_batch_model_reads_wakes_the_refresh_before_the_next_poll(monkeypatch):
+    """Gold follows silver's commit at once, not at the next poll (here 10 minutes away); a
+    commit that only a streaming model reads (bronze's) does not wake it. Engine-free: the
+    wake-up is the watch loop's, whatever the engine."""
+    from medallion_cli.commands import watch as watch_module
+    from medallion_cli.dag.graph import Graph
+    from medallion_cli.materialize.context import BuildContext
+
+    def node(materialized):
+        return SimpleNamespace(config=SimpleNamespace(materialized=materialized, once=False))
+
+    graph = Graph({"bronze": node("streaming"), "silver": node("streaming"), "gold": node("table")},
+                  ("bronze", "silver", "gold"), {"bronze": ("silver",), "silver": ("gold",)})
+    ctx = BuildContext(project=None, graph=graph, engine=None)
+    monkeypatch.setattr(watch_module, "POLL_SECONDS", 600)
+    monkeypatch.setattr(watch_module, "own_session", lambda ctx: ctx)
+    commits = {}
+    monkeypatch.setattr(watch_module, "start_query", lambda ctx, node, continuous, on_batch: (
+        commits.setdefault(len(commits), on_batch), RunningQuery(), StreamTally(), None)[1:])
+    refreshes = []
+    stops = watch_module.Stops(threading.Event(), threading.Event())
+
+    def refresh(ctx, held, told, stop):
+        refreshes.append(time.monotonic())
+        if len(refreshes) == 1:  # bronze commits (nothing refreshes), then silver
+            report = BatchReport("bronze", 1, rows=1, version=1, malformed=0, rescued=0,
+                                 expectations={}, files_added=1, rows_read=1)
+            threading.Timer(0.5, commits[0], [report]).start()
+            threading.Timer(3, commits[1], [replace(report, model="silver")]).start()
+        else:  # as Ctrl-C does
+            stops.gently.set(), stops.woken.set()
+
+    batches = []
+    watching = threading.Thread(target=watch_module.watch, args=(
+        ctx, ["bronze", "silver"], [], lambda: graph, refresh, lambda r: None, batches.append,
+        stops), daemon=True)
+    started = time.monotonic()
+    watching.start()
+    watching.join(60)
+    stops.gently.set(), stops.woken.set()  # whatever happened, the thread ends
+    assert len(refreshes) == 2
+    assert [b.model for b in batches] == ["bronze", "silver"]
+    assert refreshes[1] - started >= 3  # not woken by bronze's commit
+
+
+@pytest.mark.unit
+def test_under_watch_a_warning_recalled_on_unchanged_inputs_is_not_said_again():
+    """A data test that warned is not run again on the same inputs; a build says its warning
+    again (once), but under --watch it was said when reached, not at every poll."""
+    from medallion_cli.commands.watch import Stops, watch
+    from medallion_cli.dag.graph import Graph
+    from medallion_cli.materialize.context import BuildContext
+    from medallion_cli.run.runner import NodeResult
+
+    graph = Graph({}, (), {})
+    stops = Stops(threading.Event(), threading.Event())
+
+    def refresh(ctx, held, told, stop):
+        told(NodeResult("t", "test", "test", "warn", rows=3, message="warned: 3 failing rows"))
+        told(NodeResult("t", "test", "test", "warn", rows=3, message="warned at ...",
+                        recalled=True))
+        stops.gently.set(), stops.woken.set()
+
+    said = []
+    watch(BuildContext(project=None, graph=graph, engine=None), [], [], lambda: graph, refresh,
+          said.append, lambda report: None, stops)
+    assert [(r.name, r.message) for r in said if r.kind == "test"] == [
+        ("t", "warned: 3 failing rows")]

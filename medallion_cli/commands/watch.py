@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..core.errors import MedallionError
@@ -47,9 +47,16 @@ RESTART_BACKOFF = (2, 4, 8, 16, 32, 60)
 @dataclass(frozen=True)
 class Stops:
     """Ctrl-C or SIGTERM: `gently` at the first (after the batches in flight), `now` at the
-    second."""
+    second. `woken` ends the wait between refreshes early: set by a stop, and by a streaming
+    commit that a batch model reads (gold follows its input's commit, not the next poll)."""
     gently: threading.Event
     now: threading.Event
+    woken: threading.Event = field(default_factory=threading.Event)
+
+    def rest(self, seconds: float) -> None:
+        """Wait until woken (by a commit or a stop), or `seconds` at most."""
+        self.woken.wait(seconds)
+        self.woken.clear()
 
 
 @contextmanager
@@ -60,6 +67,7 @@ def stop_on_signals():
 
     def stop(*_):
         (stops.now if stops.gently.is_set() else stops.gently).set()
+        stops.woken.set()
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -114,10 +122,20 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
         if result.failed:
             note_failure(failing, result.name, result.message)
     reported: list[NodeResult] = []
+    # Streaming models a batch model reads: their commits wake the refresh.
+    read_by_batch = {n for n in streaming if any(
+        nodes[c].config.materialized != "streaming" for c in ctx.graph.children.get(n, ()))}
+
+    def committed(report: BatchReport) -> None:
+        on_batch(report)
+        if report.rows and report.model in read_by_batch:
+            stops.woken.set()
 
     def said(result: NodeResult) -> None:
-        if result.message in (NOT_STARTED, STOPPED):
-            return  # Ctrl-C ended the watch as this ran: what it committed stays; not a failure
+        if result.message in (NOT_STARTED, STOPPED) or result.recalled:
+            # Ctrl-C ended the watch as this ran: what it committed stays; not a failure. A
+            # verdict recalled on unchanged inputs was said when it was reached.
+            return
         if result.failed:
             if not note_failure(failing, result.name, result.message):
                 return  # the same error again: said once
@@ -142,7 +160,7 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                     # Each query in a session of its own, as in the first pass: queries'
                     # micro-batches run side by side, each registering its inputs' views.
                     queries[name] = start_query(own_session(ctx), ctx.graph.nodes[name],
-                                                continuous=True, on_batch=on_batch)[:2]
+                                                continuous=True, on_batch=committed)[:2]
                 except Exception as exc:
                     failed(name, error_message(exc))
             for name, (query, tally) in list(queries.items()):
@@ -156,12 +174,12 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                 ctx = replace(ctx, graph=reload())
             except MedallionError as exc:  # an edit that breaks the project: the last good one
                 said(NodeResult("files", "project", "", "error", message=str(exc)))
-                stops.gently.wait(POLL_SECONDS)
+                stops.rest(POLL_SECONDS)
                 continue
             said(NodeResult("files", "project", "", "up_to_date"))  # it loads (again)
             refresh(ctx, held_back(ctx, failing, set(streaming) - set(queries)) - set(streaming),
                     said, stops.gently)
-            stops.gently.wait(POLL_SECONDS)
+            stops.rest(POLL_SECONDS)
     finally:
         for query, tally in queries.values():
             stop_gracefully(query, tally, stops.now)

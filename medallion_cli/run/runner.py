@@ -51,6 +51,7 @@ class NodeResult:
     rescued: int | None = None
     phases: dict = field(default_factory=dict)  # step -> seconds (materialize/context.py Phases)
     detail: str = ""  # the traceback, for --debug
+    recalled: bool = False  # a test's verdict reached earlier on the same inputs, not run again
 
     @property
     def failed(self) -> bool:
@@ -169,7 +170,8 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False,
                 return NodeResult(test.name, "test", "test", "up_to_date",
                                   message=f"passed at {known['at']} {again}")
             return NodeResult(test.name, "test", "test", "warn", rows=known["failures"],
-                              message=f"warned at {known['at']} {again}\n{known['message']}")
+                              message=f"warned at {known['at']} {again}\n{known['message']}",
+                              recalled=True)
         with test_ctx.phases.timing("query"):
             register_relations(test_ctx, test.refs, test.sources,
                                given=with_views(test_ctx, test.refs))
