@@ -30,7 +30,13 @@ from ..engines.base import MergeSpec, WriteResult
 from ..engines.sql import newer_condition, quote, sql_literal
 from .context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
-from .tombstones import remembered_deletes, without_superseded, write_tombstones
+from .tombstones import (
+    TOMBSTONED,
+    anything_to_remember,
+    remembered_deletes,
+    without_superseded,
+    write_tombstones,
+)
 
 if TYPE_CHECKING:
     from .checks import Checked
@@ -108,16 +114,23 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
     if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
         events = without_superseded(events, cfg, remembered)
     if tombstones is not None:
+        remember = True
         if held is not None:
             # Computed once for both writes (their windows over a 285k-row batch: 1.5 s for
             # both writes instead of 2 s, in a warm JVM).
             events = held.enter_context(cached(events))
-            if checks is not None and checks.pending:
-                events.count()  # computed before any write, the checks counted on the way
+            if known:  # computed before any write, the checks counted on the way
+                remember = anything_to_remember(events, cfg)
+            elif checks is not None and checks.pending:
+                events.count()
+            if checks is not None:
                 checks.settle(computed=True)
         if checks is not None:
             checks.settle()
-        write_tombstones(ctx, events, cfg, tombstones, replace=not known, txn=txn)
+        if remember:
+            with ctx.phases.timing("tombstones"):
+                write_tombstones(ctx, events, cfg, tombstones, replace=not known, txn=txn)
+    events = events.drop(TOMBSTONED)
     if cfg.scd_type == 2:
         # A version is its key's row at one sequence (valid_from holds its first column).
         later = cfg.sequence_by[1:]
