@@ -21,6 +21,7 @@ from ..core.errors import MedallionError
 from ..core.locations import is_remote
 from ..engines import engine_class
 from ..spark import jars
+from ..spark.connect import shown
 from ..spark.jars import delta_jar_files
 from ..spark.object_store import aws_settings, bucket_problem, on_s3
 
@@ -53,6 +54,8 @@ def _versions() -> Check:
 
 def _jars(project) -> Check:
     target = project.target
+    if target.spark_remote:
+        return Check("jars", True, "none needed here: the Spark Connect server brings its own")
     needed = jars.bundles_for(project)
     found = []
     if "delta" in engine_class(target.engine).capabilities.jar_bundles:
@@ -108,8 +111,10 @@ def run_checks(load: Callable, start_engine: Callable) -> Iterator[Check]:
     target = project.target
     yield Check("project", True, f"{project.name} ({project.root}), {len(project.nodes)} "
                 f"model(s) and seed(s)")
+    where = (f"Spark Connect server {shown(target.spark_remote)}" if target.spark_remote
+             else f"master {target.spark_master}")
     yield Check("profile", True, f"target '{target.name}' ({target.profiles_file}): "
-                f"{target.engine} engine, master {target.spark_master}")
+                f"{target.engine} engine, {where}")
     for check in (_jars, _warehouse):
         try:
             yield check(project)

@@ -2,12 +2,13 @@
 
 After the first pass (every selected node, once), each streaming model runs as a continuous
 query on its processing-time trigger, and the batch models and the data tests are run again
-where their inputs changed (the fingerprint check makes an unchanged one cost a few file reads):
-at once when a streaming model that a batch model reads commits, else every 2 s (edits, batch
-sources); each result is printed as it comes, a verdict recalled on unchanged inputs is not. A node that fails (a query, a refresh, a
-query that cannot start) is tried again after a backoff (2 s, doubling to a minute), and what
-reads it waits for it meanwhile rather than run on stale data; its error is printed when it is
-new, not at every try. The command exits non-zero when anything failed during the session.
+where their inputs changed (the fingerprint check makes an unchanged one cost a few file
+reads): at once when a streaming model that a batch model reads commits, else every 2 s
+(edits, batch sources); each result is printed as it comes, a verdict recalled on unchanged
+inputs is not. A node that fails (a query, a refresh, a query that cannot start) is tried
+again after a backoff (2 s, doubling to a minute), and what reads it waits for it meanwhile
+rather than run on stale data; its error is printed when it is new, not at every try. The
+command exits non-zero when anything failed during the session.
 Ctrl-C (SIGINT) or SIGTERM stops what refreshes (its Spark jobs cancelled: a commit is whole or
 not made) and every query after the batch it has in flight; a second one stops them at once.
 """

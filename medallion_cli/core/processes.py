@@ -1,9 +1,11 @@
 """Whether a process (a build holding a lock or staging files, a JVM recording its classes, a
-test broker) still runs."""
+test broker) still runs, and stopping one this process started."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 
@@ -22,3 +24,16 @@ def running(pid: int) -> bool:
     except PermissionError:
         pass  # another user's process
     return True
+
+
+def terminate(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Stop a process this one started: SIGTERM (a JVM's shutdown hooks run), then SIGKILL
+    after `timeout` seconds."""
+    if process.poll() is not None:
+        return
+    os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()

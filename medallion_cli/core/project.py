@@ -50,6 +50,7 @@ class Target:
     spark_conf: dict
     threads: int
     delta_jars: str | None = None  # delta-spark engine: a folder of Delta JARs for spark.jars
+    spark_remote: str | None = None  # a Spark Connect server's URL (sc://...): no local JVM
     profiles_file: str | None = None  # where the target is defined, for errors about it
     # OpenLineage: {"namespace": str, "transport": {...openlineage-python's transport config},
     # "batch_every": N}; empty: no lineage events (lineage.py)

@@ -38,13 +38,14 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
     out = outputs[name] or {}
     where = f"profile '{profile_name}', target '{name}'"
     check_keys(out, str(profiles_path), TARGET_KEYS, "key", where, "target keys")
-    check_keys(out.get("spark") or {}, str(profiles_path), ("master", "conf"), "spark key",
-               where, "spark keys")
+    check_keys(out.get("spark") or {}, str(profiles_path), ("master", "remote", "conf"),
+               "spark key", where, "spark keys")
     engine = out.get("engine", "embedded")
     if engine not in ENGINES:
         raise MedallionError(f"target '{name}' has unknown engine '{engine}'", path=profiles_path,
                              hint="engines: " + ", ".join(ENGINES))
     spark = out.get("spark") or {}
+    remote = _remote(spark, engine, profiles_path, name)
     try:
         warehouse = resolve(str(out.get("warehouse", "warehouse")), root)
     except ValueError as exc:
@@ -66,6 +67,7 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         engine=engine,
         warehouse=warehouse,
         spark_master=str(spark.get("master", "local[*]")),
+        spark_remote=remote,
         spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
         threads=int(out.get("threads", 1)),
         delta_jars=str(root / out["delta_jars"]) if out.get("delta_jars") else None,
@@ -73,6 +75,29 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         lineage=_lineage_config(out.get("lineage"), profiles_path, name),
         metastore=metastore,
     )
+
+
+def _remote(spark: dict, engine: str, profiles_path: Path, target: str) -> str | None:
+    """spark: remote, a Spark Connect URL (sc://host:port, with ;token=... and other
+    parameters as Spark Connect takes them), checked."""
+    remote = spark.get("remote")
+    if remote is None:
+        return None
+    where = f"target '{target}': spark: remote"
+    if not str(remote).startswith("sc://"):
+        raise MedallionError(f"{where} is {remote!r}; it must be a Spark Connect URL",
+                             path=profiles_path,
+                             hint="e.g. remote: \"sc://host:15002\", or with a token: "
+                                  "\"sc://host:15002/;token={{ env_var('SPARK_CONNECT_TOKEN') }}\"")
+    if "master" in spark:
+        raise MedallionError(f"{where} and spark: master both say where Spark is",
+                             path=profiles_path,
+                             hint="keep remote (a Spark Connect server) or master (Spark started "
+                                  "by medallion), not both")
+    if engine != "delta-spark":
+        raise MedallionError(f"{where} needs engine: delta-spark (the {engine} engine writes its "
+                             "Delta log from this process)", path=profiles_path)
+    return str(remote)
 
 
 LINEAGE_KEYS = ("namespace", "transport", "batch_every")

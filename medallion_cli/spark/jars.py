@@ -120,7 +120,9 @@ def installed_hadoop() -> str:
 def bundles_for(project: Project) -> list[str]:
     """The bundles a project's Spark needs beyond its engine's own: Spark's Kafka source for
     Kafka sources, S3A for a warehouse or sources on S3 (unless the target brings its own
-    hadoop-aws, as clusters with S3 do)."""
+    hadoop-aws, as clusters with S3 do). None for a Spark Connect server: it has its own."""
+    if project.target.spark_remote:
+        return []
     sources = project.sources.values()
     kafka = any(source.format == "kafka" for source in sources)
     own = " ".join(project.target.spark_conf.get(key, "")

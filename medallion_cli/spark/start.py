@@ -183,7 +183,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     keep_when_recorded(archive, spark)
     # Spark's log: warnings and errors into the log file; on the terminal only with --debug.
     spark.sparkContext.setLogLevel("WARN" if log_file else "ERROR")
-    _quiet_python_error_log(quiet=log_file is not None)
+    quiet_python_error_log(quiet=log_file is not None)
     _set_after_start(spark, target, conf)
     check_file_system(spark, target)
     return spark
@@ -216,7 +216,7 @@ def _own_ctrl_c():
             signal.signal(signal.SIGINT, previous)
 
 
-def _quiet_python_error_log(quiet: bool) -> None:
+def quiet_python_error_log(quiet: bool) -> None:
     # pyspark logs every captured SQL error as JSON on stderr, and py4j the traceback of every
     # failed callback (a foreachBatch function); medallion reports errors itself.
     import logging

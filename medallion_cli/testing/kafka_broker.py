@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.processes import running
+from ..core.processes import running, terminate
 from ..spark import jars
 
 LOOPBACK = "127.0.0.1"
@@ -77,13 +77,7 @@ class KafkaBroker:
         return self.home / "broker.log"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        terminate(self.process)
         shutil.rmtree(self.home, ignore_errors=True)
 
     def record(self, path: Path) -> None:

@@ -34,7 +34,7 @@ from ..base import (
 from ..deltars import append_rows
 from ..sql import merge_sql, table
 from .admin import DeltaSparkAdmin
-from .settings import check_delta_loaded, spark_settings
+from .settings import check_delta_loaded, refuse_connect, spark_settings
 
 
 class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
@@ -50,6 +50,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         self.spark_log = spark_log
 
     def _start_session(self):
+        if self.target.spark_remote:
+            refuse_connect(self.target, quiet=self.spark_log is not None)
         spark = start_spark(self.target, spark_settings(self.target, self.long_queries),
                             self.spark_log, self.long_queries)
         check_delta_loaded(spark, self.target)

@@ -1,0 +1,117 @@
+"""A Spark Connect server on loopback, for the tests, the benchmarks and trying a target whose
+`spark: {remote: ...}` names one: a local Spark driver running Spark's Connect server (pyspark
+ships its JAR) with Delta Lake's JARs (the `delta` bundle, fetched with Maven when not cached)
+and SQL extension. Started by pyspark's own spark-submit, which ends in `exec java`: the process
+id kept is the server's JVM, and it is stopped by that id.
+
+    python -m medallion_cli.testing.connect_server [--port N] [--no-delta]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.processes import terminate
+from ..spark import jars
+from .kafka_broker import LOOPBACK, free_port
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+READY_LINE = "Spark Connect server started at"
+# The server's token, from its environment rather than its command line (which `ps` shows).
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+DELTA_CONF = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+              "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+
+
+@dataclass
+class ConnectServer:
+    port: int
+    process: subprocess.Popen
+    home: Path
+    token: str | None = None
+
+    @property
+    def url(self) -> str:
+        """The URL a client gives. With a token the client speaks TLS, except to the host
+        `localhost`, to which it sends the token in plain text: this server has no TLS."""
+        if self.token:
+            return f"sc://localhost:{self.port}/;token={self.token}"
+        return f"sc://{LOOPBACK}:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.home / "server.log"
+
+    def stop(self) -> None:
+        terminate(self.process)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def command(port: int, delta: bool = True, cores: int = 2) -> list[str]:
+    """spark-submit's arguments for a server on 127.0.0.1:port, its Python workers (which run
+    foreachBatch functions) on this interpreter."""
+    import pyspark
+
+    conf = {"spark.connect.grpc.binding.address": LOOPBACK,
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK,
+            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(cores),
+            "spark.pyspark.python": sys.executable, **(DELTA_CONF if delta else {})}
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    delta = ["--jars", ",".join(map(str, jars.jar_files(jars.fetch("delta"))))] if delta else []
+    return [str(submit), "--class", SERVER_CLASS, "--master", f"local[{cores}]",
+            "--name", "medallion-connect-server", *delta,
+            *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]]
+
+
+def start(port: int | None = None, delta: bool = True, token: str | None = None,
+          timeout: float = 120, detached: bool = False) -> ConnectServer:
+    """Start a server (on `port`, or a free one) and return once it takes clients. token: the
+    one clients must send. detached: in a session of its own, to outlive this process."""
+    import pyspark
+
+    home = Path(tempfile.mkdtemp(prefix="medallion-connect-"))
+    port = port or free_port()
+    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent),
+           "PYSPARK_PYTHON": sys.executable}
+    env.pop(TOKEN_ENV, None)
+    if token:
+        env[TOKEN_ENV] = token
+    with open(home / "server.log", "wb") as log:
+        process = subprocess.Popen(command(port, delta), stdout=log, stderr=subprocess.STDOUT,
+                                   env=env, cwd=home, start_new_session=detached)
+    server = ConnectServer(port, process, home, token)
+    deadline = time.monotonic() + timeout
+    while READY_LINE not in server.log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = server.log.read_text(errors="replace")[-3000:]
+            server.stop()
+            raise RuntimeError(f"the Spark Connect server did not start:\n{tail}")
+        time.sleep(0.2)
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=15002)
+    parser.add_argument("--no-delta", action="store_true", help="a server without Delta Lake")
+    args = parser.parse_args()
+    server = start(args.port, delta=not args.no_delta)
+    print(f"Spark Connect server at {server.url} (pid {server.process.pid}); Ctrl-C stops it",
+          flush=True)
+    try:
+        server.process.wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

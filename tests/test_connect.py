@@ -1,0 +1,167 @@
+"""Targets that reach Spark through Spark Connect (`spark: {remote: sc://...}`): the profile's
+key checked, and each way the connection fails said in one line naming the target, against real
+Connect servers on loopback (one with Delta Lake, one without it and with a token). Builds over
+Spark Connect are refused in one line until the delta-spark engine runs without a local JVM.
+These are delta-spark only: the embedded engine writes its Delta log from this process, so a
+remote Spark is refused for it (tested here too)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+from conftest import write_project
+
+from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.project import Target
+from medallion_cli.load.profiles import load_target
+from medallion_cli.spark.connect import check_server, connection_problem, shown
+from medallion_cli.testing import connect_server
+from medallion_cli.testing.kafka_broker import free_port
+
+MODEL = {"models/one.sql": "select 1 as id"}
+
+
+def profile(remote: str, engine: str = "delta-spark", extra: str = "") -> str:
+    return textwrap.dedent(f"""\
+        test:
+          target: connect
+          outputs:
+            connect:
+              engine: {engine}
+              warehouse: warehouse
+              spark: {{remote: "{remote}"{extra}}}
+        """)
+
+
+def target(remote: str) -> Target:
+    return Target("connect", "delta-spark", "/w", "local[*]", {}, 1, spark_remote=remote,
+                  profiles_file="profiles/profiles.yml")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("remote, engine, extra, said", [
+    ("http://h:15002", "delta-spark", "", "it must be a Spark Connect URL"),
+    ("sc://h:15002", "delta-spark", ", master: 'local[*]'", "and spark: master both say"),
+    ("sc://h:15002", "embedded", "", "needs engine: delta-spark"),
+])
+def test_a_remote_spark_is_checked_as_the_profile_is_read(tmp_path, remote, engine, extra,
+                                                          said):
+    root = write_project(tmp_path / "p", MODEL, profile=profile(remote, engine, extra))
+    with pytest.raises(MedallionError, match=said) as caught:
+        load_target(root, "test", None, None)
+    assert "profiles.yml" in str(caught.value.path)
+
+
+@pytest.mark.unit
+def test_a_remote_spark_is_read_from_the_profile_with_its_token_from_the_environment(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("CONNECT_TOKEN", "s3cret")
+    remote = "sc://localhost:15002/;token={{ env_var('CONNECT_TOKEN') }}"
+    root = write_project(tmp_path / "p", MODEL, profile=profile(remote))
+    found = load_target(root, "test", None, None)
+    assert found.spark_remote == "sc://localhost:15002/;token=s3cret"
+    assert shown(found.spark_remote) == "sc://localhost:15002/;token=***"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("error, said", [
+    ('<_MultiThreadedRendezvous of RPC that terminated with: status = StatusCode.UNAVAILABLE '
+     'details = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: '
+     'Failed to connect to remote host: Connection refused">',
+     "did not answer (UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: Connection "
+     "refused)"),
+    ('status = StatusCode.UNAUTHENTICATED details = "Invalid authentication token"',
+     "refused the token (Invalid authentication token)"),
+    ('status = StatusCode.UNAVAILABLE details = "failed to connect to all addresses; last error: '
+     'UNKNOWN: Tls handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: WRONG_VERSION_NUMBER"',
+     "does not speak TLS"),
+])
+def test_each_connection_problem_is_one_line_naming_the_target(error, said):
+    # Engine-free: the texts are the gRPC client's, whichever engine asked.
+    message = connection_problem(target("sc://h:1/;token=abc"), RuntimeError(error))
+    assert message.startswith("target 'connect': the Spark Connect server at sc://h:1/;token=***")
+    assert said in message and "\n" not in message and "abc" not in message
+
+
+@pytest.mark.unit
+def test_a_server_of_another_spark_version_is_refused_naming_both():
+    older = SimpleNamespace(version="3.5.3")
+    with pytest.raises(MedallionError, match=r"runs Spark 3\.5\.3, and this client is pyspark "
+                                             r"4\.1\.\d+") as caught:
+        check_server(older, target("sc://h:15002"))
+    assert "pyspark[connect]==3.5.*" in caught.value.hint
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """Two servers: one with Delta Lake, one without it and with a token."""
+    pytest.importorskip("grpc", reason="the Spark Connect client: pip install '.[connect]'")
+    with_delta = connect_server.start()
+    try:
+        plain = connect_server.start(delta=False, token="s3cret")
+    except BaseException:
+        with_delta.stop()
+        raise
+    try:
+        yield SimpleNamespace(delta=with_delta, plain=plain)
+    finally:
+        with_delta.stop()
+        plain.stop()
+
+
+def medallion(root, *args, env=None):
+    return subprocess.run([sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir",
+                           str(root)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def one_error_line(run) -> str:
+    errors = [line for line in run.stdout.splitlines() + run.stderr.splitlines()
+              if "Spark Connect" in line]
+    assert errors, run.stdout + run.stderr
+    assert "Traceback" not in run.stdout + run.stderr and "grpc" not in run.stderr.lower()
+    assert "Warning" not in run.stderr  # pyspark's, of the retries it gave up
+    return errors[0]
+
+
+def test_a_server_is_reached_with_no_jvm_in_the_client_and_the_build_refused_in_one_line(
+        tmp_path, servers):
+    root = write_project(tmp_path / "p", MODEL, profile=profile(servers.delta.url))
+    probe = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        import os
+        from medallion_cli.load.profiles import load_target
+        from medallion_cli.spark.connect import check_server, client_session
+        target = load_target(__import__('pathlib').Path({str(root)!r}), 'test', None, None)
+        print(check_server(client_session(target), target))
+        children = [p for p in os.listdir('/proc') if p.isdigit() and
+                    open(f'/proc/{{p}}/stat').read().split(')')[1].split()[1] == str(os.getpid())]
+        print(len(children))
+        """)], capture_output=True, text=True, timeout=300)
+    version, children = probe.stdout.split()
+    assert version.startswith("4.1.") and children == "0", probe.stderr
+    built = medallion(root, "build")
+    assert built.returncode != 0
+    said = one_error_line(built)
+    assert f"Spark {version} with Delta Lake answers at {servers.delta.url}" in said
+    assert "cannot build over Spark Connect yet" in said
+    checked = medallion(root, "debug")
+    assert f"Spark Connect server {servers.delta.url}" in checked.stdout
+    assert "none needed here" in checked.stdout  # no JARs: the server has its own
+
+
+def test_connection_problems_are_one_line_each(tmp_path, servers):
+    cases = [
+        (f"sc://127.0.0.1:{free_port()}", "did not answer ("),
+        (f"sc://localhost:{servers.plain.port}/;token=wrong", "refused the token (Invalid"),
+        (f"sc://127.0.0.1:{servers.plain.port}/;token=s3cret", "does not speak TLS"),
+        (servers.plain.url, "has no Delta Lake"),
+    ]
+    for n, (remote, said) in enumerate(cases):
+        root = write_project(tmp_path / f"p{n}", MODEL, profile=profile(remote))
+        run = medallion(root, "build")
+        line = one_error_line(run)
+        assert run.returncode != 0 and said in line, line
+        assert "s3cret" not in run.stdout + run.stderr
