@@ -405,3 +405,35 @@ def test_ctrl_c_stops_a_build_with_a_summary_of_what_was_committed(project, engi
     assert statuses == {"a": ("success", ""), "slow": ("error", STOPPED),
                         "after_slow": ("skipped", NOT_STARTED)}
     assert not list((root / "warehouse/models").glob("slow/_delta_log/*.json"))  # no version
+
+
+@pytest.mark.unit
+def test_ctrl_c_while_a_result_is_said_still_cancels_what_runs():
+    """Ctrl-C lands wherever the main thread is; when it was saying a finished node's result
+    (printing, the event log), the run stopped there, leaving a running query uncancelled: the
+    build waited on it for ever (the full suite saw it). Engine-free: the runner's loop."""
+    import signal
+    import threading
+
+    from medallion_cli.run.runner import NodeResult, execute
+
+    cancelled = threading.Event()
+
+    def run(name):
+        if name == "slow":  # a Spark job that runs until it is cancelled
+            return NodeResult(name, "model", "table",
+                              "error" if cancelled.wait(20) else "success")
+        return NodeResult(name, "model", "table", "success")
+
+    def said(result):
+        if result.name == "a":
+            signal.raise_signal(signal.SIGINT)  # as the user presses Ctrl-C
+
+    try:
+        results = execute(["a", "slow"], {}, run, {"a": ("model", "table"),
+                                                   "slow": ("model", "table")},
+                          threads=2, on_result=said, on_interrupt=cancelled.set)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C left the run with its query running")
+    assert cancelled.is_set()
+    assert [(r.name, r.status) for r in results] == [("a", "success"), ("slow", "error")]

@@ -1,11 +1,13 @@
 """Whether a process (a build holding a lock or staging files, a JVM recording its classes, a
-test broker) still runs, and stopping one this process started."""
+test broker) still runs, stopping one this process started, and this process's own Ctrl-C."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -37,3 +39,28 @@ def terminate(process: subprocess.Popen, timeout: float = 30) -> None:
     except subprocess.TimeoutExpired:
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
+
+
+@contextmanager
+def deferred_ctrl_c(stop: threading.Event | None):
+    """An event that Ctrl-C sets, for a loop that polls it: Python would raise
+    KeyboardInterrupt wherever the main thread is (in the middle of saying a result, say), and
+    code that cannot handle it there would leave running work uncancelled. A second Ctrl-C
+    raises at once. `stop` when the caller has one already (--watch); None off the main thread
+    or when Ctrl-C is not Python's to handle."""
+    if stop is not None or threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield stop
+        return
+    pressed = threading.Event()
+
+    def ctrl_c(*_):
+        if pressed.is_set():
+            raise KeyboardInterrupt
+        pressed.set()
+
+    previous = signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..core.errors import StartError
 from ..core.failures import error_message
+from ..core.processes import deferred_ctrl_c
 from ..load.datatests import DataTest, run_test
 from ..materialize.batch import build_batch
 from ..materialize.clustering import check_clustering, cluster_table
@@ -262,7 +263,7 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str],
                 waiting[child].discard(result.name)
 
     interrupted = False
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+    with deferred_ctrl_c(stop) as stop, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         running = {}
         while len(results) < len(order):
             failed = fail_fast and next((r.name for r in results.values() if r.failed), None)
