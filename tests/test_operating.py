@@ -381,8 +381,9 @@ def test_ctrl_c_stops_a_build_with_a_summary_of_what_was_committed(project, engi
                     "models/after_slow.sql": "select n from {{ ref('slow') }}"})
     command = [str(Path(sys.executable).parent / "medallion"), "build", "--project-dir",
                str(root), "--threads", "2"]
+    # PYTHONFAULTHANDLER: a build that does not stop is made to say where its threads are
     build = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
+                             text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     lines = []
     try:
         for line in build.stdout:
@@ -392,6 +393,12 @@ def test_ctrl_c_stops_a_build_with_a_summary_of_what_was_committed(project, engi
         time.sleep(2)  # slow's query runs
         build.send_signal(signal.SIGINT)
         rest, _ = build.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        signals = [line for line in Path(f"/proc/{build.pid}/status").read_text().splitlines()
+                   if line.startswith("Sig")]
+        build.send_signal(signal.SIGABRT)
+        pytest.fail(f"the build did not stop: {signals}\n{''.join(lines)}"
+                    f"{build.communicate(timeout=30)[0]}")
     finally:
         build.kill()  # never left running a query without end, whatever failed
     output = "".join(lines) + rest
@@ -407,15 +414,25 @@ def test_ctrl_c_stops_a_build_with_a_summary_of_what_was_committed(project, engi
     assert not list((root / "warehouse/models").glob("slow/_delta_log/*.json"))  # no version
 
 
+def _pyspark_like_ctrl_c(*_):
+    raise KeyboardInterrupt  # as pyspark's SparkContext handler does, after cancelling jobs
+
+
 @pytest.mark.unit
-def test_ctrl_c_while_a_result_is_said_still_cancels_what_runs():
+@pytest.mark.parametrize("handler_before", ["python's", "a library's"])
+def test_ctrl_c_while_a_result_is_said_still_cancels_what_runs(handler_before, request):
     """Ctrl-C lands wherever the main thread is; when it was saying a finished node's result
     (printing, the event log), the run stopped there, leaving a running query uncancelled: the
-    build waited on it for ever (the full suite saw it). Engine-free: the runner's loop."""
+    build waited on it for ever (the full suite saw it). Engine-free: the runner's loop. Also
+    when a library (pyspark's SparkContext, made on the main thread) installed its own handler."""
     import signal
     import threading
 
     from medallion_cli.run.runner import NodeResult, execute
+
+    if handler_before == "a library's":
+        previous = signal.signal(signal.SIGINT, _pyspark_like_ctrl_c)
+        request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
 
     cancelled = threading.Event()
 

@@ -196,10 +196,11 @@ def _session(target: Target, conf: dict[str, str], log_file: Path | None):
     # read into it: a second start in a process that has a JVM must not copy them back).
     settings = SparkConf(loadDefaults=False).setMaster(target.spark_master).setAppName(
         "medallion").setAll([(key, value) for key, value in conf.items() if not is_secret(key)])
-    if SparkContext._gateway is None:  # no JVM yet (the test suite's session may have one)
-        with _jvm_output(log_file) as popen_arguments, _own_ctrl_c():
-            SparkContext(conf=settings, gateway=launch_gateway(settings, popen_arguments))
-    return SparkSession.builder.config(conf=settings).getOrCreate()
+    with _own_ctrl_c():  # getOrCreate makes a SparkContext too, where one was stopped
+        if SparkContext._gateway is None:  # no JVM yet (the test suite's session may have one)
+            with _jvm_output(log_file) as popen_arguments:
+                SparkContext(conf=settings, gateway=launch_gateway(settings, popen_arguments))
+        return SparkSession.builder.config(conf=settings).getOrCreate()
 
 
 @contextmanager
