@@ -222,3 +222,16 @@ def s3():
     server = s3_server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect():
+    """One Spark Connect server with Delta Lake on loopback for the test run (a local driver
+    with Spark's Connect plugin and Delta's JARs; its Python workers, which run streaming
+    micro-batches, on this interpreter), stopped by its pid at the end."""
+    pytest.importorskip("grpc", reason="the Spark Connect client: pip install '.[connect]'")
+    from medallion_cli.testing import connect_server
+
+    server = connect_server.start()
+    yield server
+    server.stop()

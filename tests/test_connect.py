@@ -1,8 +1,7 @@
 """Targets that reach Spark through Spark Connect (`spark: {remote: sc://...}`): the profile's
 key checked, and each way the connection fails said in one line naming the target, against real
-Connect servers on loopback (one with Delta Lake, one without it and with a token). Builds over
-Spark Connect are refused in one line until the delta-spark engine runs without a local JVM.
-These are delta-spark only: the embedded engine writes its Delta log from this process, so a
+Connect servers on loopback (the suite's, with Delta Lake; one without it and with a token).
+Builds over Spark Connect are in test_connect_builds.py. These are delta-spark only: the embedded engine writes its Delta log from this process, so a
 remote Spark is refused for it (tested here too)."""
 
 import os
@@ -96,19 +95,12 @@ def test_a_server_of_another_spark_version_is_refused_naming_both():
 
 
 @pytest.fixture(scope="module")
-def servers():
-    """Two servers: one with Delta Lake, one without it and with a token."""
-    pytest.importorskip("grpc", reason="the Spark Connect client: pip install '.[connect]'")
-    with_delta = connect_server.start()
+def servers(spark_connect):
+    """Two servers: the suite's, with Delta Lake; one without it and with a token."""
+    plain = connect_server.start(delta=False, token="s3cret")
     try:
-        plain = connect_server.start(delta=False, token="s3cret")
-    except BaseException:
-        with_delta.stop()
-        raise
-    try:
-        yield SimpleNamespace(delta=with_delta, plain=plain)
+        yield SimpleNamespace(delta=spark_connect, plain=plain)
     finally:
-        with_delta.stop()
         plain.stop()
 
 
@@ -127,8 +119,7 @@ def one_error_line(run) -> str:
     return errors[0]
 
 
-def test_a_server_is_reached_with_no_jvm_in_the_client_and_the_build_refused_in_one_line(
-        tmp_path, servers):
+def test_a_server_is_reached_with_no_jvm_in_the_client_and_checked_by_debug(tmp_path, servers):
     root = write_project(tmp_path / "p", MODEL, profile=profile(servers.delta.url))
     probe = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
         import os
@@ -142,13 +133,9 @@ def test_a_server_is_reached_with_no_jvm_in_the_client_and_the_build_refused_in_
         """)], capture_output=True, text=True, timeout=300)
     version, children = probe.stdout.split()
     assert version.startswith("4.1.") and children == "0", probe.stderr
-    built = medallion(root, "build")
-    assert built.returncode != 0
-    said = one_error_line(built)
-    assert f"Spark {version} with Delta Lake answers at {servers.delta.url}" in said
-    assert "cannot build over Spark Connect yet" in said
     checked = medallion(root, "debug")
     assert f"Spark Connect server {servers.delta.url}" in checked.stdout
+    assert f"Spark {version}" in checked.stdout
     assert "none needed here" in checked.stdout  # no JARs: the server has its own
 
 
@@ -158,10 +145,28 @@ def test_connection_problems_are_one_line_each(tmp_path, servers):
         (f"sc://localhost:{servers.plain.port}/;token=wrong", "refused the token (Invalid"),
         (f"sc://127.0.0.1:{servers.plain.port}/;token=s3cret", "does not speak TLS"),
         (servers.plain.url, "has no Delta Lake"),
+        (servers.delta.url + "|, conf: {spark.driver.memory: 2g}",
+         "spark: conf spark.driver.memory is the Spark Connect server's own setting"),
     ]
     for n, (remote, said) in enumerate(cases):
-        root = write_project(tmp_path / f"p{n}", MODEL, profile=profile(remote))
+        remote, _, extra = remote.partition("|")
+        root = write_project(tmp_path / f"p{n}", MODEL, profile=profile(remote, extra=extra))
         run = medallion(root, "build")
         line = one_error_line(run)
         assert run.returncode != 0 and said in line, line
         assert "s3cret" not in run.stdout + run.stderr
+
+
+@pytest.mark.unit
+def test_a_server_that_stops_answering_mid_build_is_one_line_saying_what_stays():
+    from medallion_cli.core.failures import error_message
+
+    grpc = ('<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = '
+            'StatusCode.UNAVAILABLE\n\tdetails = "failed to connect to all addresses; last '
+            'error: UNKNOWN: ipv4:127.0.0.1:15002: Failed to connect to remote host: Connection '
+            'refused"\n\tdebug_error_string = "UNAVAILABLE:failed to connect"\n>')
+    assert error_message(RuntimeError(grpc)) == (
+        "the Spark Connect server did not answer (UNKNOWN: ipv4:127.0.0.1:15002: Failed to "
+        "connect to remote host: Connection refused), after retries; what was committed stays. "
+        "Start the server again (or check the network), then build again: it goes on from "
+        "each table's last commit")

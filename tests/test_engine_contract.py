@@ -195,19 +195,31 @@ def _file_stats(path) -> dict:
             for c in columns}
 
 
-def test_native_history_of_a_local_table_is_what_delta_itself_reports(spark, tmp_path):
-    # delta-spark reads a local table's history with delta-rs (1 ms against Delta's 0.1-2 s);
-    # Delta's own is what object storage gets: the fields builds read must agree.
+def test_delta_spark_reads_a_log_alike_by_delta_rs_the_jvm_and_sql(spark, tmp_path):
+    # delta-spark reads a local table's log with delta-rs (1 ms against Delta's 0.1-2 s);
+    # Delta's own in the JVM is what object storage gets, and Delta's SQL what a Spark Connect
+    # client gets where delta-rs does not reach the store: the fields builds read must agree.
+    from medallion_cli.engines.delta_spark.log import JvmLog, SqlLog, client_log
+
     engine = make_engine(Target("contract", "delta-spark", str(tmp_path / "wh"), "local[2]", {}, 1))
     path = str(tmp_path / "wh/t")
-    engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite", metadata={"medallion.x": "1"})
+    engine.write(frame(spark, [(1, "a", 1)]), path, "overwrite", metadata={"medallion.x": "1"},
+                 txn=("app", 4), properties={"delta.appendOnly": "false"})
     engine.merge(frame(spark, [(1, "b", 2), (2, "c", 1)]), path, MergeSpec(("id",), ("seq",)),
                  metadata={"medallion.x": "2"})
     fields = ("version", "operation", "operationMetrics", "userMetadata", "isBlindAppend")
     read = [[commit.get(f) for f in fields] for commit in engine.history(path)]
-    assert read == [[commit.get(f) for f in fields] for commit in engine.delta_history(path)]
+    for log in (JvmLog(spark), SqlLog(spark)):
+        assert read == [[commit.get(f) for f in fields] for commit in log.history(path, None)]
+        assert [c["version"] for c in log.history(path, 1)] == [1]
+        assert (log.version(path), log.file_count(path)) == (1, engine.file_count(path))
+        assert log.properties(path)["delta.appendOnly"] == "false"
     assert [r[:2] for r in read] == [[1, "MERGE"], [0, "WRITE"]]
     assert engine.last_commit_value(path, "medallion.x") == "2"
+    assert engine.committed_version(path, "app") == JvmLog(spark).app_version(path, "app") == 4
+    assert SqlLog(spark).app_version(path, "app") is None  # not in SQL: Delta skips a replay
+    assert client_log(path, lambda table: table.version(), anywhere=False) == 1
+    assert client_log(str(tmp_path / "none"), lambda table: table.version(), anywhere=True) is None
 
 
 def test_embedded_commits_sparks_files_with_the_statistics_delta_rs_would_write(spark, tmp_path):

@@ -94,7 +94,9 @@ def _spark(project, start_engine: Callable) -> Check:
     began = time.perf_counter()
     spark = start_engine().spark
     spark.sql("select 1").collect()
-    return Check("spark", True, f"Spark {spark.version} on {spark.sparkContext.master}, "
+    remote = project.target.spark_remote
+    where = f"the Spark Connect server {shown(remote)}" if remote else spark.sparkContext.master
+    return Check("spark", True, f"Spark {spark.version} on {where}, "
                  f"{project.target.engine} engine, ready in {time.perf_counter() - began:.1f} s")
 
 

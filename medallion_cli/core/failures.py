@@ -140,6 +140,26 @@ def _store_trouble(text: str) -> str | None:
         check="Check the store (AWS_ENDPOINT_URL, the network)")
 
 
+GRPC_DETAILS = re.compile(r'details = "([^"]*)"')
+
+
+def grpc_details(text: str) -> str | None:
+    """What a gRPC error (a Spark Connect client's) says went wrong, without its wrapping."""
+    found = GRPC_DETAILS.search(text)
+    return found.group(1) if found else None
+
+
+def _connect_trouble(text: str) -> str | None:
+    """A Spark Connect server that stopped answering mid-build (killed, restarted, the network):
+    what was committed stays, as when a local driver dies."""
+    if "StatusCode.UNAVAILABLE" not in text:
+        return None
+    details = (grpc_details(text) or "UNAVAILABLE").split("last error: ")[-1]
+    return (f"the Spark Connect server did not answer ({details}), after retries; what was "
+            "committed stays. Start the server again (or check the network), then build again: "
+            "it goes on from each table's last commit")
+
+
 def error_message(exc: BaseException) -> str:
     """What went wrong, in a line."""
     if isinstance(exc, MedallionError):
@@ -147,7 +167,7 @@ def error_message(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     lines = text.splitlines()
     said = (_csv_header(text) or _kafka_data_loss(text) or _moved_files(text)
-            or _store_trouble(text))
+            or _connect_trouble(text) or _store_trouble(text))
     if said:
         return said
     if "Traceback (most recent call last)" in text:

@@ -14,7 +14,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 
-from ..core.locations import is_remote, join, local_files
+from ..core.locations import join
 from ..core.nodes import CompiledNode
 from ..spark.files import list_files, read_text, remove, write_text
 from .context import BuildContext, input_table
@@ -57,8 +57,8 @@ def inputs_fingerprint(ctx: BuildContext, content: str, refs, sources,
                 inputs[name] = [path, inputs[name]]
     for key in sources:
         source = ctx.project.sources[key]
-        inputs[source.relation] = (ctx.engine.table_version(source.path)
-                                   if source.format == "delta" else _file_listing(ctx, source.path))
+        inputs[source.relation] = (ctx.engine.table_version(source.path) if source.format ==
+                                   "delta" else list_files(ctx.engine, source.path))
     text = json.dumps({"content": content, "config": config, "inputs": inputs},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -110,14 +110,6 @@ def rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
             return None
         total += rows
     return total
-
-
-def _file_listing(ctx: BuildContext, location: str) -> list:
-    """(file, size, modified) of every file under a landing location. Local folders are listed
-    here, so a build with nothing new starts no JVM; object stores through Spark's file system."""
-    if is_remote(location):
-        return list_files(ctx.engine, location)
-    return local_files(location)
 
 
 def definition(node: CompiledNode) -> str:

@@ -74,14 +74,22 @@ def load_unit_tests(project: Project, graph: Graph) -> list[UnitTest]:
 
 def rows_frame(spark, rows: list, schema=None):
     """A DataFrame from YAML rows; with a schema (DDL or StructType) values are cast like JSON,
-    and a value that does not fit is an error rather than a null."""
-    lines = [json.dumps(row, default=str) for row in rows]
-    reader = spark.read.option("mode", "FAILFAST")
-    if schema is not None:
-        reader = reader.schema(schema)
-    if not lines and schema is None:
+    and a value that does not fit is an error rather than a null. Without one, Spark infers
+    their types as it does reading JSON (one array of the rows, whose elements' fields it
+    merges), in SQL: a Spark Connect session has no RDDs to read JSON lines from."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, StructType
+
+    if not rows and schema is None:
         raise MedallionError("an input with no rows needs a schema")
-    return reader.json(spark.sparkContext.parallelize(lines, 1))
+    text = F.lit(json.dumps(rows, default=str))
+    one = spark.range(1)
+    if schema is None:
+        array = one.select(F.schema_of_json(text)).first()[0]
+    else:
+        array = ArrayType(schema) if isinstance(schema, StructType) else f"array<struct<{schema}>>"
+    rows_of = F.from_json(text, array, {"mode": "FAILFAST"})
+    return one.select(F.explode(rows_of).alias("row")).select("row.*")
 
 
 def model_output(spark, project: Project, graph: Graph, model: str, inputs: dict, origin: str):

@@ -11,13 +11,13 @@ import re
 import warnings
 
 from ..core.errors import MedallionError
+from ..core.failures import grpc_details
 from ..core.project import Target
 from .start import quiet_python_error_log
 
 # Spark retries a server that does not answer for about ten minutes; this says so in seconds.
 RETRIES = 3
 TOKEN = re.compile(r"(;token=)[^;]*")
-DETAILS = re.compile(r'details = "([^"]*)"')
 # A path with no table: asking a server with Delta for its history says so in Delta's words.
 NO_TABLE = "/medallion-connect-check/no-table-here"
 
@@ -32,8 +32,8 @@ def client_session(target: Target, quiet: bool = True):
     Made without a round trip: `check_server` makes the first. quiet: the server's errors are
     not also logged on stderr (medallion says them itself; --debug shows them)."""
     try:
+        from pyspark.sql import SparkSession
         from pyspark.sql.connect.client.retries import DefaultPolicy
-        from pyspark.sql.connect.session import SparkSession
     except ImportError as exc:
         raise MedallionError(
             f"target '{target.name}' reaches Spark through Spark Connect, and the Spark Connect "
@@ -43,9 +43,36 @@ def client_session(target: Target, quiet: bool = True):
     # pyspark warns of each call it gave up retrying, at exit too (closing the session): the
     # error medallion says is the one line
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
+    # pyspark's own builder, which also switches pyspark's functions (F.col...) to Connect's
+    # in this process
     session = SparkSession.builder.remote(target.spark_remote).create()
     session.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES)])
     return session
+
+
+def configure(session, target: Target) -> None:
+    """The target's Spark settings, on a session of the server: settings a session can change
+    (spark.sql.*, Delta's); one line for those only the server's start takes."""
+    for key, value in target.spark_conf.items():
+        try:
+            session.conf.set(key, value)
+        except Exception as exc:
+            if "CANNOT_MODIFY" not in str(exc):  # _CONFIG, _STATIC_CONFIG
+                raise
+            raise _server_setting(target, key) from exc
+
+
+def _server_setting(target: Target, key: str) -> MedallionError:
+    return MedallionError(
+        f"target '{target.name}': spark: conf {key} is the Spark Connect server's own setting, "
+        "which a client's session cannot change", path=target.profiles_file,
+        hint="set it where the server starts, and keep only session settings (spark.sql.*) in "
+             "the target")
+
+
+def is_connect(spark) -> bool:
+    """Whether the session is a Spark Connect client's (no JVM here: no sparkContext)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def check_server(spark, target: Target) -> str:
@@ -88,8 +115,7 @@ def has_delta(spark) -> bool:
 
 def connection_problem(target: Target, exc: BaseException) -> str:
     text = str(exc)
-    found = DETAILS.search(text)
-    details = found.group(1) if found else (text.strip().splitlines() or [type(exc).__name__])[0]
+    details = grpc_details(text) or (text.strip().splitlines() or [type(exc).__name__])[0]
     where = f"target '{target.name}': the Spark Connect server at {shown(target.spark_remote)}"
     if "UNAUTHENTICATED" in text:
         return f"{where} refused the token ({details})"

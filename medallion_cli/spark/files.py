@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..core.locations import is_remote
+from ..core.locations import is_remote, local_files
 
 
 def read_text(on, location: str) -> str:
@@ -66,8 +66,10 @@ def remove(on, location: str) -> None:
 
 
 def list_files(on, location: str) -> list[tuple[str, int, int]]:
-    """(path under the location, size, modification time) of every file below an object-store
-    location, sorted (local folders: core.locations.local_files, which needs no Spark)."""
+    """(path under the location, size, modification time) of every file below a location,
+    sorted (a local folder's by Python: no Spark)."""
+    if not is_remote(location):
+        return local_files(location)
     path, fs = _hadoop_file(on.spark, location)
     if not fs.exists(path):
         return []

@@ -7,6 +7,7 @@ import threading
 import time
 
 from ..core.errors import MedallionError, StartError
+from .connect import is_connect
 
 _STARTING = threading.RLock()  # one start per process, however many nodes ask at once
 
@@ -16,7 +17,8 @@ class OnDemandSpark:
     whose nodes are all up to date, need only the Delta log. A failed start raises StartError
     for every use, without trying again. A node's copy of the engine (`for_node`) gets a session
     of its own (its own temp views and SQL settings), made when the node first uses Spark.
-    An engine says how it starts in `_start_session`."""
+    An engine says how it starts in `_start_session` (checked: a session on a Spark Connect
+    server already checked, for a node)."""
 
     _parent: OnDemandSpark | None = None
     _failed: StartError | None = None
@@ -44,17 +46,29 @@ class OnDemandSpark:
         return session
 
     def cancel_jobs(self) -> None:
-        """Cancel every Spark job running in this process (Ctrl-C), if Spark has started."""
+        """Cancel every Spark job this process started (Ctrl-C), if Spark has started: all of
+        its context's, or over Spark Connect each session's operations (one per node)."""
         root = self
         while root._parent is not None:
             root = root._parent
         session = root.__dict__.get("_session")
-        if session is not None:
+        if session is None:
+            return
+        if not is_connect(session):
             session.sparkContext.cancelAllJobs()
+            return
+        for each in [session, *root.__dict__.get("_node_sessions", ())]:
+            each.interruptAll()
 
     def _new_session(self):
         if self._parent is not None:
-            return self._parent.spark.newSession()
+            parent = self._parent.spark
+            if not is_connect(parent):
+                return parent.newSession()
+            # Spark Connect has no newSession: a session of its own on the same server
+            session = self._start_session(checked=True)
+            self._parent.__dict__.setdefault("_node_sessions", []).append(session)
+            return session
         if self._failed is not None:
             raise self._failed
         self.on_start(True)

@@ -64,6 +64,9 @@ def command(port: int, delta: bool = True, cores: int = 2) -> list[str]:
             "spark.connect.grpc.binding.port": str(port),
             "spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK,
             "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(cores),
+            # as medallion sets a local driver's: Delta's 50 tasks to rebuild a table's state
+            # from its log cost 3-4 s per small table's write or read on 2 cores, 1 task 0.6 s
+            "spark.databricks.delta.snapshotPartitions": "1",
             "spark.pyspark.python": sys.executable, **(DELTA_CONF if delta else {})}
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     delta = ["--jars", ",".join(map(str, jars.jar_files(jars.fetch("delta"))))] if delta else []

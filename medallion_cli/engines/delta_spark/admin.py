@@ -1,11 +1,9 @@
 """The delta-spark engine's table administration: liquid clustering, compaction and Z-order,
-vacuum and restore through Delta's own API; history, snapshots, counts and columns of a local
-table from its log by delta-rs (no Spark job), of a remote one through Delta.
+vacuum and restore through Delta's SQL (which Spark Connect carries too); history, counts
+and columns from the table's log, where log.py says.
 """
 
 from __future__ import annotations
-
-import json
 
 from ..sql import quote, snapshot_sql, table
 
@@ -16,7 +14,8 @@ class DeltaSparkAdmin:
     def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
         # Set after each build: Delta 4.4's DataFrame writes to a path ignore clusterBy and an
         # overwrite drops the table's clustering columns.
-        current = self._table(path).detail().first()["clusteringColumns"] or []
+        current = self.spark.sql(f"DESCRIBE DETAIL {table(str(path))}").first()[
+            "clusteringColumns"] or []
         if sorted(current) == sorted(columns):
             return False
         self.spark.sql(f"ALTER TABLE {table(str(path))} CLUSTER BY "
@@ -27,9 +26,8 @@ class DeltaSparkAdmin:
                  cluster_by: tuple[str, ...] = ()) -> dict:
         if cluster_by:  # OPTIMIZE of a clustered table clusters it
             self.cluster(path, cluster_by)
-        builder = self._table(path).optimize()
-        done = builder.executeZOrderBy(*zorder_by) if zorder_by else builder.executeCompaction()
-        metrics = done.first()["metrics"]
+        zorder = f" ZORDER BY ({', '.join(quote(c) for c in zorder_by)})" if zorder_by else ""
+        metrics = self.spark.sql(f"OPTIMIZE {table(str(path))}{zorder}").first()["metrics"]
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 
     def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
@@ -46,33 +44,20 @@ class DeltaSparkAdmin:
         return doomed
 
     def file_count(self, path: str) -> int:
-        """From the version's checksum (.crc), as committed_version reads it: no Spark job.
-        Delta 4.4's Snapshot.numOfFiles replays the log in one even when the checksum has the
-        count. A version without a checksum: Delta's replay. (Builds ask before a write,
-        which replays the log anyway: none measured faster for it.)"""
-        snapshot = self._snapshot(path)
-        checksum = snapshot.checksumOpt()
-        return int(checksum.get().numFiles() if checksum.isDefined() else snapshot.numOfFiles())
+        count = self._from_client(path, lambda table: len(table.file_uris()))
+        return self._log().file_count(path) if count is None else count
 
     def row_count(self, path: str) -> int | None:
         return self.read_table(path).count()  # Delta answers a bare count from its log
 
     def history(self, path: str, limit: int | None = None) -> list[dict]:
         """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left
-        out). A local table's from delta-rs, else Delta's own, serialized by Delta's JSON
-        mapper in one call."""
-        history = self._from_local_log(path, lambda table: table.history(limit))
-        return self.delta_history(path, limit) if history is None else history
-
-    def delta_history(self, path: str, limit: int | None = None) -> list[dict]:
-        jvm = self.spark._jvm
-        none = jvm.scala.Option.empty()
-        commits = self._snapshot(path).deltaLog().history().getHistory(
-            none if limit is None else jvm.scala.Option.apply(limit), none)
-        return json.loads(self._json(commits))
+        out): delta-rs's where it answers, else Delta's own (log.py)."""
+        history = self._from_client(path, lambda table: table.history(limit))
+        return self._log().history(path, limit) if history is None else history
 
     def restore(self, path: str, version: int) -> int:
-        self._table(path).restoreToVersion(version)
+        self.spark.sql(f"RESTORE TABLE {table(str(path))} TO VERSION AS OF {int(version)}")
         return self.table_version(path)
 
     def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):

@@ -4,22 +4,20 @@ This is how a project runs on a cluster. The JARs come from the folder named in 
 (`delta_jars`), else from the folder `medallion jars` fills with Maven (spark/jars.py), else from
 the cluster itself (Databricks and most managed Sparks ship Delta). Writes are Delta writes with
 txnAppId/txnVersion, so Delta itself skips a replayed streaming batch; MERGE is Spark SQL
-(engines/sql.py).
+(engines/sql.py). A target whose spark: remote names a Spark Connect server runs all of this
+there, with no JVM in this process: Delta's work as SQL and DataFrame writes, which Connect
+carries, and the log read where log.py says.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
 
-import deltalake
-from deltalake.exceptions import DeltaError
-
-from ...core.errors import MedallionError
 from ...core.locations import is_remote, join, local_table_exists
 from ...core.project import Target
 from ...spark.conf import LONG_QUERIES
+from ...spark.connect import check_server, client_session, configure
 from ...spark.files import read_text
 from ...spark.session import OnDemandSpark
 from ...spark.start import start_spark
@@ -34,7 +32,8 @@ from ..base import (
 from ..deltars import append_rows
 from ..sql import merge_sql, table
 from .admin import DeltaSparkAdmin
-from .settings import check_delta_loaded, refuse_connect, spark_settings
+from .log import JvmLog, SqlLog, client_log
+from .settings import check_delta_loaded, spark_settings
 
 
 class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
@@ -49,9 +48,13 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         self.target = target
         self.spark_log = spark_log
 
-    def _start_session(self):
-        if self.target.spark_remote:
-            refuse_connect(self.target, quiet=self.spark_log is not None)
+    def _start_session(self, checked: bool = False):
+        if self.target.spark_remote:  # no JVM here: the server runs Spark and keeps Delta
+            session = client_session(self.target, quiet=self.spark_log is not None)
+            if not checked:
+                check_server(session, self.target)
+            configure(session, self.target)
+            return session
         spark = start_spark(self.target, spark_settings(self.target, self.long_queries),
                             self.spark_log, self.long_queries)
         check_delta_loaded(spark, self.target)
@@ -61,19 +64,18 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
 
         return spark
 
-    def _table(self, path: str):
-        from ...spark.pyspark_api import DeltaTable
-
-        return DeltaTable.forPath(self.spark, str(path))
-
     def table_exists(self, path: str) -> bool:
         """A local table's from its log's files, as on the embedded engine (Delta's own answer
         starts Spark, and rendering asks, for is_incremental(), before a build starts it)."""
         if not is_remote(str(path)):
             return local_table_exists(path)
-        from ...spark.pyspark_api import DeltaTable
-
-        return DeltaTable.isDeltaTable(self.spark, str(path))
+        if self._from_client(path, lambda table: True):
+            return True
+        try:
+            self._log().version(path)
+        except Exception:  # Delta's error: not a Delta table, or nothing there
+            return False
+        return True
 
     def read_table(self, path: str):
         return self.spark.read.format("delta").load(str(path))
@@ -88,66 +90,30 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         return (self.spark.read.format("delta").option("readChangeFeed", "true")
                 .option("startingVersion", first).option("endingVersion", last).load(str(path)))
 
-    def _delta_log(self, path: str):
-        """Delta's DeltaLog of the table (cached by Delta per path). Builds ask for versions and
-        commit metadata many times: its snapshot's version, metadata and checksum cost no Spark
-        job, and its history no DataFrame (DeltaTable.history and detail plan a query each
-        time: 0.2-3 s apiece on a busy machine)."""
-        return self.spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-            self.spark._jsparkSession, str(path))
+    def _log(self):
+        """Delta's log where Spark runs: in this process's JVM, or over Spark Connect by SQL
+        (log.py says which answers what, and why)."""
+        return (SqlLog if self.target.spark_remote else JvmLog)(self.spark)
 
-    def _snapshot(self, path: str):
-        """The table's current snapshot; raises, as delta-rs and DeltaTable.forPath do, where
-        there is no table (Delta gives an empty snapshot, version -1)."""
-        none = self.spark._jvm.scala.Option.empty()
-        snapshot = self._delta_log(path).update(False, none, none)
-        if snapshot.version() < 0:
-            raise MedallionError(f"{path} is not a Delta table")
-        return snapshot
-
-    def _from_local_log(self, path: str, read: Callable):
-        """read(the table opened by delta-rs) for a local table: its log read in a millisecond,
-        where Delta's history manager takes 0.1-0.2 s warm and 2 s cold, and starts Spark
-        (builds ask once per model and per write, for fingerprints, also of up-to-date nodes).
-        None where delta-rs cannot answer (object storage, no table, a table it cannot read):
-        then Delta's own answer is asked for."""
-        if is_remote(str(path)):
-            return None
-        try:
-            return read(deltalake.DeltaTable(str(path), without_files=True))
-        except DeltaError:
-            return None
+    def _from_client(self, path: str, read):
+        """read(the table opened by delta-rs here) where it can answer, else None: a local
+        table, and over Spark Connect any this machine reaches."""
+        return client_log(path, read, anywhere=bool(self.target.spark_remote))
 
     def table_version(self, path: str) -> int:
-        version = self._from_local_log(path, lambda table: table.version())
-        return int(self._snapshot(path).version()) if version is None else version
+        version = self._from_client(path, lambda table: table.version())
+        return self._log().version(path) if version is None else version
 
     def last_commit_value(self, path: str, key: str) -> str | None:
         return last_commit_value(self.history(path, 10), key)
 
     def committed_version(self, path: str, app_id: str) -> int | None:
         """The last version (batch id) `app_id` committed to the table, from the Delta log's
-        app transactions (delta-spark keeps them in its DeltaLog; Python has no API for them)."""
+        app transactions (Delta for Spark has no Python API for them)."""
         if not self.table_exists(path):
             return None
-        snapshot = self._snapshot(path)
-        # Delta lists a version's app transactions in its checksum file (.crc): read there,
-        # they cost no Spark job (Snapshot.transactions and setTransactionsIfKnown run 1-3).
-        # A version without one (a delta-rs commit, a writer killed before writing it) has
-        # them found by replaying the log.
-        checksum = snapshot.checksumOpt()
-        known = checksum.get().setTransactions() if checksum.isDefined() else None
-        if known is not None and known.isDefined():
-            versions = [t["version"] for t in json.loads(self._json(known.get()))
-                        if t["appId"] == app_id]
-            return max(versions, default=None)
-        version = snapshot.transactions().get(app_id)
-        return None if version.isEmpty() else int(version.get())
-
-    def _json(self, value) -> str:
-        """A Delta object (actions, history) as JSON, by Delta's own mapper: one call."""
-        return self.spark._jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper() \
-            .writeValueAsString(value)
+        known = self._from_client(path, lambda table: [table.transaction_version(app_id)])
+        return self._log().app_version(path, app_id) if known is None else known[0]
 
     def _replayed(self, path: str, txn: tuple[str, int] | None) -> bool:
         """Whether this app transaction's version is already in the table. Delta itself would
@@ -248,9 +214,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         """Set the properties the table lacks or has otherwise (a commit of its own)."""
         if not properties:
             return
-        jvm = self.spark._jvm
-        current = dict(jvm.scala.jdk.javaapi.CollectionConverters.asJava(
-            self._snapshot(path).metadata().configuration()))
+        current = self._from_client(path, lambda table: table.metadata().configuration)
+        current = self._log().properties(path) if current is None else current
         changed = {k: v for k, v in properties.items() if current.get(k) != v}
         if changed:
             pairs = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())

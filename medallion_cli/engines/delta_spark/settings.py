@@ -12,7 +12,6 @@ from ...core.locations import join
 from ...core.project import Target
 from ...spark import jars
 from ...spark.conf import is_local_master, shuffle_partitions, spark_conf
-from ...spark.connect import check_server, client_session, shown
 from ...spark.jars import delta_jar_files, jars_fix
 
 DELTA_CONF = {
@@ -96,18 +95,3 @@ def jars_error_line(text: str) -> str:
         if "NoClassDefFoundError" in line or "ClassNotFoundException" in line:
             return line.split(":", 1)[-1].strip()
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
-
-
-def refuse_connect(target: Target, quiet: bool) -> None:
-    """A target that reaches Spark through Spark Connect: its server is checked (it answers,
-    runs the client's Spark, has Delta Lake), each problem in one line; then the build is
-    refused in one line, as this engine still reads Delta logs and checkpoint files through a
-    JVM in this process, which a Spark Connect client does not have. quiet: as client_session."""
-    version = check_server(client_session(target, quiet), target)
-    raise MedallionError(
-        f"target '{target.name}': Spark {version} with Delta Lake answers at "
-        f"{shown(target.spark_remote)}, but the delta-spark engine cannot build over Spark "
-        "Connect yet: it reads Delta logs and checkpoint files through a JVM in this process",
-        path=target.profiles_file,
-        hint="build with a target whose spark: master is a cluster's (spark://host:7077) or "
-             "local[*]")

@@ -1,0 +1,165 @@
+"""Streaming micro-batches over Spark Connect: foreachBatch runs in a Python worker the server
+starts, not in this process, so the function goes there pickled with what a batch needs (the
+project, the graph, the node, how the query started) and builds there a context of its own,
+whose engine uses the batch's session. medallion_cli must be importable by the server's
+Python (spark.pyspark.python), at this client's version.
+
+What each batch did comes back as a file beside the query's checkpoint (its report, the first
+look's committed batch id, its phases' seconds); a failure as one more file with the error. This
+process reads them when the query stops (or, under --watch, as Spark reports each batch) and
+tells the tally and the event log, as a batch run here does itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from .. import __version__
+from ..core.errors import MedallionError
+from ..core.failures import error_message
+from ..core.locations import join
+from ..core.nodes import CompiledNode
+from ..core.project import Project
+from ..dag.graph import Graph
+from ..spark.files import list_files, read_text, remove, write_text
+from .checkpoints import QueryStart
+from .context import BuildContext
+from .landing import StillBeingWritten
+from .micro_batch import write_batch
+from .tally import BatchReport, StreamTally
+
+FOLDER = "medallion_batches"  # in a checkpoint: one file per batch this build ran
+ERROR_FILE = "error.json"
+# What a worker fails with when it cannot import medallion (Spark's words, then Python's).
+NOT_INSTALLED = ("STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE", "No module named 'medallion_cli")
+
+
+def reports_location(ctx: BuildContext, node: CompiledNode) -> str:
+    return join(ctx.project.checkpoint_path(node.file), FOLDER)
+
+
+@dataclass
+class ServerBatch:
+    """The foreachBatch function of a query whose batches run on the server."""
+
+    project: Project
+    graph: Graph
+    node: CompiledNode
+    start: QueryStart
+    full_refresh: bool
+    selected: frozenset
+    deferred: dict
+    reports: str
+    version: str = __version__
+    # The worker's own, kept across the query's batches (not pickled)
+    _tally: StreamTally | None = field(default=None, repr=False)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_tally": None}
+
+    def __call__(self, batch, batch_id: int) -> None:
+        if self.version != __version__:
+            raise MedallionError(
+                f"the Spark Connect server has medallion {__version__}, and the client "
+                f"{self.version}", hint=f"pip install medallion-cli=={self.version} where the "
+                "server's Python (spark.pyspark.python) runs")
+        if self._tally is None:
+            self._tally = StreamTally()
+        said: dict = {"batch_id": batch_id, "report": None, "committed": None}
+        ctx = self._context(batch, said)
+        replayed = self._tally.replayed
+        try:
+            write_batch(ctx, self.node, self._tally, self.start,
+                        lambda rows, _: (rows, None), batch, batch_id)
+        except BaseException as exc:
+            write_text(ctx.engine, join(self.reports, ERROR_FILE), json.dumps(_error(exc)))
+            raise
+        said["replayed"] = self._tally.replayed > replayed
+        said["phases"] = ctx.phases.seconds
+        write_text(ctx.engine, join(self.reports, f"{batch_id:020d}.json"), json.dumps(said))
+
+    def _context(self, batch, said: dict) -> BuildContext:
+        from ..engines import make_engine
+
+        engine = make_engine(self.project.target)
+        engine.__dict__["_session"] = batch.sparkSession  # the worker's, on the server
+
+        def committed(model, app_id, done):
+            said["committed"] = [app_id, done]
+
+        return BuildContext(self.project, self.graph, engine, self.full_refresh, self.selected,
+                            record_batch=lambda report: said.update(report=asdict(report)),
+                            record_committed=committed, deferred=self.deferred)
+
+
+def server_batch(ctx: BuildContext, node: CompiledNode, start: QueryStart) -> ServerBatch:
+    """The foreachBatch function for the server, its reports' folder emptied of a past run's."""
+    reports = reports_location(ctx, node)
+    remove(ctx.engine, reports)
+    return ServerBatch(ctx.project, ctx.graph, node, start, ctx.full_refresh, ctx.selected,
+                       ctx.deferred, reports)
+
+
+def collect(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
+            batch_id: int | None = None) -> None:
+    """Tell the tally and the event log what the server's batches did: batch `batch_id`'s (as
+    Spark reports it, under --watch), or all this run's (once the query stopped), in order."""
+    folder = reports_location(ctx, node)
+    names = ([f"{batch_id:020d}.json"] if batch_id is not None
+             else [name for name, *_ in list_files(ctx.engine, folder) if name != ERROR_FILE])
+    for name in names:
+        try:
+            said = json.loads(read_text(ctx.engine, join(folder, name)))
+        except FileNotFoundError:
+            continue
+        remove(ctx.engine, join(folder, name))
+        _tell(ctx, node, tally, said)
+    try:
+        error = json.loads(read_text(ctx.engine, join(folder, ERROR_FILE)))
+    except FileNotFoundError:
+        return
+    tally.error = _rebuilt(error)
+
+
+def _tell(ctx: BuildContext, node: CompiledNode, tally: StreamTally, said: dict) -> None:
+    if said["committed"] is not None:
+        tally.app_id, done = said["committed"]
+        ctx.record_committed(node.name, tally.app_id, done)
+    if said.get("replayed"):
+        with tally.lock:
+            tally.replayed += 1
+    for phase, seconds in (said.get("phases") or {}).items():
+        with ctx.phases.lock:
+            ctx.phases.seconds[phase] = ctx.phases.seconds.get(phase, 0.0) + seconds
+    if said["report"] is not None:
+        report = BatchReport(**said["report"])
+        tally.app_id = report.app_id
+        ctx.record_batch(report)
+        tally.add(report)
+
+
+def _error(exc: BaseException) -> dict:
+    if isinstance(exc, MedallionError):
+        return {"class": type(exc).__name__, "message": exc.message, "path": exc.path,
+                "line": exc.line, "hint": exc.hint}
+    return {"class": None, "message": error_message(exc)}
+
+
+def _rebuilt(error: dict) -> BaseException:
+    if error["class"] is None:
+        return RuntimeError(error["message"])
+    kind = StillBeingWritten if error["class"] == StillBeingWritten.__name__ else MedallionError
+    return kind(error["message"], error["path"], error["line"], error["hint"])
+
+
+def not_installed(target_name: str, exc: BaseException) -> MedallionError | None:
+    """One line for a server whose Python cannot run medallion's batches, else None."""
+    text = str(exc)
+    if not any(marker in text for marker in NOT_INSTALLED):
+        return None
+    return MedallionError(
+        f"target '{target_name}': the Spark Connect server's Python cannot import medallion_cli, "
+        "which runs each streaming micro-batch there (foreachBatch)",
+        hint=f"pip install medallion-cli=={__version__} into the Python the server runs "
+             "(its spark.pyspark.python)")

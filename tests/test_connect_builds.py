@@ -1,0 +1,145 @@
+"""Projects built over Spark Connect (a target's `spark: {remote: sc://...}`) against a real
+server on loopback: the delta-spark engine with no JVM in the client, streaming micro-batches
+run by the server's Python workers, the tables a local build makes, exactly once when the
+server is killed mid-build. The client runs in a process of its own, as a user's does (the
+suite's own process has a local Spark). delta-spark only: the embedded engine writes its
+Delta log from the client's process, so a remote Spark is refused for it (test_connect.py).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import read_delta, write_project
+from helpers import (
+    BATCH_1,
+    BATCH_2,
+    BATCH_3,
+    MODELS,
+    expected_state,
+    land,
+    sample_copy,
+    silver,
+    tables_of,
+)
+
+from medallion_cli import commands
+from medallion_cli.testing import connect_server
+
+
+def connect_profile(remote: str) -> str:
+    return textwrap.dedent(f"""\
+        test:
+          target: connect
+          outputs:
+            connect:
+              engine: delta-spark
+              warehouse: warehouse
+              threads: 2
+              spark: {{remote: "{remote}", conf: {{spark.sql.shuffle.partitions: 2}}}}
+        """)
+
+
+def descendants(pid: int) -> list[str]:
+    """The command names of every process below `pid`."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+            parents[int(entry.name)] = (int(rest.split()[1]), name)
+    found, frontier = [], {pid}
+    while frontier:
+        children = {p for p, (parent, _) in parents.items() if parent in frontier}
+        found += [parents[p][1] for p in children]
+        frontier = children
+    return found
+
+
+def medallion(root, *args, env=None, wait=True):
+    """`medallion` in a process of its own; with wait, (result, every process name seen below
+    it while it ran)."""
+    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env={**os.environ, **(env or {})})
+    if not wait:
+        return process
+    seen: set[str] = set()
+    watching = threading.Thread(target=lambda: [
+        seen.update(descendants(process.pid)) or time.sleep(0.1)
+        for _ in iter(lambda: process.poll() is None, False)], daemon=True)
+    watching.start()
+    output, _ = process.communicate(timeout=600)
+    watching.join()
+    return subprocess.CompletedProcess(command, process.returncode, output), seen
+
+
+def delta_logs(warehouse: Path) -> list[str]:
+    """The commits of the project's tables (not of the event log, which records each run)."""
+    return sorted(str(p.relative_to(warehouse)) for p in warehouse.rglob("_delta_log/*.json")
+                  if not p.relative_to(warehouse).parts[0] == "_medallion")
+
+
+def test_the_sample_builds_over_connect_with_no_jvm_here_and_the_tables_of_a_local_build(
+        spark_connect, tmp_path, monkeypatch):
+    over_connect = sample_copy(tmp_path / "connect")
+    env = {"MEDALLION_SPARK_REMOTE": spark_connect.url, "MEDALLION_WAREHOUSE": "warehouse"}
+    built, seen = medallion(over_connect, "build", "-t", "connect", env=env)
+    assert built.returncode == 0, built.stdout
+    assert "Done. 25 success, 0 up to date" in built.stdout, built.stdout
+    assert "java" not in seen, seen  # the server runs Spark; no JVM was started here
+    assert "1 batch(es); 2 malformed row(s) kept in _corrupt_record" in built.stdout
+    written = delta_logs(over_connect / "warehouse")
+    again, _ = medallion(over_connect, "build", "-t", "connect", env=env)
+    assert "Done. 0 success, 25 up to date" in again.stdout, again.stdout
+    assert delta_logs(over_connect / "warehouse") == written  # nothing new, nothing committed
+    monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")
+    local = sample_copy(tmp_path / "local")
+    results = commands.build(commands.Invocation(project_dir=str(local), target="local-delta"),
+                             "build")
+    assert not [r.message for r in results if r.failed]
+    assert tables_of(over_connect / "warehouse") == tables_of(local / "warehouse")
+
+
+def test_a_server_killed_mid_build_loses_and_doubles_nothing(tmp_path):
+    """The server (its JVM) is SIGKILLed once bronze's first batch (of three: one file each)
+    is committed: the client says so in one line; against a new server the next build
+    commits each event once."""
+    server = connect_server.start()
+    port = server.port
+    root = write_project(tmp_path / "p", MODELS, profile=connect_profile(server.url))
+    for number, batch in enumerate((BATCH_1, BATCH_2, BATCH_3)):
+        land(root, f"{number:03d}.json", batch)
+    try:
+        build = medallion(root, "build", wait=False)
+        first = root / "warehouse/bronze/bronze_orders/_delta_log/00000000000000000000.json"
+        deadline = time.monotonic() + 300
+        while not first.exists():
+            assert build.poll() is None and time.monotonic() < deadline, build.stdout.read()
+            time.sleep(0.05)
+        os.kill(server.process.pid, signal.SIGKILL)
+        output, _ = build.communicate(timeout=120)
+    finally:
+        server.stop()
+    assert build.returncode == 1, output
+    assert "Traceback" not in output and "grpc" not in output.lower(), output
+    failed = [line for line in output.splitlines() if "Spark Connect server" in line]
+    assert failed and "did not answer" in failed[0], output
+    server = connect_server.start(port)
+    try:
+        rebuilt, _ = medallion(root, "build")
+    finally:
+        server.stop()
+    assert rebuilt.returncode == 0, rebuilt.stdout
+    assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
+    assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(
+        BATCH_1 + BATCH_2 + BATCH_3)
