@@ -12,6 +12,8 @@ a comment saying why. Both engines share the one SparkSession: it starts with De
 
 from __future__ import annotations
 
+import os
+import signal
 import textwrap
 import uuid
 from pathlib import Path
@@ -19,9 +21,14 @@ from pathlib import Path
 import pytest
 
 from medallion_cli import commands
+from medallion_cli.core.project import Target
 from medallion_cli.spark import jars
 
-ENGINES = ("embedded", "delta-spark")
+# A run over Spark Connect (test_connect_builds.py starts one): the tests reach Spark through
+# this server, a third way beside a local Spark and the standalone cluster. The delta-spark
+# engine only (the embedded one writes its Delta log from this process), and no JVM here.
+REMOTE = os.environ.get("MEDALLION_TEST_SPARK_REMOTE")
+ENGINES = ("delta-spark",) if REMOTE else ("embedded", "delta-spark")
 
 PROFILE_TEMPLATE = """\
 test:
@@ -31,7 +38,7 @@ test:
       engine: {engine}
       warehouse: {warehouse}
       spark:
-        master: "local[2]"
+        {where}
         conf:
           spark.sql.shuffle.partitions: 2
           # The suite is CPU-bound on CI's two cores, with tiny data: compiling each query's
@@ -45,7 +52,39 @@ test:
 
 
 def profile_for(engine: str, warehouse: str = "warehouse") -> str:
-    return PROFILE_TEMPLATE.format(engine=engine, warehouse=warehouse)
+    profile = PROFILE_TEMPLATE.format(engine=engine, warehouse=warehouse, where=(
+        f'remote: "{REMOTE}"' if REMOTE else 'master: "local[2]"'))
+    if REMOTE:  # only the session's settings: the server was started with its own
+        profile = "\n".join(line for line in profile.splitlines()
+                             if "wholeStage" not in line and "JavaOptions" not in line) + "\n"
+    return profile
+
+
+def target_for(name: str, engine: str, warehouse: str) -> Target:
+    """A target for an engine made by a test itself (over Spark Connect in a REMOTE run)."""
+    return Target(name, engine, warehouse, "local[2]", {}, 1, spark_remote=REMOTE)
+
+
+def pytest_configure(config):
+    """A run started in the background (`nohup pytest &`) has Ctrl-C ignored, as has every
+    build a test starts then: the Ctrl-C tests need it as a terminal gives it."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A REMOTE run leaves out what it cannot run or ran already: the embedded engine's tests,
+    the unit tier, tables on S3, and tests that need a JVM in this process (marked local_spark,
+    saying why)."""
+    if not REMOTE:
+        return
+    for item in items:
+        params = getattr(item, "callspec", None)
+        given = params.params if params is not None else {}
+        # (object storage over Spark Connect is the server's to reach: not tested here)
+        other = given.get("engine_name") == "embedded" or given.get("store") == "s3"
+        if other or item.get_closest_marker("unit") or item.get_closest_marker("local_spark"):
+            item.add_marker(pytest.mark.skip(reason="not over Spark Connect"))
 
 
 PROFILE = profile_for("embedded")  # for tests that do not build
@@ -95,6 +134,16 @@ def spark(request, delta_jars):
     from medallion_cli.load.profiles import load_target
     from medallion_cli.spark.start import start_spark
 
+    if REMOTE:
+        from medallion_cli.spark.connect import client_session
+
+        from pyspark import SparkContext
+
+        session = client_session(target_for("test", "delta-spark", "/unused"))
+        yield session
+        session.stop()
+        assert SparkContext._gateway is None, "a JVM started in a run over Spark Connect"
+        return
     root = write_project(Path(__import__("tempfile").mkdtemp()), {}, profile=profile_for(
         "delta-spark"))
     # With Spark's Kafka source and S3 connector too: builds of projects with Kafka sources or

@@ -1,8 +1,9 @@
 """Targets that reach Spark through Spark Connect (`spark: {remote: sc://...}`): the profile's
 key checked, and each way the connection fails said in one line naming the target, against real
 Connect servers on loopback (the suite's, with Delta Lake; one without it and with a token).
-Builds over Spark Connect are in test_connect_builds.py. These are delta-spark only: the embedded engine writes its Delta log from this process, so a
-remote Spark is refused for it (tested here too)."""
+Builds over Spark Connect are in test_connect_builds.py. These are delta-spark only: the
+embedded engine writes its Delta log from this process, so a remote Spark is refused for it
+(tested here too)."""
 
 import os
 import subprocess
@@ -23,14 +24,15 @@ from medallion_cli.testing.kafka_broker import free_port
 MODEL = {"models/one.sql": "select 1 as id"}
 
 
-def profile(remote: str, engine: str = "delta-spark", extra: str = "") -> str:
+def profile(remote: str, engine: str = "delta-spark", extra: str = "",
+            warehouse: str = "warehouse") -> str:
     return textwrap.dedent(f"""\
         test:
           target: connect
           outputs:
             connect:
               engine: {engine}
-              warehouse: warehouse
+              warehouse: {warehouse}
               spark: {{remote: "{remote}"{extra}}}
         """)
 
@@ -170,3 +172,23 @@ def test_a_server_that_stops_answering_mid_build_is_one_line_saying_what_stays()
         "connect to remote host: Connection refused), after retries; what was committed stays. "
         "Start the server again (or check the network), then build again: it goes on from "
         "each table's last commit")
+
+
+@pytest.mark.unit
+def test_a_warehouse_on_object_storage_is_refused_over_connect_for_now(tmp_path):
+    root = write_project(tmp_path / "p", MODEL, profile=profile("sc://h:1", warehouse="s3://b/w"))
+    with pytest.raises(MedallionError, match=r"a warehouse on object storage \(s3://b/w\) is "
+                       "not built over Spark Connect yet"):
+        load_target(root, "test", None, None)
+
+
+@pytest.mark.unit
+def test_serve_is_refused_for_a_remote_target_in_one_line(tmp_path):
+    from medallion_cli import commands
+
+    root = write_project(tmp_path / "p", MODEL, profile=profile("sc://127.0.0.1:1"))
+    with pytest.raises(MedallionError) as refused:
+        commands.serve(commands.Invocation(project_dir=str(root)), lambda argv: None,
+                       lambda project, port: None, lambda argv, code, seconds: None)
+    assert "reaches Spark through a Spark Connect server" in refused.value.message
+    assert "run commands directly" in refused.value.hint

@@ -7,6 +7,7 @@ Delta log from the client's process, so a remote Spark is refused for it (test_c
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from conftest import read_delta, write_project
 from helpers import (
     BATCH_1,
+    ROOT,
     BATCH_2,
     BATCH_3,
     MODELS,
@@ -143,3 +145,65 @@ def test_a_server_killed_mid_build_loses_and_doubles_nothing(tmp_path):
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
     assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(
         BATCH_1 + BATCH_2 + BATCH_3)
+
+
+def test_the_engine_contract_merge_and_streaming_tests_pass_over_connect(spark_connect):
+    """test_engine_contract.py, test_merge_semantics.py and test_streaming.py over the server,
+    as a third way to reach Spark beside a local one and the standalone cluster: the
+    delta-spark engine, no JVM in that run (conftest.REMOTE says what it leaves out, and why)."""
+    modules = ["tests/test_engine_contract.py", "tests/test_merge_semantics.py",
+               "tests/test_streaming.py"]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-q", "-p",
+                          "no:cacheprovider", *modules], cwd=ROOT, capture_output=True,
+                         text=True, timeout=1800,
+                         env={**os.environ, "MEDALLION_TEST_SPARK_REMOTE": spark_connect.url})
+    assert run.returncode == 0, run.stdout[-6000:]
+    passed = int(re.search(r"(\d+) passed", run.stdout).group(1))
+    assert passed >= 30, run.stdout[-3000:]
+
+
+def test_ctrl_c_interrupts_the_servers_queries_and_says_what_was_committed(spark_connect,
+                                                                           tmp_path):
+    root = write_project(tmp_path / "p", {
+        "models/a.sql": "select 1 as id",
+        "models/slow.sql": "select count(*) as n from range(100000000000), {{ ref('a') }}",
+        "models/after_slow.sql": "select n from {{ ref('slow') }}"},
+        profile=connect_profile(spark_connect.url))
+    logged = len(spark_connect.log.read_text(errors="replace"))
+    build = medallion(root, "build", wait=False)
+    lines = []
+    try:
+        for line in build.stdout:
+            lines.append(line)
+            if " model a " in line:
+                break
+        time.sleep(2)  # slow's query runs on the server
+        build.send_signal(signal.SIGINT)
+        output = "".join(lines) + build.communicate(timeout=60)[0]
+    finally:
+        build.kill()
+    assert build.returncode == 130, output
+    assert "Stopped by Ctrl-C. 1 success, 0 up to date, 0 warn, 1 error, 1 skipped" in output
+    assert "  committed: a v0\n" in output and "Traceback" not in output
+    # the server's query was interrupted, not left running
+    assert "Executor killed task" in spark_connect.log.read_text(errors="replace")[logged:]
+
+
+def test_a_server_whose_python_lacks_medallion_fails_a_streaming_model_in_one_line(tmp_path):
+    # The server's Python workers find a medallion_cli that cannot be imported, as where it
+    # is not installed
+    shadow = tmp_path / "shadow/medallion_cli"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'medallion_cli'\", name='medallion_cli')")
+    server = connect_server.start(env={"PYTHONPATH": str(shadow.parent)})
+    try:
+        root = write_project(tmp_path / "p", MODELS, profile=connect_profile(server.url))
+        land(root, "000.json", BATCH_1)
+        built, _ = medallion(root, "build")
+    finally:
+        server.stop()
+    assert built.returncode == 1 and "Traceback" not in built.stdout, built.stdout
+    assert ("models/bronze/bronze_orders.sql: target 'connect': the Spark Connect server's "
+            "Python cannot import medallion_cli") in built.stdout, built.stdout
+    assert "pip install medallion-cli==" in built.stdout

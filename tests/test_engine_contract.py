@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import sqlglot
-from conftest import ON_BOTH_STORES
+from conftest import ON_BOTH_STORES, target_for
 from sqlglot import exp
 
 from medallion_cli.core.project import Target
@@ -18,7 +18,7 @@ from medallion_cli.spark.object_store import with_s3a
 @pytest.fixture
 def engine(engine_name, spark, lake):
     """The engine, its warehouse under the test's lake (a local folder, or a bucket on S3)."""
-    return make_engine(with_s3a(Target("contract", engine_name, f"{lake}/wh", "local[2]", {}, 1)))
+    return make_engine(with_s3a(target_for("contract", engine_name, f"{lake}/wh")))
 
 
 def rows(engine, path):
@@ -159,6 +159,7 @@ def test_history_snapshot_restore_optimize_and_vacuum(engine, spark, lake):
     assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
 
 
+@pytest.mark.local_spark  # counts the Spark jobs of this process's SparkContext
 def test_file_count_reads_the_log_not_the_rows(engine, spark, tmp_path):
     """file_count decides between a MERGE and a rewrite before every per-group write: from the
     version's checksum it costs no Spark job; a version without one (delta-rs writes none)
@@ -195,6 +196,7 @@ def _file_stats(path) -> dict:
             for c in columns}
 
 
+@pytest.mark.local_spark  # JvmLog reads Delta's log in this process's JVM
 def test_delta_spark_reads_a_log_alike_by_delta_rs_the_jvm_and_sql(spark, tmp_path):
     # delta-spark reads a local table's log with delta-rs (1 ms against Delta's 0.1-2 s);
     # Delta's own in the JVM is what object storage gets, and Delta's SQL what a Spark Connect
@@ -222,6 +224,7 @@ def test_delta_spark_reads_a_log_alike_by_delta_rs_the_jvm_and_sql(spark, tmp_pa
     assert client_log(str(tmp_path / "none"), lambda table: table.version(), anywhere=True) is None
 
 
+@pytest.mark.local_spark  # the embedded engine: Spark in this process
 def test_embedded_commits_sparks_files_with_the_statistics_delta_rs_would_write(spark, tmp_path):
     """Embedded only: the other engine's files are Delta Lake for Spark's own. Appends and
     overwrites commit the Parquet files Spark wrote instead of rewriting them through delta-rs;
@@ -244,6 +247,7 @@ def test_embedded_commits_sparks_files_with_the_statistics_delta_rs_would_write(
     assert not list((tmp_path / "wh/_staging").glob("*/*"))  # moved, not copied
 
 
+@pytest.mark.local_spark  # the embedded engine: Spark in this process
 def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(spark, tmp_path):
     from deltalake import DeltaTable
 

@@ -211,6 +211,8 @@ def run_build(root, crash_at=None):
     ("bronze_orders:stopped:2", "local"),    # killed once its query ran 2 batches, as the event
                                              # log may still be writing them
 ])
+@pytest.mark.local_spark  # kills the build where it runs the batch: over Spark Connect, the
+# server's Python worker (test_connect_builds.py kills the server itself)
 def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at, store):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
@@ -248,6 +250,7 @@ def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, cr
         assert (model, int(batch)) in recovered
 
 
+@pytest.mark.local_spark  # as test_kill_mid_batch_then_rebuild_equals_uninterrupted_run
 def test_a_new_querys_first_batch_killed_before_the_log_had_it_is_recorded_once(project,
                                                                                 build):
     """The first run of a query is killed after committing batches none of whose events had

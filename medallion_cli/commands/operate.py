@@ -21,6 +21,12 @@ def serve(inv: Invocation, run_command: Callable[[list[str]], None],
 
     project = project_of(inv)
     target = engine_target(project)
+    if target.spark_remote:
+        raise MedallionError(
+            f"target '{target.name}' reaches Spark through a Spark Connect server, which keeps "
+            "its Spark running itself: medallion serve keeps a Spark of this machine's",
+            path=target.profiles_file, hint="run commands directly: each reaches the server "
+                                            "in a second, with no JVM to start here")
 
     def declined(request: dict) -> str | None:
         try:

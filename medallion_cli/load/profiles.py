@@ -52,6 +52,13 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         raise MedallionError(f"target '{name}': warehouse {exc}", path=profiles_path,
                              hint="a folder (relative to the project or absolute), file:///path, "
                                   "or an object-store URI such as s3a://bucket/lake") from exc
+    if remote and is_remote(warehouse):
+        raise MedallionError(
+            f"target '{name}': a warehouse on object storage ({warehouse}) is not built over "
+            "Spark Connect yet: this machine keeps files beside the tables (streaming "
+            "checkpoints' notes) through a JVM it does not have", path=profiles_path,
+            hint="give the target a folder both this machine and the server reach, or reach "
+                 "the cluster with spark: master")
     metastore = out.get("metastore")
     if metastore is not None and metastore not in METASTORES:
         raise MedallionError(f"target '{name}': metastore is {metastore!r}", path=profiles_path,

@@ -96,7 +96,10 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
                                 if interval == "available_now" else interval)
     else:
         writer = writer.trigger(availableNow=True)
-    return writer.start(), tally, start
+    try:
+        return writer.start(), tally, start
+    except Exception as exc:  # a Spark Connect server may fail it at once (server_batches.py)
+        raise not_installed(ctx.project.target.name, exc) or exc
 
 
 def _refuse_new_columns_now(ctx: BuildContext, node: CompiledNode) -> None:

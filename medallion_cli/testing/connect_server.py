@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.processes import terminate
+from ..core.project import Target
 from ..spark import jars
+from ..spark.conf import spark_conf
 from .kafka_broker import LOOPBACK, free_port
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -55,19 +57,25 @@ class ConnectServer:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-def command(port: int, delta: bool = True, cores: int = 2) -> list[str]:
-    """spark-submit's arguments for a server on 127.0.0.1:port, its Python workers (which run
-    foreachBatch functions) on this interpreter."""
+def command(port: int, home: Path, delta: bool = True, cores: int = 2) -> list[str]:
+    """spark-submit's arguments for a server on 127.0.0.1:port, set up as medallion sets up a
+    local driver (spark/conf.py: listing, time zone, Python workers on this interpreter, which
+    run foreachBatch functions), warehouse files in `home`."""
     import pyspark
 
-    conf = {"spark.connect.grpc.binding.address": LOOPBACK,
+    driver = Target("connect-server", "delta-spark", str(home), f"local[{cores}]",
+                    {"spark.sql.shuffle.partitions": str(cores)}, cores)
+    conf = spark_conf(driver)
+    # Spark's own log4j settings: the server says it is ready in its log, at INFO
+    conf["spark.driver.extraJavaOptions"] = " ".join(
+        option for option in conf["spark.driver.extraJavaOptions"].split() if "log4j" not in option)
+    conf = {**conf,
+            "spark.connect.grpc.binding.address": LOOPBACK,
             "spark.connect.grpc.binding.port": str(port),
-            "spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK,
-            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(cores),
             # as medallion sets a local driver's: Delta's 50 tasks to rebuild a table's state
             # from its log cost 3-4 s per small table's write or read on 2 cores, 1 task 0.6 s
             "spark.databricks.delta.snapshotPartitions": "1",
-            "spark.pyspark.python": sys.executable, **(DELTA_CONF if delta else {})}
+            **(DELTA_CONF if delta else {})}
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     delta = ["--jars", ",".join(map(str, jars.jar_files(jars.fetch("delta"))))] if delta else []
     return [str(submit), "--class", SERVER_CLASS, "--master", f"local[{cores}]",
@@ -76,20 +84,22 @@ def command(port: int, delta: bool = True, cores: int = 2) -> list[str]:
 
 
 def start(port: int | None = None, delta: bool = True, token: str | None = None,
-          timeout: float = 120, detached: bool = False) -> ConnectServer:
+          timeout: float = 120, detached: bool = False,
+          env: dict[str, str] | None = None) -> ConnectServer:
     """Start a server (on `port`, or a free one) and return once it takes clients. token: the
-    one clients must send. detached: in a session of its own, to outlive this process."""
+    one clients must send. detached: in a session of its own, to outlive this process. env:
+    more environment for the server and its Python workers."""
     import pyspark
 
     home = Path(tempfile.mkdtemp(prefix="medallion-connect-"))
     port = port or free_port()
     env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent),
-           "PYSPARK_PYTHON": sys.executable}
+           "PYSPARK_PYTHON": sys.executable, **(env or {})}
     env.pop(TOKEN_ENV, None)
     if token:
         env[TOKEN_ENV] = token
     with open(home / "server.log", "wb") as log:
-        process = subprocess.Popen(command(port, delta), stdout=log, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(command(port, home, delta), stdout=log, stderr=subprocess.STDOUT,
                                    env=env, cwd=home, start_new_session=detached)
     server = ConnectServer(port, process, home, token)
     deadline = time.monotonic() + timeout
