@@ -135,9 +135,9 @@ def spark(request, delta_jars):
     from medallion_cli.spark.start import start_spark
 
     if REMOTE:
-        from medallion_cli.spark.connect import client_session
-
         from pyspark import SparkContext
+
+        from medallion_cli.spark.connect import client_session
 
         session = client_session(target_for("test", "delta-spark", "/unused"))
         yield session

@@ -25,11 +25,11 @@ from typing import Callable
 from ..core.errors import MedallionError
 from ..core.failures import error_message
 from ..dag.graph import Graph
-from ..materialize.context import BuildContext, own_session
+from ..materialize.context import BuildContext
 from ..materialize.streaming import start_query
 from ..materialize.tally import BatchReport, StreamTally
 from ..materialize.throughput import progress_reports
-from ..run.runner import NOT_STARTED, STOPPED, NodeResult, execute
+from ..run.runner import NOT_STARTED, STOPPED, NodeResult, execute, own_session
 from .invocation import (
     COMMAND_KINDS,
     Invocation,

@@ -47,10 +47,9 @@ def deferred_ctrl_c(stop: threading.Event | None):
     KeyboardInterrupt wherever the main thread is (in the middle of saying a result, say), and
     code that cannot handle it there would leave running work uncancelled. A second Ctrl-C
     raises at once. `stop` when the caller has one already (--watch); None off the main thread
-    or when Ctrl-C is ignored (a background job) or not Python's. A library's handler is taken
-    over for the run: pyspark's, left by a SparkContext made on the main thread, raises too."""
+    or when Ctrl-C is not Python's to handle."""
     if stop is not None or threading.current_thread() is not threading.main_thread() \
-            or not callable(signal.getsignal(signal.SIGINT)):
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield stop
         return
     pressed = threading.Event()

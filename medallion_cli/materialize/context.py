@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..core.project import Project
@@ -58,25 +58,8 @@ class BuildContext:
     record_committed: Callable = lambda model, app_id, committed: None
     # Runs an action once the batches recorded so far are in the event log.
     after_recorded: Callable = lambda action: action()
-    phases: Phases = field(default_factory=Phases)  # the node's own (see own_session)
+    phases: Phases = field(default_factory=Phases)  # the node's own (see runner.own_session)
     deferred: dict = field(default_factory=dict)  # --defer: model -> the --state run's table
-
-
-def own_session(ctx: BuildContext) -> BuildContext:
-    """The context with a Spark session of its own (one SparkContext for all), made when the
-    node first uses Spark, timing its own phases."""
-    return replace(ctx, engine=ctx.engine.for_node(), phases=Phases())
-
-
-@contextmanager
-def node_session(ctx: BuildContext):
-    """own_session's context for one node's work, its session let go after it: over Spark
-    Connect a session holds the server's memory until released (or an hour idle)."""
-    node_ctx = own_session(ctx)
-    try:
-        yield node_ctx
-    finally:
-        node_ctx.engine.release()
 
 
 def input_table(ctx: BuildContext, name: str) -> str:

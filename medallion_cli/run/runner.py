@@ -19,7 +19,7 @@ from ..core.processes import deferred_ctrl_c
 from ..load.datatests import DataTest, run_test
 from ..materialize.batch import build_batch
 from ..materialize.clustering import check_clustering, cluster_table
-from ..materialize.context import BuildContext, node_session
+from ..materialize.context import BuildContext, Phases
 from ..materialize.empty import check_on_no_rows
 from ..materialize.execute import rendered_to_run
 from ..materialize.hooks import run_hooks
@@ -78,15 +78,18 @@ def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult
     return replace(result, seconds=time.perf_counter() - start)
 
 
+def own_session(ctx: BuildContext) -> BuildContext:
+    """The context with a Spark session of its own (one SparkContext for all), made when the
+    node first uses Spark, timing its own phases."""
+    return replace(ctx, engine=ctx.engine.for_node(), phases=Phases())
+
+
 def run_node(ctx: BuildContext, name: str) -> NodeResult:
     node = ctx.graph.nodes[name]
     build = build_streaming if node.config.materialized == "streaming" else build_batch
 
     def work() -> NodeResult:
-        with node_session(ctx) as node_ctx:
-            return built(node_ctx)
-
-    def built(node_ctx: BuildContext) -> NodeResult:
+        node_ctx = own_session(ctx)
         node = rendered_to_run(node_ctx, ctx.graph.nodes[name])
         origin = node.file.rel_path
         run_hooks(node_ctx, node.config.pre_hook, "pre_hook", origin, node,
@@ -124,8 +127,8 @@ def run_project_hooks(ctx: BuildContext, which: str, statements: tuple[str, ...]
         name = f"{which} {number}"
 
         def work(statement=statement, name=name) -> NodeResult:
-            with node_session(ctx) as hook_ctx:
-                run_hooks(hook_ctx, (statement,), which, "medallion_project.yml", first=number)
+            run_hooks(own_session(ctx), (statement,), which, "medallion_project.yml",
+                      first=number)
             return NodeResult(name, "hook", "", "success")
 
         if results and results[-1].status in ("error", "skipped"):
@@ -143,8 +146,7 @@ def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
     node = ctx.graph.nodes[name]
 
     def work() -> NodeResult:
-        with node_session(ctx) as node_ctx:
-            outcome = check_on_no_rows(node_ctx, node, schemas)
+        outcome = check_on_no_rows(own_session(ctx), node, schemas)
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
                           message=outcome.message)
 
@@ -158,10 +160,7 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False,
     would reach the same verdict. A pass is reported up to date, a warning again as recorded.
     passes: the run's tests counted together, a pass per table."""
     def work() -> NodeResult:
-        with node_session(ctx) as test_ctx:
-            return tested(test_ctx)
-
-    def tested(test_ctx: BuildContext) -> NodeResult:
+        test_ctx = own_session(ctx)
         with test_ctx.phases.timing("fingerprint"):
             state = inputs_fingerprint(test_ctx, test.sql, test.refs, test.sources,
                                        [test.severity, test.error_if, test.warn_if])

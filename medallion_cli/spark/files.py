@@ -69,7 +69,7 @@ def list_files(on, location: str) -> list[tuple[str, int, int]]:
     """(path under the location, size, modification time) of every file below a location,
     sorted (a local folder's by Python: no Spark)."""
     if not is_remote(location):
-        return local_files(location)
+        return local_files(_local(location))
     path, fs = _hadoop_file(on.spark, location)
     if not fs.exists(path):
         return []

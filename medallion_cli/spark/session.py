@@ -60,17 +60,6 @@ class OnDemandSpark:
         for each in [session, *root.__dict__.get("_node_sessions", ())]:
             each.interruptAll()
 
-    def release(self) -> None:
-        """Let go of a node's own session once the node is done: over Spark Connect, its
-        state on the server (a local one is Python's to collect)."""
-        session = self.__dict__.pop("_session", None)
-        if self._parent is None or session is None or not is_connect(session):
-            return
-        with _STARTING:
-            held = self._parent.__dict__.get("_node_sessions", [])
-            self._parent.__dict__["_node_sessions"] = [s for s in held if s is not session]
-        session.stop()
-
     def _new_session(self):
         if self._parent is not None:
             parent = self._parent.spark

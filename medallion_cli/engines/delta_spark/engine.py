@@ -69,12 +69,18 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         starts Spark, and rendering asks, for is_incremental(), before a build starts it)."""
         if not is_remote(str(path)):
             return local_table_exists(path)
+        if not self.target.spark_remote:  # a store's own error (no bucket, throttled) raises
+            from ...spark.pyspark_api import DeltaTable
+
+            return DeltaTable.isDeltaTable(self.spark, str(path))
         if self._from_client(path, lambda table: True):
             return True
         try:
             self._log().version(path)
-        except Exception:  # Delta's error: not a Delta table, or nothing there
-            return False
+        except Exception as exc:  # Delta's: no table there
+            if "DELTA_MISSING_DELTA_TABLE" in str(exc) or "is not a Delta table" in str(exc):
+                return False
+            raise
         return True
 
     def read_table(self, path: str):
