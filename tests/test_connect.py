@@ -192,3 +192,13 @@ def test_serve_is_refused_for_a_remote_target_in_one_line(tmp_path):
                        lambda project, port: None, lambda argv, code, seconds: None)
     assert "reaches Spark through a Spark Connect server" in refused.value.message
     assert "run commands directly" in refused.value.hint
+
+
+@pytest.mark.unit
+def test_a_missing_connect_client_is_said_in_pysparks_words(tmp_path):
+    from medallion_cli.spark.connect import _missing
+
+    assert _missing(ImportError("[PACKAGE_NOT_INSTALLED] grpcio >= 1.48.1 must be installed; "
+                                "however, it was not found.")) == (
+        "grpcio >= 1.48.1 must be installed; however, it was not found.")
+    assert _missing(ModuleNotFoundError("x", name="grpc")) == "no module grpc"

@@ -37,7 +37,7 @@ def client_session(target: Target, quiet: bool = True):
     except ImportError as exc:
         raise MedallionError(
             f"target '{target.name}' reaches Spark through Spark Connect, and the Spark Connect "
-            f"client is not installed (no module {exc.name})", path=target.profiles_file,
+            f"client is not installed ({_missing(exc)})", path=target.profiles_file,
             hint="pip install 'medallion-cli[connect]' (pyspark's connect extra)") from exc
     quiet_python_error_log(quiet)
     # pyspark warns of each call it gave up retrying, at exit too (closing the session): the
@@ -48,6 +48,14 @@ def client_session(target: Target, quiet: bool = True):
     session = SparkSession.builder.remote(target.spark_remote).create()
     session.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES)])
     return session
+
+
+def _missing(exc: ImportError) -> str:
+    """What is missing, in pyspark's words where it has them ("grpcio >= 1.48.1 must be
+    installed ...")."""
+    if exc.name:
+        return f"no module {exc.name}"
+    return re.sub(r"^\[[A-Z_]+\]\s*", "", (str(exc).strip().splitlines() or ["?"])[0])
 
 
 def configure(session, target: Target) -> None:
