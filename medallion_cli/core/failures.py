@@ -149,12 +149,17 @@ def grpc_details(text: str) -> str | None:
     return found.group(1) if found else None
 
 
+def unanswered(details: str) -> str:
+    """Why a server did not answer, from a gRPC error's details: their last error."""
+    return details.split("last error: ")[-1]
+
+
 def _connect_trouble(text: str) -> str | None:
     """A Spark Connect server that stopped answering mid-build (killed, restarted, the network):
     what was committed stays, as when a local driver dies."""
     if "StatusCode.UNAVAILABLE" not in text:
         return None
-    details = (grpc_details(text) or "UNAVAILABLE").split("last error: ")[-1]
+    details = unanswered(grpc_details(text) or "UNAVAILABLE")
     return (f"the Spark Connect server did not answer ({details}), after retries; what was "
             "committed stays. Start the server again (or check the network), then build again: "
             "it goes on from each table's last commit")

@@ -67,11 +67,12 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
     checked = df.withColumn(FAILED_RULES, F.filter(F.array(*broken), lambda x: x.isNotNull()))
     measures = [F.sum(F.array_contains(FAILED_RULES, name).cast("int")).alias(name)
                 for name in rules] + [F.count(F.lit(1)).alias(CHECKED)]
-    counted = Observation(f"medallion_checks_{uuid.uuid4().hex}")
     # Counted whenever the rows are computed. Not over Spark Connect: pyspark 4.1's client
     # fails a plan that holds one observation twice (SCD2 reads the rows twice), so there the
     # counts are a pass of their own (settle).
-    observed = checked if is_connect(df.sparkSession) else checked.observe(counted, *measures)
+    counted = None if is_connect(df.sparkSession) else Observation(
+        f"medallion_checks_{uuid.uuid4().hex}")
+    observed = checked if counted is None else checked.observe(counted, *measures)
     dropping = [n for n, r in rules.items() if r["on_violation"] == "drop"]
     dropped = F.arrays_overlap(F.col(FAILED_RULES), F.array(*map(F.lit, dropping or [""])))
     quarantine = ctx.project.quarantine_path(node.file)
@@ -81,7 +82,7 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
         def settle(computed: bool = False) -> None:
             if not result.pending:
                 return
-            totals = observed_totals(counted) if computed and observed is not checked else None
+            totals = observed_totals(counted) if computed and counted is not None else None
             if totals is None:
                 # A pass of its own; the write computes the rows again: caching them for the
                 # write cost more than recomputing a typical silver model (a 500k-row batch:

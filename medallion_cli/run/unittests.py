@@ -77,8 +77,7 @@ def rows_frame(spark, rows: list, schema=None):
     and a value that does not fit is an error rather than a null. Without one, Spark infers
     their types as it does reading JSON (one array of the rows, whose elements' fields it
     merges), in SQL: a Spark Connect session has no RDDs to read JSON lines from."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, StructType
+    from ..spark.pyspark_api import F, T
 
     if not rows and schema is None:
         raise MedallionError("an input with no rows needs a schema")
@@ -87,7 +86,8 @@ def rows_frame(spark, rows: list, schema=None):
     if schema is None:
         array = one.select(F.schema_of_json(text)).first()[0]
     else:
-        array = ArrayType(schema) if isinstance(schema, StructType) else f"array<struct<{schema}>>"
+        array = (T.ArrayType(schema) if isinstance(schema, T.StructType)
+                 else f"array<struct<{schema}>>")
     rows_of = F.from_json(text, array, {"mode": "FAILFAST"})
     return one.select(F.explode(rows_of).alias("row")).select("row.*")
 

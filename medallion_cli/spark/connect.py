@@ -11,7 +11,7 @@ import re
 import warnings
 
 from ..core.errors import MedallionError
-from ..core.failures import grpc_details
+from ..core.failures import grpc_details, unanswered
 from ..core.project import Target
 from .start import quiet_python_error_log
 
@@ -130,7 +130,7 @@ def connection_problem(target: Target, exc: BaseException) -> str:
     if "Tls handshake failed" in text or "WRONG_VERSION_NUMBER" in text:
         return f"{where} does not speak TLS, which the client uses with a token or use_ssl=true"
     if "UNAVAILABLE" in text:
-        return f"{where} did not answer ({details.split('last error: ')[-1]})"
+        return f"{where} did not answer ({unanswered(details)})"
     return f"{where} failed: {details}"
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..core.processes import terminate
 from ..core.project import Target
+from ..engines.delta_spark.settings import DELTA_CONF
 from ..spark import jars
 from ..spark.conf import spark_conf
 from .kafka_broker import LOOPBACK, free_port
@@ -29,8 +30,6 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 READY_LINE = "Spark Connect server started at"
 # The server's token, from its environment rather than its command line (which `ps` shows).
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
-DELTA_CONF = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-              "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
 
 
 @dataclass

@@ -44,8 +44,8 @@ class DeltaSparkAdmin:
         return doomed
 
     def file_count(self, path: str) -> int:
-        count = self._from_client(path, lambda table: len(table.file_uris()))
-        return self._log().file_count(path) if count is None else count
+        return self._from_log(path, lambda table: len(table.file_uris()),
+                              lambda log: log.file_count(path))
 
     def row_count(self, path: str) -> int | None:
         return self.read_table(path).count()  # Delta answers a bare count from its log
@@ -53,8 +53,8 @@ class DeltaSparkAdmin:
     def history(self, path: str, limit: int | None = None) -> list[dict]:
         """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left
         out): delta-rs's where it answers, else Delta's own (log.py)."""
-        history = self._from_client(path, lambda table: table.history(limit))
-        return self._log().history(path, limit) if history is None else history
+        return self._from_log(path, lambda table: table.history(limit),
+                              lambda log: log.history(path, limit))
 
     def restore(self, path: str, version: int) -> int:
         self.spark.sql(f"RESTORE TABLE {table(str(path))} TO VERSION AS OF {int(version)}")

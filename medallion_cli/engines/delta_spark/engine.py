@@ -73,10 +73,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
             from ...spark.pyspark_api import DeltaTable
 
             return DeltaTable.isDeltaTable(self.spark, str(path))
-        if self._from_client(path, lambda table: True):
-            return True
         try:
-            self._log().version(path)
+            self.table_version(path)
         except Exception as exc:  # Delta's: no table there
             if "DELTA_MISSING_DELTA_TABLE" in str(exc) or "is not a Delta table" in str(exc):
                 return False
@@ -101,14 +99,15 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         (log.py says which answers what, and why)."""
         return (SqlLog if self.target.spark_remote else JvmLog)(self.spark)
 
-    def _from_client(self, path: str, read):
-        """read(the table opened by delta-rs here) where it can answer, else None: a local
-        table, and over Spark Connect any this machine reaches."""
-        return client_log(path, read, anywhere=bool(self.target.spark_remote))
+    def _from_log(self, path: str, by_delta_rs, by_log):
+        """by_delta_rs(the table opened by delta-rs here) where it answers (a local table, and
+        over Spark Connect any this machine reaches), else by_log(the log where Spark runs)."""
+        answer = client_log(path, lambda table: [by_delta_rs(table)],
+                            anywhere=bool(self.target.spark_remote))
+        return by_log(self._log()) if answer is None else answer[0]
 
     def table_version(self, path: str) -> int:
-        version = self._from_client(path, lambda table: table.version())
-        return self._log().version(path) if version is None else version
+        return self._from_log(path, lambda table: table.version(), lambda log: log.version(path))
 
     def last_commit_value(self, path: str, key: str) -> str | None:
         return last_commit_value(self.history(path, 10), key)
@@ -118,8 +117,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         app transactions (Delta for Spark has no Python API for them)."""
         if not self.table_exists(path):
             return None
-        known = self._from_client(path, lambda table: [table.transaction_version(app_id)])
-        return self._log().app_version(path, app_id) if known is None else known[0]
+        return self._from_log(path, lambda table: table.transaction_version(app_id),
+                              lambda log: log.app_version(path, app_id))
 
     def _replayed(self, path: str, txn: tuple[str, int] | None) -> bool:
         """Whether this app transaction's version is already in the table. Delta itself would
@@ -220,8 +219,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         """Set the properties the table lacks or has otherwise (a commit of its own)."""
         if not properties:
             return
-        current = self._from_client(path, lambda table: table.metadata().configuration)
-        current = self._log().properties(path) if current is None else current
+        current = self._from_log(path, lambda table: table.metadata().configuration,
+                                 lambda log: log.properties(path))
         changed = {k: v for k, v in properties.items() if current.get(k) != v}
         if changed:
             pairs = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
