@@ -5,6 +5,7 @@ Builds over Spark Connect are in test_connect_builds.py. These are delta-spark o
 embedded engine writes its Delta log from this process, so a remote Spark is refused for it
 (tested here too)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,10 @@ from conftest import write_project
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.core.project import Target
 from medallion_cli.load.profiles import load_target
+from medallion_cli.materialize.server_batches import ERROR_FILE, collect, server_batch
+from medallion_cli.materialize.tally import StreamTally
 from medallion_cli.spark.connect import check_server, connection_problem, shown
+from medallion_cli.spark.files import write_text
 from medallion_cli.testing import connect_server
 from medallion_cli.testing.kafka_broker import free_port
 
@@ -94,6 +98,28 @@ def test_a_server_of_another_spark_version_is_refused_naming_both():
                                              r"4\.1\.\d+") as caught:
         check_server(older, target("sc://h:15002"))
     assert "pyspark[connect]==3.5.*" in caught.value.hint
+
+
+@pytest.mark.unit
+def test_a_stray_worker_of_a_killed_servers_run_cannot_fail_the_next_run(tmp_path):
+    """A server SIGKILLed mid-batch may leave its foreachBatch worker running, which reconnects
+    to the server started after it and writes its failure late: into its own run's folder,
+    which the next build's query does not read."""
+    node = SimpleNamespace(name="bronze_orders", file="models/bronze_orders.sql")
+    ctx = SimpleNamespace(
+        project=SimpleNamespace(checkpoint_path=lambda file: str(tmp_path / "checkpoints")),
+        graph=None, engine=None, full_refresh=False, selected=frozenset(), deferred={})
+    killed = server_batch(ctx, node, None, StreamTally())
+    tally = StreamTally()
+    running = server_batch(ctx, node, None, tally)
+    stray = {"class": None, "message": "[NO_ACTIVE_SESSION] No active Spark session found."}
+    write_text(None, f"{killed.reports}/{ERROR_FILE}", json.dumps(stray))
+    collect(ctx, node, tally)
+    assert tally.error is None and tally.batches == 0
+    # the running query's own failure is still told
+    write_text(None, f"{running.reports}/{ERROR_FILE}", json.dumps({**stray, "message": "own"}))
+    collect(ctx, node, tally)
+    assert str(tally.error) == "own"
 
 
 @pytest.fixture(scope="module")

@@ -159,7 +159,9 @@ def test_ctrl_c_interrupts_the_servers_queries_and_says_what_was_committed(spark
             lines.append(line)
             if " model a " in line:
                 break
-        time.sleep(2)  # slow's query runs on the server
+        # slow's query runs on the server: its range's second task (every other job here
+        # reads or writes one small file, in one task)
+        server_says(spark_connect, logged, "Running task 1.0 in stage")
         build.send_signal(signal.SIGINT)
         output = "".join(lines) + build.communicate(timeout=60)[0]
     finally:
@@ -168,7 +170,15 @@ def test_ctrl_c_interrupts_the_servers_queries_and_says_what_was_committed(spark
     assert "Stopped by Ctrl-C. 1 success, 0 up to date, 0 warn, 1 error, 1 skipped" in output
     assert "  committed: a v0\n" in output and "Traceback" not in output
     # the server's query was interrupted, not left running
-    assert "Executor killed task" in spark_connect.log.read_text(errors="replace")[logged:]
+    server_says(spark_connect, logged, "Executor killed task")
+
+
+def server_says(server, logged: int, text: str, timeout: float = 60) -> None:
+    """Wait until the server's log, past its first `logged` characters, has `text`."""
+    deadline = time.monotonic() + timeout
+    while text not in server.log.read_text(errors="replace")[logged:]:
+        assert time.monotonic() < deadline, f"the server's log never said {text!r}"
+        time.sleep(0.2)
 
 
 def test_a_server_whose_python_lacks_medallion_fails_a_streaming_model_in_one_line(tmp_path):

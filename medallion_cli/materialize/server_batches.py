@@ -7,12 +7,15 @@ Python (spark.pyspark.python), at this client's version.
 What each batch did comes back as a file beside the query's checkpoint (its report, the first
 look's committed batch id, its phases' seconds); a failure as one more file with the error. This
 process reads them when the query stops (or, under --watch, as Spark reports each batch) and
-tells the tally and the event log, as a batch run here does itself.
+tells the tally and the event log, as a batch run here does itself. Each query run has a folder
+of its own: a worker of a server killed mid-batch may live on and write its failure late, into
+its run's folder, not into the next build's.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import asdict, dataclass, field
 
 from .. import __version__
@@ -29,7 +32,7 @@ from .landing import StillBeingWritten
 from .micro_batch import write_batch
 from .tally import BatchReport, StreamTally
 
-FOLDER = "medallion_batches"  # in a checkpoint: one file per batch this build ran
+FOLDER = "medallion_batches"  # in a checkpoint: a folder per query run, a file per batch
 ERROR_FILE = "error.json"
 # What a worker fails with when it cannot import medallion (Spark's words, then Python's).
 NOT_INSTALLED = ("STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE", "No module named 'medallion_cli")
@@ -93,19 +96,21 @@ class ServerBatch:
                             record_committed=committed, deferred=self.deferred)
 
 
-def server_batch(ctx: BuildContext, node: CompiledNode, start: QueryStart) -> ServerBatch:
-    """The foreachBatch function for the server, its reports' folder emptied of a past run's."""
-    reports = reports_location(ctx, node)
-    remove(ctx.engine, reports)
+def server_batch(ctx: BuildContext, node: CompiledNode, start: QueryStart,
+                 tally: StreamTally) -> ServerBatch:
+    """The foreachBatch function for the server, reporting into a new folder (past runs'
+    removed), which the tally keeps for `collect`."""
+    remove(ctx.engine, reports_location(ctx, node))
+    tally.server_reports = join(reports_location(ctx, node), uuid.uuid4().hex)
     return ServerBatch(ctx.project, ctx.graph, node, start, ctx.full_refresh, ctx.selected,
-                       ctx.deferred, reports)
+                       ctx.deferred, tally.server_reports)
 
 
 def collect(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
             batch_id: int | None = None) -> None:
     """Tell the tally and the event log what the server's batches did: batch `batch_id`'s (as
     Spark reports it, under --watch), or all this run's (once the query stopped), in order."""
-    folder = reports_location(ctx, node)
+    folder = tally.server_reports
     names = ([f"{batch_id:020d}.json"] if batch_id is not None
              else [name for name, *_ in list_files(ctx.engine, folder) if name != ERROR_FILE])
     for name in names:

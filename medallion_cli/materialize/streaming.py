@@ -76,7 +76,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     name = f"medallion_{node.name}"
     on_progress = tally.progressed
     if is_connect(ctx.engine.spark):  # foreachBatch runs on the server (server_batches.py)
-        each_batch = server_batch(ctx, node, start)
+        each_batch = server_batch(ctx, node, start, tally)
 
         def on_progress(progress):
             collect(ctx, node, tally, progress.get("batchId"))
@@ -125,7 +125,7 @@ def server_said(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
                 failure: BaseException | None = None) -> None:
     """Over Spark Connect, what the server's batches did (server_batches.py), and a server
     that could not run them said in one line."""
-    if not is_connect(ctx.engine.spark):
+    if tally.server_reports is None:
         return
     collect(ctx, node, tally)
     problem = failure is not None and not_installed(ctx.project.target.name, failure)

@@ -44,6 +44,7 @@ class StreamTally:
     rows_read: int | None = None
     app_id: str | None = None  # read from the checkpoint at the query's first batch
     error: BaseException | None = None
+    server_reports: str | None = None  # over Spark Connect: the run's folder (server_batches.py)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Under --watch, a batch is reported once Spark's progress for it (duration, lag) is in.
     detach_listener: Callable[[], None] | None = None
