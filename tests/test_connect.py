@@ -18,7 +18,12 @@ from conftest import write_project
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.core.project import Target
 from medallion_cli.load.profiles import load_target
-from medallion_cli.materialize.server_batches import ERROR_FILE, collect, server_batch
+from medallion_cli.materialize.server_batches import (
+    ERROR_FILE,
+    collect,
+    server_batch,
+    worker_trouble,
+)
 from medallion_cli.materialize.tally import StreamTally
 from medallion_cli.spark.connect import check_server, connection_problem, shown
 from medallion_cli.spark.files import write_text
@@ -120,6 +125,20 @@ def test_a_stray_worker_of_a_killed_servers_run_cannot_fail_the_next_run(tmp_pat
     write_text(None, f"{running.reports}/{ERROR_FILE}", json.dumps({**stray, "message": "own"}))
     collect(ctx, node, tally)
     assert str(tally.error) == "own"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("spark_said, said", [
+    ("[STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE] ... No module named 'medallion_cli'",
+     "the Spark Connect server's Python cannot import medallion_cli"),
+    ("(STREAM_FAILED) [session: 27] [userId: ] Python worker exited unexpectedly (crashed)",
+     "the Spark Connect server's Python worker running a micro-batch died"),
+])
+def test_a_servers_python_worker_in_trouble_is_one_line_naming_the_target(spark_said, said):
+    problem = worker_trouble("connect", RuntimeError(spark_said))
+    assert problem.message.startswith(f"target 'connect': {said}"), problem.message
+    assert "\n" not in problem.message and problem.hint
+    assert worker_trouble("connect", RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
 
 
 @pytest.fixture(scope="module")

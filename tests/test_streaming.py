@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ON_BOTH_STORES, at, delta_table, read_delta
+from conftest import ON_BOTH_STORES, REMOTE, at, delta_table, read_delta
 from deltalake import DeltaTable
 from helpers import (
     BATCH_1,
@@ -203,6 +203,19 @@ def run_build(root, crash_at=None):
                            str(root)], env=env, capture_output=True, text=True, timeout=600)
 
 
+def killed_at(root, crash_at: str) -> bool:
+    """Build with the process that reaches `crash_at` killed there; True when that was the
+    server's Python worker running the batch (over Spark Connect), which the build outlives."""
+    killed = run_build(root, crash_at)
+    if REMOTE and ":stopped:" not in crash_at:
+        assert killed.returncode == 1, killed.stdout + killed.stderr
+        died = [line for line in killed.stdout.splitlines() if "Python worker" in line]
+        assert died and "died" in died[0] and "Traceback" not in killed.stdout, killed.stdout
+        return True
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    return False
+
+
 @pytest.mark.parametrize("crash_at, store", [
     ("silver_orders:batch_start:1", "local"),  # killed before the batch wrote anything
     ("silver_orders:committed:1", "local"),  # killed after the Delta commit, before the
@@ -211,16 +224,13 @@ def run_build(root, crash_at=None):
     ("bronze_orders:stopped:2", "local"),    # killed once its query ran 2 batches, as the event
                                              # log may still be writing them
 ])
-@pytest.mark.local_spark  # kills the build where it runs the batch: over Spark Connect, the
-# server's Python worker (test_connect_builds.py kills the server itself)
 def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at, store):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
     assert not [r.message for r in build(root).values() if r.failed]  # in this process: faster
     land(root, "002.json", BATCH_2)
     land(root, "003.json", BATCH_3)
-    killed = run_build(root, crash_at)
-    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    worker = killed_at(root, crash_at)
     rebuilt = build(root)  # in this process: a JVM start fewer
     assert not [r.message for r in rebuilt.values() if r.failed]
     if crash_at.endswith("committed:1") or crash_at.endswith("committed:2"):
@@ -230,11 +240,12 @@ def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, cr
     bronze = read_delta(at(root, "bronze/bronze_orders"))
     assert len(bronze) == len(BATCH_1 + BATCH_2 + BATCH_3)  # nothing twice, nothing lost
     # The event log has each committed batch once: a batch committed just before the kill is
-    # recorded by the next run of its query; the killed run started and never finished.
+    # recorded by the next run of its query; the killed run started and never finished (but
+    # one whose server's worker was killed did).
     log = read_delta(at(root, "_medallion/events"))
     runs = {r["run_id"] for r in log}
     finished = {r["run_id"] for r in log if r["event_type"] == "run_finished"}
-    assert len(runs) == 3 and len(finished) == 2
+    assert len(runs) == 3 and len(finished) == 2 + worker
     for model, table in (("bronze_orders", "bronze"), ("silver_orders", "silver")):
         batches = sorted(r["batch_id"] for r in log if r["event_type"] == "batch"
                          and r["node"] == model)
@@ -250,15 +261,13 @@ def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, cr
         assert (model, int(batch)) in recovered
 
 
-@pytest.mark.local_spark  # as test_kill_mid_batch_then_rebuild_equals_uninterrupted_run
 def test_a_new_querys_first_batch_killed_before_the_log_had_it_is_recorded_once(project,
                                                                                 build):
     """The first run of a query is killed after committing batches none of whose events had
     reached the event log: the next run records each of them once."""
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
-    killed = run_build(root, "bronze_orders:committed:0")  # before its event was queued
-    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    killed_at(root, "bronze_orders:committed:0")  # before its event was queued
     logged = (read_delta(at(root, "_medallion/events"))
               if DeltaTable.is_deltatable(at(root, "_medallion/events"),
                                           storage_options(at(root))) else [])

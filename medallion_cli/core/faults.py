@@ -5,6 +5,8 @@ model's batch reaches that point, as a machine failure would stop it. Points: ba
 (nothing written yet), committed (the Delta commit is made; Spark's checkpoint does not know
 yet, so the batch will be replayed) and, with the number of batches the query ran in place of the
 batch id, stopped (the query has finished; its last batches may not be in the event log yet).
+Over Spark Connect a batch runs in the server's Python worker: the point travels there with the
+batch's function (`armed`, then `arm` there), and the worker is what is killed.
 """
 
 from __future__ import annotations
@@ -18,3 +20,14 @@ ENV = "MEDALLION_CRASH_AT"
 def crash_point(model: str, point: str, batch_id: int) -> None:
     if os.environ.get(ENV) == f"{model}:{point}:{batch_id}":
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def armed() -> str | None:
+    """The point this process is set to crash at, if any."""
+    return os.environ.get(ENV)
+
+
+def arm(point: str | None) -> None:
+    """Crash this process (a server's worker) at `point` too."""
+    if point:
+        os.environ[ENV] = point

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from .. import __version__
 from ..core.errors import MedallionError
 from ..core.failures import error_message
+from ..core.faults import arm, armed
 from ..core.locations import join
 from ..core.nodes import CompiledNode
 from ..core.project import Project
@@ -36,6 +37,7 @@ FOLDER = "medallion_batches"  # in a checkpoint: a folder per query run, a file 
 ERROR_FILE = "error.json"
 # What a worker fails with when it cannot import medallion (Spark's words, then Python's).
 NOT_INSTALLED = ("STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE", "No module named 'medallion_cli")
+WORKER_DIED = "Python worker exited unexpectedly"  # Spark's words for a worker that ended
 
 
 def reports_location(ctx: BuildContext, node: CompiledNode) -> str:
@@ -54,6 +56,7 @@ class ServerBatch:
     selected: frozenset
     deferred: dict
     reports: str
+    crash_at: str | None = None  # the crash tests' (core/faults.py)
     version: str = __version__
     # The worker's own, kept across the query's batches (not pickled)
     _tally: StreamTally | None = field(default=None, repr=False)
@@ -69,6 +72,7 @@ class ServerBatch:
                 "server's Python (spark.pyspark.python) runs")
         if self._tally is None:
             self._tally = StreamTally()
+            arm(self.crash_at)
         said: dict = {"batch_id": batch_id, "report": None, "committed": None}
         ctx = self._context(batch, said)
         replayed = self._tally.replayed
@@ -103,7 +107,7 @@ def server_batch(ctx: BuildContext, node: CompiledNode, start: QueryStart,
     remove(ctx.engine, reports_location(ctx, node))
     tally.server_reports = join(reports_location(ctx, node), uuid.uuid4().hex)
     return ServerBatch(ctx.project, ctx.graph, node, start, ctx.full_refresh, ctx.selected,
-                       ctx.deferred, tally.server_reports)
+                       ctx.deferred, tally.server_reports, armed())
 
 
 def collect(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
@@ -158,13 +162,20 @@ def _rebuilt(error: dict) -> BaseException:
     return kind(error["message"], error["path"], error["line"], error["hint"])
 
 
-def not_installed(target_name: str, exc: BaseException) -> MedallionError | None:
-    """One line for a server whose Python cannot run medallion's batches, else None."""
+def worker_trouble(target_name: str, exc: BaseException) -> MedallionError | None:
+    """One line for a server whose Python worker cannot run medallion's batches, or died
+    running one; else None."""
     text = str(exc)
-    if not any(marker in text for marker in NOT_INSTALLED):
-        return None
-    return MedallionError(
-        f"target '{target_name}': the Spark Connect server's Python cannot import medallion_cli, "
-        "which runs each streaming micro-batch there (foreachBatch)",
-        hint=f"pip install medallion-cli=={__version__} into the Python the server runs "
-             "(its spark.pyspark.python)")
+    if any(marker in text for marker in NOT_INSTALLED):
+        return MedallionError(
+            f"target '{target_name}': the Spark Connect server's Python cannot import "
+            "medallion_cli, which runs each streaming micro-batch there (foreachBatch)",
+            hint=f"pip install medallion-cli=={__version__} into the Python the server runs "
+                 "(its spark.pyspark.python)")
+    if WORKER_DIED in text:
+        return MedallionError(
+            f"target '{target_name}': the Spark Connect server's Python worker running a "
+            "micro-batch died (killed, or out of memory)",
+            hint="what earlier batches committed stays, the rest was not written: build again "
+                 "and it goes on from there; the server's log says why the worker ended")
+    return None

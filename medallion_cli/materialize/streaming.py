@@ -36,7 +36,7 @@ from .inputs import commit_streams, committed_inputs, streamed_tables
 from .landing import StillBeingWritten, changed_note
 from .micro_batch import committed_batch, write_batch
 from .rows import model_rows
-from .server_batches import collect, not_installed, server_batch
+from .server_batches import collect, server_batch, worker_trouble
 from .tally import BatchReport, StreamTally
 from .throughput import progress_listener, progress_reports, stream_stats
 from .writes import refuse_new_columns
@@ -99,7 +99,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
     try:
         return writer.start(), tally, start
     except Exception as exc:  # a Spark Connect server may fail it at once (server_batches.py)
-        raise not_installed(ctx.project.target.name, exc) or exc
+        raise worker_trouble(ctx.project.target.name, exc) or exc
 
 
 def _refuse_new_columns_now(ctx: BuildContext, node: CompiledNode) -> None:
@@ -128,7 +128,7 @@ def server_said(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
     if tally.server_reports is None:
         return
     collect(ctx, node, tally)
-    problem = failure is not None and not_installed(ctx.project.target.name, failure)
+    problem = failure is not None and worker_trouble(ctx.project.target.name, failure)
     if problem:
         raise problem from failure
 
@@ -155,7 +155,7 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
             return Outcome("warn", message=first + tally.error.message)
         raise_query_error(query, tally)
         raise
-    server_said(ctx, node, tally)
+    server_said(ctx, node, tally, query.exception())
     raise_query_error(query, tally)
     crash_point(node.name, "stopped", tally.batches)
     if tally.app_id is None:  # no batch ran, so none told the event log what a killed run did
