@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 from conftest import at, model_tables, read_delta
+from deltalake import DeltaTable
+
+from medallion_cli.spark.object_store import aws_settings, deltars_options
 
 
 def produce(bootstrap: str, topic: str, values: list, keys: list | None = None,
@@ -109,6 +112,21 @@ def comparable(row: dict) -> tuple:
 def tables_of(warehouse):
     return {str(p.relative_to(warehouse)): sorted(comparable(row) for row in read_delta(p))
             for p in model_tables(warehouse)}
+
+
+def s3_tables(server, url: str) -> dict[str, list]:
+    """Every Delta table under s3://bucket/prefix, read by delta-rs, as tables_of reads a
+    local warehouse."""
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    keys = [o["Key"] for page in server.client().get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=prefix + "/") for o in page.get("Contents", [])]
+    roots = sorted({k.split("/_delta_log/")[0] for k in keys if "/_delta_log/" in k})
+    options = deltars_options(aws_settings(server.aws_env()))
+    return {root.removeprefix(prefix + "/"): sorted(
+                comparable(row) for row in DeltaTable(f"s3://{bucket}/{root}",
+                                                      storage_options=options)
+                .to_pyarrow_table().to_pylist())
+            for root in roots if not root.removeprefix(prefix + "/").startswith("_")}
 
 
 SOURCES = """\

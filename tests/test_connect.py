@@ -220,11 +220,15 @@ def test_a_server_that_stops_answering_mid_build_is_one_line_saying_what_stays()
 
 
 @pytest.mark.unit
-def test_a_warehouse_on_object_storage_is_refused_over_connect_for_now(tmp_path):
-    root = write_project(tmp_path / "p", MODEL, profile=profile("sc://h:1", warehouse="s3://b/w"))
-    with pytest.raises(MedallionError, match=r"a warehouse on object storage \(s3://b/w\) is "
-                       "not built over Spark Connect yet"):
+def test_a_warehouse_on_a_store_other_than_s3_is_refused_over_connect_for_now(tmp_path):
+    root = write_project(tmp_path / "p", MODEL, profile=profile("sc://h:1", warehouse="gs://b/w"))
+    with pytest.raises(MedallionError, match=r"a warehouse on gs://b/w is not built over Spark "
+                       "Connect yet") as refused:
         load_target(root, "test", None, None)
+    assert "S3" in refused.value.hint
+    on_s3 = write_project(tmp_path / "s3", MODEL,
+                          profile=profile("sc://h:1", warehouse="s3://b/w"))
+    assert load_target(on_s3, "test", None, None).warehouse == "s3://b/w"
 
 
 @pytest.mark.unit

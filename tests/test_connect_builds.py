@@ -7,12 +7,14 @@ Delta log from the client's process, so a remote Spark is refused for it (test_c
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from conftest import read_delta, write_project
@@ -23,12 +25,14 @@ from helpers import (
     MODELS,
     expected_state,
     land,
+    s3_tables,
     sample_copy,
     silver,
     tables_of,
 )
 
 from medallion_cli import commands
+from medallion_cli.spark.object_store import aws_settings, s3a_conf
 from medallion_cli.testing import connect_server
 
 
@@ -107,6 +111,42 @@ def test_the_sample_builds_over_connect_with_no_jvm_here_and_the_tables_of_a_loc
                              "build")
     assert not [r.message for r in results if r.failed]
     assert tables_of(over_connect / "warehouse") == tables_of(local / "warehouse")
+
+
+def test_the_sample_builds_over_connect_on_s3_with_the_tables_of_a_local_build(s3, tmp_path,
+                                                                               monkeypatch):
+    """Landing files and warehouse in a bucket (moto's S3 on loopback). The server reaches it
+    with settings of its own, as a cluster's admin sets them: S3A's for Spark, the AWS variables
+    for its Python workers (which write each micro-batch's report beside the checkpoint); this
+    machine with its AWS variables (delta-rs for the logs, pyarrow for the files beside the
+    tables), and no JVM."""
+    aws = s3.aws_env()
+    sample = sample_copy(tmp_path / "lake")
+    bucket = s3.create_bucket(f"connect-{uuid.uuid4().hex[:8]}")
+    s3.upload_folder(sample / "landing", f"s3://{bucket}/landing")
+    shutil.rmtree(sample / "landing")  # only the bucket has the files
+    env = {**aws, "MEDALLION_WAREHOUSE": f"s3://{bucket}/lake",
+           "MEDALLION_LANDING": f"s3://{bucket}/landing"}
+    server = connect_server.start(conf=s3a_conf(aws_settings(aws)), bundles=("s3",), env=aws)
+    try:
+        env["MEDALLION_SPARK_REMOTE"] = server.url
+        built, seen = medallion(sample, "build", "-t", "connect", env=env)
+        assert built.returncode == 0, built.stdout
+        again, _ = medallion(sample, "build", "-t", "connect", env=env)
+    finally:
+        server.stop()
+    assert "Done. 25 success, 0 up to date" in built.stdout, built.stdout
+    assert "java" not in seen, seen
+    assert "Done. 0 success, 25 up to date" in again.stdout, again.stdout
+    assert aws["AWS_SECRET_ACCESS_KEY"] not in built.stdout + again.stdout
+    assert not any(p.name.startswith("warehouse") for p in sample.iterdir())
+    monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")
+    monkeypatch.delenv("MEDALLION_LANDING", raising=False)
+    local = sample_copy(tmp_path / "local")
+    results = commands.build(commands.Invocation(project_dir=str(local), target="local-delta"),
+                             "build")
+    assert not [r.message for r in results if r.failed]
+    assert s3_tables(s3, f"s3://{bucket}/lake") == tables_of(local / "warehouse")
 
 
 def test_a_server_killed_mid_build_loses_and_doubles_nothing(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from helpers import comparable, sample_copy, tables_of
+from helpers import s3_tables, sample_copy, tables_of
 
 from medallion_cli.spark.object_store import (
     DELTARS_PATIENCE,
@@ -22,22 +22,6 @@ from medallion_cli.spark.object_store import (
     deltars_options,
     s3a_conf,
 )
-
-
-def s3_tables(server, url: str) -> dict[str, list]:
-    """Every Delta table under s3://bucket/prefix, read by delta-rs, as tables_of reads a
-    local warehouse."""
-    bucket, _, prefix = url.removeprefix("s3://").partition("/")
-    keys = [o["Key"] for page in server.client().get_paginator("list_objects_v2").paginate(
-        Bucket=bucket, Prefix=prefix + "/") for o in page.get("Contents", [])]
-    roots = sorted({k.split("/_delta_log/")[0] for k in keys if "/_delta_log/" in k})
-    options = deltars_options(aws_settings(server.aws_env()))
-    return {root.removeprefix(prefix + "/"): sorted(
-                comparable(row) for row in DeltaTable(f"s3://{bucket}/{root}",
-                                                      storage_options=options)
-                .to_pyarrow_table().to_pylist())
-            for root in roots if not root.removeprefix(prefix + "/").startswith("_")}
-
 
 # Per engine: the sample's target with its warehouse on S3 (delta-spark: Delta Lake for Spark's
 # log through S3A; embedded: Spark's files through S3A, delta-rs's log by conditional puts).

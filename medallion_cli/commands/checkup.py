@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..core.errors import MedallionError
-from ..core.locations import is_remote
+from ..core.locations import is_remote, on_s3
 from ..engines import engine_class
 from ..spark import jars
 from ..spark.connect import shown
 from ..spark.jars import delta_jar_files
-from ..spark.object_store import aws_settings, bucket_problem, on_s3
+from ..spark.object_store import aws_settings, bucket_problem
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,13 @@ def resolve(value: str, base: str | Path) -> str:
     return str((Path(base) / path).resolve())
 
 
+S3_SCHEMES = ("s3", "s3a")
+
+
+def on_s3(location: str | None) -> bool:
+    return bool(location) and _scheme(str(location)) in S3_SCHEMES
+
+
 def is_remote(location: str) -> bool:
     """Whether the location is on object storage (or HDFS...), not on this machine's disk."""
     return _scheme(location) not in ("", "file")

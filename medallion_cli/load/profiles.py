@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from ..core.errors import MedallionError, closest
-from ..core.locations import is_remote, resolve
+from ..core.locations import is_remote, on_s3, resolve
 from ..core.project import ENGINES, PROFILES_FILE, PROJECT_FILE, Target
 from .model_config import check_keys
 from .yaml_io import read_yaml
@@ -52,13 +52,13 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         raise MedallionError(f"target '{name}': warehouse {exc}", path=profiles_path,
                              hint="a folder (relative to the project or absolute), file:///path, "
                                   "or an object-store URI such as s3a://bucket/lake") from exc
-    if remote and is_remote(warehouse):
+    if remote and is_remote(warehouse) and not on_s3(warehouse):
         raise MedallionError(
-            f"target '{name}': a warehouse on object storage ({warehouse}) is not built over "
-            "Spark Connect yet: this machine keeps files beside the tables (streaming "
-            "checkpoints' notes) through a JVM it does not have", path=profiles_path,
-            hint="give the target a folder both this machine and the server reach, or reach "
-                 "the cluster with spark: master")
+            f"target '{name}': a warehouse on {warehouse} is not built over Spark Connect yet: "
+            "this machine keeps files beside the tables (streaming checkpoints' notes) with "
+            "pyarrow there, which reaches S3", path=profiles_path,
+            hint="put the warehouse on S3 (s3://bucket/path) or in a folder both this machine "
+                 "and the server reach, or reach the cluster with spark: master")
     metastore = out.get("metastore")
     if metastore is not None and metastore not in METASTORES:
         raise MedallionError(f"target '{name}': metastore is {metastore!r}", path=profiles_path,

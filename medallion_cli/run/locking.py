@@ -20,8 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..core.errors import MedallionError
-from ..core.locations import is_remote
-from ..spark.object_store import on_s3
+from ..core.locations import is_remote, on_s3
 from . import lease
 
 LOCK_FILE = Path("_medallion") / "lock"

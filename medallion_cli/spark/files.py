@@ -1,7 +1,9 @@
 """Small files beside the tables (checkpoints' notes, data tests' verdicts) and landing folders,
 wherever the warehouse is: local paths with Python, object-store URIs through Hadoop's
 FileSystem API in Spark's JVM (it reaches every location Spark reads, with the target's
-credentials), so no engine writes plain files and nothing here needs a client per store.
+credentials), so no engine writes plain files and nothing here needs a client per store. Over
+Spark Connect there is no JVM here: S3 is reached with pyarrow and the AWS variables, as
+delta-rs reaches the tables' logs (load/profiles.py refuses other stores there).
 
 Each function takes `on`: anything whose `spark` gives the session (an engine, which starts it
 on first use), asked only for a location that is not local.
@@ -14,6 +16,8 @@ import shutil
 from pathlib import Path
 
 from ..core.locations import is_remote, local_files
+from . import object_store
+from .connect import is_connect
 
 
 def read_text(on, location: str) -> str:
@@ -21,6 +25,8 @@ def read_text(on, location: str) -> str:
     if not is_remote(location):
         return _local(location).read_text()
     spark = on.spark
+    if is_connect(spark):
+        return object_store.read_bytes(location).decode()
     jvm = spark._jvm
     path, fs = _hadoop_file(spark, location)
     if not fs.exists(path):
@@ -37,6 +43,9 @@ def write_text(on, location: str, text: str) -> None:
     writer closes it."""
     if not is_remote(location):
         write_local_text(str(_local(location)), text)
+        return
+    if is_connect(on.spark):
+        object_store.write_bytes(location, text.encode())
         return
     path, fs = _hadoop_file(on.spark, location)
     out = fs.create(path, True)
@@ -61,6 +70,9 @@ def remove(on, location: str) -> None:
             _local(location).unlink()
         shutil.rmtree(_local(location), ignore_errors=True)
         return
+    if is_connect(on.spark):
+        object_store.remove_all(location)
+        return
     path, fs = _hadoop_file(on.spark, location)
     fs.delete(path, True)
 
@@ -70,6 +82,8 @@ def list_files(on, location: str) -> list[tuple[str, int, int]]:
     sorted (a local folder's by Python: no Spark)."""
     if not is_remote(location):
         return local_files(_local(location))
+    if is_connect(on.spark):
+        return object_store.files_below(location)
     path, fs = _hadoop_file(on.spark, location)
     if not fs.exists(path):
         return []

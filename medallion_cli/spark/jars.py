@@ -21,8 +21,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..core.errors import MedallionError
+from ..core.locations import on_s3
 from ..core.project import Project, Target
-from .object_store import on_s3
 
 RECIPES = Path(__file__).resolve().parent / "maven"
 BUNDLES = ("delta", "kafka", "s3", "kafka-broker")

@@ -14,14 +14,10 @@ import os
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
+from ..core.locations import on_s3
 from ..core.project import Target
 
-S3_SCHEMES = ("s3", "s3a")
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-
-
-def on_s3(location: str | None) -> bool:
-    return bool(location) and urlsplit(str(location)).scheme.lower() in S3_SCHEMES
 
 
 @dataclass(frozen=True)
@@ -134,6 +130,38 @@ def read_bytes(location: str) -> bytes:
     filesystem, path = arrow_filesystem(location)
     with filesystem.open_input_stream(path) as stream:
         return stream.read()
+
+
+def write_bytes(location: str, data: bytes) -> None:
+    """Write a file whole (an object appears when its upload closes)."""
+    filesystem, path = arrow_filesystem(location)
+    with filesystem.open_output_stream(path) as stream:
+        stream.write(data)
+
+
+def remove_all(location: str) -> None:
+    """Delete a file, or everything under a folder (a prefix); nothing there is fine."""
+    import pyarrow.fs as pafs
+
+    filesystem, path = arrow_filesystem(location)
+    kind = filesystem.get_file_info(path).type
+    if kind == pafs.FileType.File:
+        filesystem.delete_file(path)
+    elif kind == pafs.FileType.Directory:
+        filesystem.delete_dir(path)
+
+
+def files_below(location: str) -> list[tuple[str, int, int]]:
+    """(path under the location, size, modified in ms, as Hadoop's FileSystem says it) of
+    every file below a location."""
+    import pyarrow.fs as pafs
+
+    filesystem, path = arrow_filesystem(location)
+    found = filesystem.get_file_info(pafs.FileSelector(path, recursive=True,
+                                                       allow_not_found=True))
+    root = path.rstrip("/") + "/"
+    return sorted((info.path.removeprefix(root), info.size, info.mtime_ns // 1_000_000)
+                  for info in found if info.type == pafs.FileType.File)
 
 
 def put_file(local_file: str, location: str) -> None:

@@ -56,19 +56,21 @@ class ConnectServer:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-def command(port: int, home: Path, delta: bool = True, cores: int = 2) -> list[str]:
+def command(port: int, home: Path, delta: bool = True, cores: int = 2, conf: dict | None = None,
+            bundles: tuple[str, ...] = ()) -> list[str]:
     """spark-submit's arguments for a server on 127.0.0.1:port, set up as medallion sets up a
     local driver (spark/conf.py: listing, time zone, Python workers on this interpreter, which
-    run foreachBatch functions), warehouse files in `home`."""
+    run foreachBatch functions), warehouse files in `home`; `conf`: more server settings (S3A's
+    for a store), `bundles`: more JARs (medallion's bundles: "s3")."""
     import pyspark
 
     driver = Target("connect-server", "delta-spark", str(home), f"local[{cores}]",
                     {"spark.sql.shuffle.partitions": str(cores)}, cores)
-    conf = spark_conf(driver)
+    base = spark_conf(driver)
     # Spark's own log4j settings: the server says it is ready in its log, at INFO
-    conf["spark.driver.extraJavaOptions"] = " ".join(
-        option for option in conf["spark.driver.extraJavaOptions"].split() if "log4j" not in option)
-    conf = {**conf,
+    base["spark.driver.extraJavaOptions"] = " ".join(
+        option for option in base["spark.driver.extraJavaOptions"].split() if "log4j" not in option)
+    base = {**base,
             "spark.connect.grpc.binding.address": LOOPBACK,
             "spark.connect.grpc.binding.port": str(port),
             # as medallion sets a local driver's: Delta's 50 tasks to rebuild a table's state
@@ -76,18 +78,24 @@ def command(port: int, home: Path, delta: bool = True, cores: int = 2) -> list[s
             "spark.databricks.delta.snapshotPartitions": "1",
             **(DELTA_CONF if delta else {})}
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    delta = ["--jars", ",".join(map(str, jars.jar_files(jars.fetch("delta"))))] if delta else []
+    found = [str(jar) for bundle in ("delta",) * delta + bundles
+             for jar in jars.jar_files(jars.fetch(bundle))]
+    # `conf` may hold a store's keys: in a file only this user reads, not on the command line
+    settings = home / "server.properties"
+    settings.touch(mode=0o600)
+    settings.write_text("".join(f"{key}={value}\n" for key, value in (conf or {}).items()))
     return [str(submit), "--class", SERVER_CLASS, "--master", f"local[{cores}]",
-            "--name", "medallion-connect-server", *delta,
-            *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]]
+            "--name", "medallion-connect-server", "--properties-file", str(settings),
+            *(["--jars", ",".join(found)] * bool(found)),
+            *[arg for key, value in base.items() for arg in ("--conf", f"{key}={value}")]]
 
 
 def start(port: int | None = None, delta: bool = True, token: str | None = None,
-          timeout: float = 120, detached: bool = False,
-          env: dict[str, str] | None = None) -> ConnectServer:
+          timeout: float = 120, detached: bool = False, env: dict[str, str] | None = None,
+          conf: dict | None = None, bundles: tuple[str, ...] = ()) -> ConnectServer:
     """Start a server (on `port`, or a free one) and return once it takes clients. token: the
     one clients must send. detached: in a session of its own, to outlive this process. env:
-    more environment for the server and its Python workers."""
+    more environment for the server and its Python workers. conf, bundles: as command's."""
     import pyspark
 
     home = Path(tempfile.mkdtemp(prefix="medallion-connect-"))
@@ -98,7 +106,8 @@ def start(port: int | None = None, delta: bool = True, token: str | None = None,
     if token:
         env[TOKEN_ENV] = token
     with open(home / "server.log", "wb") as log:
-        process = subprocess.Popen(command(port, home, delta), stdout=log, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(command(port, home, delta, conf=conf, bundles=bundles),
+                                   stdout=log, stderr=subprocess.STDOUT,
                                    env=env, cwd=home, start_new_session=detached)
     server = ConnectServer(port, process, home, token)
     deadline = time.monotonic() + timeout

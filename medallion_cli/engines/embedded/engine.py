@@ -24,10 +24,10 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import create_table_with_add_actions
 
 from ...core.errors import MedallionError
-from ...core.locations import data_files, is_remote, join, local_table_exists
+from ...core.locations import S3_SCHEMES, data_files, is_remote, join, local_table_exists
 from ...core.project import Target
 from ...spark.conf import LONG_QUERIES
-from ...spark.object_store import S3_SCHEMES, put_file, storage_options
+from ...spark.object_store import put_file, storage_options
 from ...spark.session import OnDemandSpark
 from ...spark.start import start_spark
 from ..base import (
