@@ -331,7 +331,8 @@ def run_results(project: Path) -> dict:
     return json.loads((project / "target/run_results.json").read_text())
 
 
-WRITERS = {"embedded": "delta-rs", "delta-spark": "delta-spark", "cluster": "delta-spark"}
+WRITERS = {"embedded": "delta-rs", "delta-spark": "delta-spark", "cluster": "delta-spark",
+           "connect": "delta-spark"}
 
 
 def run_handwritten(project: Path, writer: str) -> dict:
@@ -382,7 +383,7 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--setups", default="embedded",
-                        help="comma-separated: embedded, delta-spark, cluster (see setups.py)")
+                        help="comma-separated: embedded, delta-spark, cluster, connect (see setups.py)")
     parser.add_argument("--watch", action="store_true",
                         help="also time the increment under `build --watch` (increment_watch)")
     parser.add_argument("--served", action="store_true",

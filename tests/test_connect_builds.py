@@ -7,6 +7,7 @@ Delta log from the client's process, so a remote Spark is refused for it (test_c
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -96,8 +97,15 @@ def test_the_sample_builds_over_connect_with_no_jvm_here_and_the_tables_of_a_loc
         spark_connect, tmp_path, monkeypatch):
     over_connect = sample_copy(tmp_path / "connect")
     env = {"MEDALLION_SPARK_REMOTE": spark_connect.url, "MEDALLION_WAREHOUSE": "warehouse"}
+    logged = len(spark_connect.log.read_text(errors="replace"))
     built, seen = medallion(over_connect, "build", "-t", "connect", env=env)
     assert built.returncode == 0, built.stdout
+    # the server was told to drop each node's session; only the first (which checked the
+    # server) waits for its idle timeout
+    said = spark_connect.log.read_text(errors="replace")[logged:]
+    opened = set(re.findall(r"sessionId: ([0-9a-f-]+) accessed", said))
+    closed = set(re.findall(r"Closing session with userId: .* and sessionId: ([0-9a-f-]+)", said))
+    assert len(opened) > 20 and len(opened - closed) == 1, (len(opened), len(closed))
     assert "Done. 25 success, 0 up to date" in built.stdout, built.stdout
     assert "java" not in seen, seen  # the server runs Spark; no JVM was started here
     assert "1 batch(es); 2 malformed row(s) kept in _corrupt_record" in built.stdout

@@ -25,6 +25,7 @@ from ..run.runner import (
     interrupted,
     run_project_hooks,
 )
+from ..spark.session import node_sessions_released
 from .invocation import (
     COMMAND_KINDS,
     Invocation,
@@ -80,8 +81,9 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
                        report.result, report.begin, inv.fail_fast)
     if inv.full_refresh:
         mark_refreshes(ctx, [graph.nodes[n] for n in chosen])
-    with observed_run(ctx, command + " --watch" * watch, len(steps.order), report.begin,
-                      report.result, report.batch, report.warn) as run:
+    with node_sessions_released(ctx.engine), observed_run(
+            ctx, command + " --watch" * watch, len(steps.order), report.begin, report.result,
+            report.batch, report.warn) as run:
         skip_passed = not (inv.rerun_tests or inv.full_refresh)
         results = run_project_hooks(run.ctx, "on-run-start", project.on_run_start, run.result)
         failed = next((r.name for r in results if r.failed), None)

@@ -15,6 +15,7 @@ from ..run.runner import (
     timed,
 )
 from ..run.unittests import load_unit_tests, run_unit_test
+from ..spark.session import node_sessions_released
 from .invocation import Invocation, load, selected_nodes, selected_tests
 from .plan import Reporter, _context, runner
 
@@ -30,8 +31,9 @@ def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     from ..report.observers import observed_run
 
     ctx = _context(loaded, inv, names, report=report)
-    with observed_run(ctx, "test", len(names), report.begin, report.result, report.batch,
-                      report.warn) as run:
+    with node_sessions_released(ctx.engine), observed_run(
+            ctx, "test", len(names), report.begin, report.result, report.batch,
+            report.warn) as run:
         results = execute(names, {}, runner(run.ctx, loaded.tests),
                           {n: ("test", "test") for n in names},
                           inv.threads or loaded.project.target.threads, run.result, run.begin,

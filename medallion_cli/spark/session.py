@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -82,3 +83,19 @@ class OnDemandSpark:
             self.on_start(False)
         self.start_seconds = time.perf_counter() - began
         return session
+
+
+@contextlib.contextmanager
+def node_sessions_released(engine: OnDemandSpark):
+    """Over Spark Connect, have the server drop the sessions the engine's nodes made once the
+    work in this block is done: it keeps an idle one for an hour, so a shared server would
+    gather one per node of every build. One try each: a server that is gone forgets them."""
+    try:
+        yield
+    finally:
+        for session in engine.__dict__.pop("_node_sessions", ()):
+            session.client.set_retry_policies([])
+            try:
+                session.client.release_session()
+            except Exception:  # noqa: BLE001 - gone already: nothing to release
+                pass
