@@ -231,6 +231,23 @@ def test_a_warehouse_on_a_store_other_than_s3_is_refused_over_connect_for_now(tm
     assert load_target(on_s3, "test", None, None).warehouse == "s3://b/w"
 
 
+def test_the_dev_server_command_stops_its_server_when_killed():
+    """`python -m medallion_cli.testing.connect_server &` then `kill %1`: its JVM goes too."""
+    port = free_port()
+    command = subprocess.Popen([sys.executable, "-m", "medallion_cli.testing.connect_server",
+                                "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        said = command.stdout.readline()
+        assert f"Spark Connect server at sc://127.0.0.1:{port} (pid " in said, said
+        server = int(said.split("(pid ")[1].split(")")[0])
+        command.terminate()
+        assert command.wait(timeout=60) == 0
+        assert not os.path.exists(f"/proc/{server}") or "Z" in open(
+            f"/proc/{server}/stat").read().split(")")[1].split()[0]
+    finally:
+        command.kill()
+
+
 @pytest.mark.unit
 def test_serve_is_refused_for_a_remote_target_in_one_line(tmp_path):
     from medallion_cli import commands

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -126,11 +127,18 @@ def main() -> None:
     parser.add_argument("--no-delta", action="store_true", help="a server without Delta Lake")
     args = parser.parse_args()
     server = start(args.port, delta=not args.no_delta)
-    print(f"Spark Connect server at {server.url} (pid {server.process.pid}); Ctrl-C stops it",
-          flush=True)
+
+    def stop(*_):  # `kill` (as a job started with & is stopped) too, not only Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    print(f"Spark Connect server at {server.url} (pid {server.process.pid}); Ctrl-C or kill "
+          f"{os.getpid()} stops it", flush=True)
     try:
         server.process.wait()
     except KeyboardInterrupt:
+        pass
+    finally:
         server.stop()
 
 
