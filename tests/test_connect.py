@@ -16,6 +16,7 @@ import pytest
 from conftest import write_project
 
 from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.failures import error_message
 from medallion_cli.core.project import Target
 from medallion_cli.load.profiles import load_target
 from medallion_cli.materialize.server_batches import (
@@ -103,6 +104,14 @@ def test_a_server_of_another_spark_version_is_refused_naming_both():
                                              r"4\.1\.\d+") as caught:
         check_server(older, target("sc://h:15002"))
     assert "pyspark[connect]==3.5.*" in caught.value.hint
+
+
+@pytest.mark.unit
+def test_a_servers_error_is_said_without_its_session_and_user_ids():
+    said = error_message(RuntimeError(
+        "(STREAM_FAILED) [session: 271852c4-ade4-4901-8e27-2fa68f9c412c] [userId: ] Query "
+        "[id = 1] terminated with exception: [DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012"))
+    assert said == "[DIVIDE_BY_ZERO] Division by zero.", said
 
 
 @pytest.mark.unit

@@ -23,6 +23,8 @@ JAVA_CAUSE = re.compile(r"^(?:Caused by: |: )?(?:[\w$]+\.)+[\w$]*(?:Exception|Er
                         r"(?:: (?P<message>.*))?$")
 PY4J_WRAPPER = re.compile(r"^An error occurred while calling [\w.]+\.$")
 ERROR_CLASS = re.compile(r"^\[(?P<name>[A-Z0-9_.]+)\]")
+# What a Spark Connect server puts before its errors' messages: which session, which user
+CONNECT_SESSION = re.compile(r"\[session: [0-9a-f-]+\] \[userId: [^\]]*\] ?")
 SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?$")
 
 
@@ -169,7 +171,7 @@ def error_message(exc: BaseException) -> str:
     """What went wrong, in a line."""
     if isinstance(exc, MedallionError):
         return str(exc)
-    text = str(exc).strip() or type(exc).__name__
+    text = CONNECT_SESSION.sub("", str(exc)).strip() or type(exc).__name__
     lines = text.splitlines()
     said = (_csv_header(text) or _kafka_data_loss(text) or _moved_files(text)
             or _connect_trouble(text) or _store_trouble(text))
