@@ -107,6 +107,25 @@ def test_a_server_of_another_spark_version_is_refused_naming_both():
 
 
 @pytest.mark.unit
+def test_a_session_is_not_collected_while_the_process_runs(tmp_path):
+    """pyspark's Connect session, collected, shuts down the pool every session releases its
+    results through, and hung a build when collected inside that pool's submit: sessions are
+    kept. (In a process of its own: a Connect client switches pyspark to Connect there.)"""
+    probe = subprocess.run([sys.executable, "-c", textwrap.dedent("""\
+        import gc, weakref
+        from medallion_cli.core.project import Target
+        from medallion_cli.spark.connect import client_session
+        target = Target("connect", "delta-spark", "w", "local[1]", {}, 1,
+                        spark_remote="sc://127.0.0.1:1")
+        first = client_session(target)  # pyspark keeps it: its default session
+        made = weakref.ref(client_session(target))  # as a node's
+        gc.collect()
+        print("kept" if made() is not None else "collected")
+        """)], capture_output=True, text=True, timeout=120)
+    assert probe.stdout.strip() == "kept", probe.stdout + probe.stderr
+
+
+@pytest.mark.unit
 def test_a_servers_error_is_said_without_its_session_and_user_ids():
     said = error_message(RuntimeError(
         "(STREAM_FAILED) [session: 271852c4-ade4-4901-8e27-2fa68f9c412c] [userId: ] Query "

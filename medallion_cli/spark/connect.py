@@ -27,6 +27,13 @@ def shown(url: str) -> str:
     return TOKEN.sub(r"\1***", url)
 
 
+# pyspark's Connect session, when garbage-collected, shuts down the thread pool through which
+# every session releases its results (__del__, then client.close()); collected while its own
+# thread was in that pool's submit, it waited for a lock that thread held: a build hung. Sessions
+# are kept until the process ends instead (node_sessions_released closes their channels).
+_KEPT: list = []
+
+
 def client_session(target: Target, quiet: bool = True):
     """A new session on the target's server (each node gets its own, as on a local Spark).
     Made without a round trip: `check_server` makes the first. quiet: the server's errors are
@@ -47,6 +54,7 @@ def client_session(target: Target, quiet: bool = True):
     # in this process
     session = SparkSession.builder.remote(target.spark_remote).create()
     session.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES)])
+    _KEPT.append(session)
     return session
 
 

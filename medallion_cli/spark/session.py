@@ -88,8 +88,9 @@ class OnDemandSpark:
 @contextlib.contextmanager
 def node_sessions_released(engine: OnDemandSpark):
     """Over Spark Connect, have the server drop the sessions the engine's nodes made once the
-    work in this block is done: it keeps an idle one for an hour, so a shared server would
-    gather one per node of every build. One try each: a server that is gone forgets them."""
+    work in this block is done, and close their connections: the server keeps an idle session
+    for an hour, so a shared server would gather one per node of every build. One try each: a
+    server that is gone forgets them."""
     try:
         yield
     finally:
@@ -99,3 +100,4 @@ def node_sessions_released(engine: OnDemandSpark):
                 session.client.release_session()
             except Exception:  # noqa: BLE001 - gone already: nothing to release
                 pass
+            session.client.close()
