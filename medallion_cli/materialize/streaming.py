@@ -155,7 +155,8 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
             return Outcome("warn", message=first + tally.error.message)
         raise_query_error(query, tally)
         raise
-    server_said(ctx, node, tally, query.exception())
+    # Spark's exception, asked here only over Connect (raise_query_error asks it anyway)
+    server_said(ctx, node, tally, tally.server_reports and query.exception())
     raise_query_error(query, tally)
     crash_point(node.name, "stopped", tally.batches)
     if tally.app_id is None:  # no batch ran, so none told the event log what a killed run did
