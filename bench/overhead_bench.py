@@ -17,7 +17,9 @@ cluster), from an empty warehouse, each command its own process (JVM start inclu
              table is rebuilt with them (the increment when the JVM stays up between loads)
   served     with --served: from an empty warehouse, `medallion serve` started, then the first
              build and the increment as above, each a command of its own that runs on the
-             server's JVM
+             server's JVM; with --served daemon, no server started: the first build starts
+             medallion's daemon (MEDALLION_DAEMON=on, as in a terminal) and the increment runs
+             on it; `medallion serve --stop` after
   by hand    with --handwritten-increment and a delta-spark setup: the increment written by
              hand on Delta Lake for Spark in a warm JVM (handwritten_increment.py), what Delta
              itself costs for it
@@ -184,8 +186,9 @@ def run_medallion(project: Path, setup: str = "embedded", watch: bool = False) -
             "first_in_medallion": first_results["elapsed_seconds"]}
 
 
-def run_served(project: Path, setup: str, expected: dict[str, int]) -> dict:
-    """From an empty warehouse, with `medallion serve` running for the project: the first
+def run_served(project: Path, setup: str, expected: dict[str, int], how: str) -> dict:
+    """From an empty warehouse, with `medallion serve` running for the project (how="serve"),
+    or none and medallion's daemon on (how="daemon": the first build starts it): the first
     build and then the increment, each a command of its own (its whole process) that runs on
     the server's JVM. Gold must end with the rows the increment as its own command gave it
     (`expected`)."""
@@ -193,20 +196,29 @@ def run_served(project: Path, setup: str, expected: dict[str, int]) -> dict:
         shutil.rmtree(project / folder, ignore_errors=True)
     hold_back(project)
     on = ["--project-dir", str(project), *setups.args(setup)]
-    server = subprocess.Popen(medallion("serve", *on), env=setups.env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon = {"MEDALLION_DAEMON": "on"} if how == "daemon" else {}
+    server = None if daemon else subprocess.Popen(
+        medallion("serve", *on), env=setups.env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: (project / "target/serve.json").is_file(), server, what="serve")
-        first = timed(medallion(*BUILD_MODELS, *on))
+        if server:
+            wait_for(lambda: (project / "target/serve.json").is_file(), server, what="serve")
+        first = timed(medallion(*BUILD_MODELS, *on), env=daemon)
         land_held_back(project)
-        increment = timed(medallion(*BUILD_MODELS, *on))
+        increment = timed(medallion(*BUILD_MODELS, *on), env=daemon)
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=300)
+        if server:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=300)
+        else:
+            timed(medallion("serve", "--stop", *on))
     if medallion_rows(project, "gold") != expected:
         raise SystemExit(f"served increment: gold rows {medallion_rows(project, 'gold')}, "
                          f"expected {expected}")
     return {"first": first, "increment": increment}
+
+
+SERVED_BY = {"serve": "medallion serve running", "daemon": "medallion's daemon on"}
 
 
 def gold_versions(project: Path) -> dict[str, int]:
@@ -386,9 +398,10 @@ def main() -> None:
                         help="comma-separated: embedded, delta-spark, cluster, connect (see setups.py)")
     parser.add_argument("--watch", action="store_true",
                         help="also time the increment under `build --watch` (increment_watch)")
-    parser.add_argument("--served", action="store_true",
+    parser.add_argument("--served", nargs="?", const="serve", choices=("serve", "daemon"),
                         help="also time the first build and the increment as commands of "
-                             "their own while `medallion serve` runs (served)")
+                             "their own while `medallion serve` runs, or (daemon) with "
+                             "medallion's daemon on (served)")
     parser.add_argument("--handwritten-increment", action="store_true",
                         help="also time the increment written by hand on Delta Lake for Spark "
                              "in a warm JVM (handwritten_increment.py), when a delta-spark "
@@ -414,7 +427,8 @@ def main() -> None:
                 runs[setup].append(run_medallion(project, setup, args.watch))
                 if args.served:
                     served_runs[setup].append(
-                        run_served(project, setup, runs[setup][-1]["gold_rows"]))
+                        run_served(project, setup, runs[setup][-1]["gold_rows"],
+                                   args.served))
             for writer in writers:
                 handwritten_runs[writer].append(run_handwritten(project, writer))
             if by_hand:
@@ -476,8 +490,8 @@ def main() -> None:
             for setup, done in runs.items()},
         **({"medallion increment under build --watch (seconds, landed -> every gold table "
              "rebuilt)": watched} if watched else {}),
-        **({"medallion with medallion serve running, from an empty warehouse (each command's "
-             "whole process)": served} if served else {}),
+        **({f"medallion with {SERVED_BY[args.served]}, from an empty warehouse (each "
+             "command's whole process)": served} if served else {}),
         **({"increment written by hand on Delta Lake for Spark, warm JVM (seconds)":
             [run["increment_seconds"] for run in hand_increments]} if by_hand else {}),
         "ratios of medians, wall seconds": ratios("", "seconds"),

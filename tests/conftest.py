@@ -28,6 +28,9 @@ from medallion_cli.spark import jars
 # this server, a third way beside a local Spark and the standalone cluster. The delta-spark
 # engine only (the embedded one writes its Delta log from this process), and no JVM here.
 REMOTE = os.environ.get("MEDALLION_TEST_SPARK_REMOTE")
+# Commands the tests run start medallion's daemon only where a test asks for it (a developer's
+# MEDALLION_DAEMON=on would leave a JVM behind per project).
+os.environ.pop("MEDALLION_DAEMON", None)
 ENGINES = ("delta-spark",) if REMOTE else ("embedded", "delta-spark")
 
 PROFILE_TEMPLATE = """\

@@ -15,6 +15,8 @@ import pytest
 from conftest import profile_for, read_delta
 from helpers import BATCH_1, BATCH_2, MODELS, expected_state, land
 
+from medallion_cli.serve.protocol import server_kind
+
 SLOW = """\
     {{ config(materialized='table') }}
     select sum(id) as total from range(100000000000)
@@ -195,7 +197,8 @@ def test_a_server_that_stops_mid_command_is_one_error_line(project, said, error)
 
         threading.Thread(target=answer_and_close, daemon=True).start()
         (root / "target/serve.json").write_text(json.dumps(
-            {"pid": os.getpid(), "port": listener.getsockname()[1], "secret": "x"}))
+            {"pid": os.getpid(), "port": listener.getsockname()[1], "secret": "x",
+             "kind": server_kind()}))
         result = run("seed", "--project-dir", str(root))
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -219,7 +222,11 @@ def fake_server(root, answer=({"exit": 0},)):
                 connection, _ = listener.accept()
             except OSError:
                 return
-            got.append(json.loads(connection.makefile("rb").readline()))
+            line = connection.makefile("rb").readline()
+            if not line:  # a client that connected to look, and left
+                connection.close()
+                continue
+            got.append(json.loads(line))
             for message in answer:
                 connection.sendall(json.dumps(message).encode() + b"\n")
             connection.close()
@@ -227,7 +234,7 @@ def fake_server(root, answer=({"exit": 0},)):
     threading.Thread(target=serve, daemon=True).start()
     path = root / "target/serve.json"
     path.write_text(json.dumps({"pid": os.getpid(), "port": listener.getsockname()[1],
-                                "secret": "x"}))
+                                "secret": "x", "kind": server_kind()}))
     path.chmod(0o600)
     return got, path, listener
 

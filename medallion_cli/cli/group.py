@@ -147,18 +147,23 @@ def running_options(func):
 
 
 def servable(func):
-    """A command that runs on the project's `medallion serve` when one is up (server.py)."""
+    """A command that runs on the project's `medallion serve` or daemon when one is up, or
+    starts the daemon (server.py, daemon.py)."""
 
     @click.option("--no-server", is_flag=True,
-                  help="Run in a JVM of this command's own even when medallion serve runs for "
-                       "the project.")
+                  help="Run in a JVM of this command's own even when medallion serve or the "
+                       "daemon runs for the project.")
+    @click.option("--daemon/--no-daemon", default=None,
+                  help="With no server running, start medallion's daemon, which keeps Spark "
+                       "warm for the next commands and stops after 15 idle minutes (default: "
+                       "on in a terminal; $MEDALLION_DAEMON).")
     @functools.wraps(func)
-    def wrapper(inv, debug, no_server, **kwargs):
+    def wrapper(inv, debug, no_server, daemon, **kwargs):
         if not (no_server or debug or kwargs.get("watch")):
-            from ..serve.client import forward
-
             argv = click.get_current_context().meta.get("argv", [])
-            code = forward(inv.project_dir, inv.profiles_dir, inv.target, argv)
+            code = commands.on_server(inv, argv, daemon,
+                                      lambda args: main.main(args, prog_name="medallion"),
+                                      lambda text: click.secho(text, fg="cyan", err=True))
             if code is not None:
                 sys.exit(code)
         return func(inv, debug=debug, **kwargs)

@@ -18,7 +18,15 @@ from .group import _Group, common_options, main
                    "and retry in it then run here, starting no JVM of their own, on code Java "
                    "has already compiled.")
 @common_options
-def serve(inv, debug):
+@click.option("--stop", is_flag=True, help="Stop the project's server or daemon instead, once "
+                                           "the command it runs ends.")
+def serve(inv, debug, stop):
+    if stop:
+        pid = commands.stop_server(inv)
+        click.echo(f"Stopped the project's server (pid {pid})" if pid else
+                   "No server runs for this project")
+        return
+
     def ready(project, port):
         click.echo(f"Serving {project.root} on target '{project.target.name}' "
                    f"({project.target.engine}), port {port} on loopback (target/serve.json). "

@@ -6,11 +6,12 @@ from .build import build, retry
 from .checkup import Check
 from .inspect import compile_models, docs, list_nodes, source_freshness, status
 from .invocation import Invocation, parse_vars
-from .operate import clean, debug, fetch_jars, init, serve
+from .operate import clean, debug, fetch_jars, init, on_server, serve, stop_server
 from .plan import Reporter
 from .run_operation import run_operation
 from .test import test, unit_test
 
 __all__ = ["Check", "Invocation", "Reporter", "build", "clean", "compile_models", "debug",
-           "docs", "fetch_jars", "init", "list_nodes", "parse_vars", "retry", "run_operation",
-           "serve", "source_freshness", "status", "test", "unit_test"]
+           "docs", "fetch_jars", "init", "list_nodes", "on_server", "parse_vars", "retry",
+           "run_operation", "serve", "source_freshness", "status", "stop_server", "test",
+           "unit_test"]

@@ -4,7 +4,9 @@ serve (its Spark kept running for its commands).
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -15,8 +17,10 @@ from .invocation import Invocation, engine_of, engine_target, project_of
 
 def serve(inv: Invocation, run_command: Callable[[list[str]], None],
           on_ready: Callable[[Project, int], None],
-          on_command: Callable[[list[str], int, float], None]) -> None:
-    """medallion serve: keep the project's Spark running for its commands (server.py)."""
+          on_command: Callable[[list[str], int, float], None],
+          idle_seconds: float | None = None) -> None:
+    """medallion serve: keep the project's Spark running for its commands (server.py); a
+    daemon's stops after idle_seconds without one."""
     from ..serve import server
 
     project = project_of(inv)
@@ -42,7 +46,66 @@ def serve(inv: Invocation, run_command: Callable[[list[str]], None],
         return None
 
     server.serve(project, engine_of(project, inv), run_command, declined,
-                 lambda port: on_ready(project, port), on_command)
+                 lambda port: on_ready(project, port), on_command, idle_seconds)
+
+
+def on_server(inv: Invocation, argv: list[str], daemon: bool | None,
+              run_command: Callable[[list[str]], None], say: Callable[[str], None]
+              ) -> int | None:
+    """Run a command (argv, as typed after `medallion`) on the project's server: its exit code,
+    or None to run it here. With no server running, the daemon wanted (daemon.py) and Spark
+    on this machine (not a cluster's, whose cores it would hold, nor a Connect server), the
+    daemon is started first and runs it."""
+    from ..serve import daemon as daemons
+    from ..serve.client import forward
+    from ..serve.protocol import _connect, _not_own, _served, served_file
+
+    code = forward(inv.project_dir, inv.profiles_dir, inv.target, argv)
+    path = served_file(inv.project_dir)
+    if code is not None or _served(path).get("pid") == os.getpid():
+        return code  # ran on the server, or this is the server
+    if not daemons.wanted(daemon, _typed_by_a_person()) or _not_own(path):
+        return None
+    if (answered := _connect(_served(path))) is not None:
+        answered.close()
+        return None  # a server that declined the command
+    target = engine_target(project_of(inv))
+    if target.spark_remote or not target.spark_master.startswith("local"):
+        return None
+    idle = daemons.idle_seconds()
+    own = Invocation(str(Path(inv.project_dir).resolve()), inv.profiles_dir, inv.target,
+                     vars=inv.vars)
+    pid = daemons.start(inv.project_dir, lambda ready: serve(
+        own, run_command, lambda project, port: ready(port),
+        lambda args, exit_code, seconds: print(
+            f"medallion {' '.join(args)}: exit {exit_code} in {seconds:.1f} s", flush=True),
+        idle))
+    if pid is None:
+        return None
+    say(f"Started medallion's daemon (pid {pid}): it keeps this project's Spark warm for the "
+        f"next commands and stops after {idle / 60:g} idle minutes (medallion serve --stop "
+        f"stops it; --no-daemon or {daemons.DAEMON_VARIABLE}=off runs without)")
+    return forward(inv.project_dir, inv.profiles_dir, inv.target, argv)
+
+
+def _typed_by_a_person() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def stop_server(inv: Invocation) -> int | None:
+    """medallion serve --stop: the pid of the project's server (a daemon or not), stopped once
+    the command it runs ends; None when none runs."""
+    from ..serve.protocol import _connect, _not_own, _served, ask_to_stop, served_file
+
+    path = served_file(inv.project_dir)
+    served = _served(path)
+    if _not_own(path) or (answered := _connect(served)) is None:
+        return None
+    answered.close()
+    if not ask_to_stop(served):
+        raise MedallionError(f"the project's server (pid {served['pid']}) did not stop within "
+                             "2 minutes", path=str(path), hint=f"kill {served['pid']}")
+    return served["pid"]
 
 
 def clean(inv: Invocation) -> list[Path]:

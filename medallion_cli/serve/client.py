@@ -13,7 +13,7 @@ import socket
 import sys
 from pathlib import Path
 
-from .protocol import _connect, _not_own, _served, served_file
+from .protocol import _connect, _not_own, _served, ask_to_stop, served_file, server_kind
 
 
 def forward(project_dir: str, profiles_dir: str | None, target: str | None,
@@ -32,6 +32,15 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
     connection = _connect(served)
     if connection is None:
         return None
+    if served.get("kind") != server_kind():
+        connection.close()
+        if served.get("idle") is None:
+            print(f"Note: medallion serve (pid {served.get('pid')}) started with another Python,"
+                  " medallion, or other Java, Spark, Hadoop or AWS variables than this command"
+                  "'s; running in a JVM of its own", file=sys.stderr)
+        else:  # a daemon, started for commands like this one: replaced (operate.on_server)
+            ask_to_stop(served)
+        return None
     terminal = sys.stdout.isatty()
     environment = project_environment(project_dir, profiles_dir)
     if terminal:  # the server's output stream is no terminal: tell it this one's width
@@ -45,7 +54,8 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
             connection.sendall(json.dumps(request).encode() + b"\n")
         except OSError:
             pass  # the server went away: said as it reads no answer
-        return _relay(connection, served.get("pid"))
+        name = "medallion serve" if served.get("idle") is None else "medallion's daemon"
+        return _relay(connection, f"{name}, pid {served.get('pid')}")
 
 
 ENV_VAR_CALL = re.compile(r"""env_var\(\s*["']([^"']+)["']""")
@@ -72,7 +82,7 @@ def project_environment(project_dir: str, profiles_dir: str | None) -> dict[str,
             if name in named or name in PASSED_VARIABLES or name.startswith("MEDALLION_")}
 
 
-def _relay(connection: socket.socket, pid) -> int | None:
+def _relay(connection: socket.socket, server: str) -> int | None:
     """Print the server's messages as they come; the command's exit code."""
     messages = connection.makefile("rb")
     announced = waiting = False
@@ -89,7 +99,7 @@ def _relay(connection: socket.socket, pid) -> int | None:
         except (OSError, ValueError):  # the server was killed mid-message
             message = None
         if message is None:
-            print(f"Error: the server (medallion serve, pid {pid}) stopped " + (
+            print(f"Error: the server ({server}) stopped " + (
                 "during the command; the models it finished are committed and the others' "
                 "tables are as they were: run it again" if announced else
                 "before running the command; run it again"), file=sys.stderr)
@@ -98,13 +108,13 @@ def _relay(connection: socket.socket, pid) -> int | None:
             print(f"Note: {message['declined']}; running in a JVM of its own", file=sys.stderr)
             return None
         if "waiting" in message:
-            print(f"Note: the server (medallion serve, pid {pid}) is busy: {message['waiting']}."
+            print(f"Note: the server ({server}) is busy: {message['waiting']}."
                   " Ctrl-C stops waiting", file=sys.stderr)
             waiting = True
             continue
         waiting = False
         if not announced:
-            print(f"(on the Spark of medallion serve, pid {pid})", file=sys.stderr)
+            print(f"(on the Spark of {server})", file=sys.stderr)
             announced = True
         if "exit" in message:
             return message["exit"]

@@ -130,11 +130,15 @@ def _accept(listener: socket.socket, secret: str, clients: queue.Queue, current:
 def _admit(connection: socket.socket, secret: str, clients: queue.Queue, current: _Running,
            watch: Callable[[_Client], None]) -> None:
     """A client with the secret is watched from now on, told when it waits for other commands,
-    and queued; any other peer is hung up on."""
+    and queued (None for one that asks the server to stop); any other peer is hung up on."""
     request = _request(connection)
     if not isinstance(request, dict) or not secrets.compare_digest(
             str(request.get("secret")), secret):
         _hang_up(connection)  # not a client of this server's owner
+        return
+    if request.get("stop"):  # the server stops once the commands before this are done
+        _hang_up(connection)
+        clients.put(None)
         return
     client = _Client(connection, connection.makefile("rb"), request)
     threading.Thread(target=watch, args=(client,), daemon=True).start()

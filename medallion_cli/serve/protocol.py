@@ -1,16 +1,38 @@
 """What a server and its clients share: target/serve.json (where the server listens, with its
-secret, readable by its owner only, and trusted only when it is the user's own), connecting
-to it, and hanging up on a peer. Messages are JSON lines.
+secret, readable by its owner only, and trusted only when it is the user's own), the kind of
+process a command needs its server to be, connecting to it, asking it to stop, and hanging up
+on a peer. Messages are JSON lines.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
+import sys
+import time
 from pathlib import Path
 
+from ..core.processes import running
+
 SERVED_FILE = "serve.json"
+
+# Read where Spark starts (Java's and Spark's options, S3A's credentials), not per command: a
+# server started with other values would run a command otherwise than the command would.
+STARTING_VARIABLES = ("JAVA_HOME", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "SPARK_", "PYSPARK_",
+                      "HADOOP_", "AWS_")
+
+
+def server_kind() -> str:
+    """What a command and its server must share: the same Python, the same medallion (its
+    files' times: an upgrade or an edited checkout changes it) and the variables read as Spark
+    starts (STARTING_VARIABLES)."""
+    package = Path(__file__).resolve().parent.parent
+    code = max(p.stat().st_mtime_ns for p in package.rglob("*.py"))
+    variables = sorted((k, v) for k, v in os.environ.items() if k.startswith(STARTING_VARIABLES))
+    text = json.dumps([sys.executable, str(package), code, variables])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def served_file(project_dir: str) -> Path:
@@ -66,3 +88,23 @@ def _connect(served: dict) -> socket.socket | None:
         return socket.create_connection(("127.0.0.1", served["port"]), timeout=2)
     except (OSError, KeyError, TypeError, ValueError):
         return None
+
+
+def ask_to_stop(served: dict, timeout: float = 120) -> bool:
+    """Ask the server a serve.json names to stop (after the command it runs, if any) and wait
+    for its process to end: whether it ended."""
+    connection = _connect(served)
+    if connection is None:
+        return True  # gone already
+    with connection:
+        try:
+            connection.sendall(json.dumps({"secret": served.get("secret"), "stop": True})
+                               .encode() + b"\n")
+            connection.settimeout(timeout)
+            connection.recv(1)  # it hangs up once it has the request
+        except OSError:
+            pass
+    deadline = time.monotonic() + timeout
+    while running(served["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not running(served["pid"])

@@ -5,14 +5,17 @@ The server starts Spark for the project's target and waits on a loopback port, w
 with a secret to target/serve.json (readable by its owner only). While it runs, `medallion
 build`, `run`, `seed`, `test` and `retry` in the project send their arguments, working folder
 and the environment variables the project reads there instead of starting a JVM of their own
-(a serve.json that another user owns, or others may write, is not trusted); the server runs the command in its
+(a serve.json that another user owns, or others may write, is not trusted, nor one of a server
+started with another Python, medallion or Spark's variables); the server runs the command in its
 process, one command at a time (the warehouse has one writer anyway; a command that comes while
 another runs says it waits, and Ctrl-C stops its waiting), and streams its output back; the
 command's exit code is the client's. Each command loads the project again, so edited
 models and macros are read as usual. A command whose target would start Spark differently (another
 target, engine or Spark setting), or asks for --watch, --debug or --no-server, runs in a JVM of
 its own, as without a server. Ctrl-C in the client cancels its command's Spark jobs on the
-server, which keeps serving; Ctrl-C or SIGTERM on the server stops it.
+server, which keeps serving; Ctrl-C or SIGTERM on the server stops it, as does a client asking
+(`medallion serve --stop`, after the commands before it), target/serve.json no longer naming it
+(`medallion clean`: nobody could reach it) and, for medallion's daemon (daemon.py), its idle time.
 """
 
 from __future__ import annotations
@@ -30,19 +33,16 @@ from typing import Callable
 
 from ..core.errors import MedallionError
 from .clients import _accept, _as_client, _Client, _Interrupts, _Running, _watch
-from .protocol import _connect, _served, _write_private, served_file
-
-# The client: `medallion build` and the others, when the project has a server.
-
-
-# The server.
+from .protocol import _connect, _served, _write_private, served_file, server_kind
 
 
 def serve(project, engine, run_command: Callable[[list[str]], None],
           declined: Callable[[dict], str | None],
-          on_ready: Callable[[int], None], on_command: Callable[[list[str], int, float], None]
-          ) -> None:
-    """Start the engine's Spark, then run clients' commands until SIGINT or SIGTERM.
+          on_ready: Callable[[int], None], on_command: Callable[[list[str], int, float], None],
+          idle_seconds: float | None = None) -> None:
+    """Start the engine's Spark, then run clients' commands until SIGINT or SIGTERM, a client
+    asks it to stop, target/serve.json no longer names it (medallion clean), or it has been
+    idle for idle_seconds (a daemon's).
     run_command: runs argv as the `medallion` command does (exits with SystemExit);
     declined: why a request's command must run elsewhere (None: here)."""
     path = served_file(str(project.root))
@@ -52,6 +52,7 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
         raise MedallionError(f"medallion serve (pid {other['pid']}) already serves this project",
                              path=path, hint="its commands run there; stop it first to start "
                                              "another (e.g. for another target)")
+    kind = server_kind()  # before Spark's start sets variables of its own
     engine.spark  # started now, not by the first command
     interrupts = _Interrupts()
     cancel_jobs = engine.spark.sparkContext.cancelAllJobs
@@ -66,8 +67,9 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
     listener = socket.create_server(("127.0.0.1", 0))
     secret = secrets.token_hex(16)
     _write_private(path, json.dumps({"pid": os.getpid(), "port": listener.getsockname()[1],
-                                     "secret": secret, "target": project.target.name}))
-    clients: queue.Queue[_Client] = queue.Queue()
+                                     "secret": secret, "target": project.target.name,
+                                     "kind": kind, "idle": idle_seconds}))
+    clients: queue.Queue[_Client | None] = queue.Queue()
     current = _Running()
     # Clients are taken in as they come, so that one that comes while a command runs hears
     # that it waits (and may stop waiting), instead of hanging in the listener's backlog.
@@ -76,13 +78,22 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
             client, interrupts, cancel_jobs))).start()
     try:
         on_ready(listener.getsockname()[1])
+        idle_since = time.monotonic()
         while not interrupts.stopping:
             try:
-                client = clients.get()
+                try:
+                    client = clients.get(timeout=LOOK_SECONDS)
+                except queue.Empty:
+                    if _retired(path, idle_seconds, idle_since):
+                        break
+                    continue
+                if client is None:  # asked to stop
+                    break
                 try:
                     _serve_one(client, run_command, declined, current, on_command)
                 finally:
                     client.close()
+                idle_since = time.monotonic()
                 _close_callback_connections(engine.spark)
             except KeyboardInterrupt:
                 pass  # a client's command was cancelled (or the server stops: the loop ends)
@@ -100,6 +111,17 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
             path.unlink()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+LOOK_SECONDS = 2.0  # how often an idle server looks whether it should stop
+
+
+def _retired(path, idle_seconds: float | None, idle_since: float) -> bool:
+    """Whether an idle server stops: its serve.json gone or another's (nobody can reach it),
+    or idle for idle_seconds."""
+    if _served(path).get("pid") != os.getpid():
+        return True
+    return idle_seconds is not None and time.monotonic() - idle_since >= idle_seconds
 
 
 def _serve_one(client: _Client, run_command, declined, current: _Running, on_command) -> None:
