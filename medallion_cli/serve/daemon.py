@@ -61,8 +61,11 @@ def start(project_dir: str, serve_here: Callable[[Callable[[int], None]], None])
     if not hasattr(os, "fork") or threading.active_count() > 1:
         return None  # forking a process with threads may copy a lock another thread holds
     folder = Path(project_dir).resolve() / "target"
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = os.open(folder / "serve.lock", os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = os.open(folder / "serve.lock", os.O_CREAT | os.O_WRONLY, 0o600)
+    except OSError:
+        return None  # a project it cannot write to: the command says so, as without a daemon
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
