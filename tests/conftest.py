@@ -75,10 +75,25 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# The files that run longest in all (minutes each), started first: the workers take files in
+# the order of the items, and one of these started last would leave the other workers idle at
+# the end (xdist's own order, by number of tests, started the one-test Connect modules file
+# last, 31 minutes into a run).
+LONGEST_FILES = ("test_connect_modules.py", "test_s3.py", "test_connect_builds.py",
+                 "test_cluster.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """A REMOTE run leaves out what it cannot run or ran already: the embedded engine's tests,
-    the unit tier, tables on S3, and tests that need a JVM in this process (marked local_spark,
-    saying why)."""
+    """Files in the order the workers should take them: LONGEST_FILES, then the rest by their
+    number of tests (most first). A REMOTE run leaves out what it cannot run or ran already: the
+    embedded engine's tests, the unit tier, tables on S3, and tests that need a JVM in this
+    process (marked local_spark, saying why)."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.path.name] = counts.get(item.path.name, 0) + 1
+    ranks = {name: (LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES),
+                    -count) for name, count in counts.items()}
+    items.sort(key=lambda item: ranks[item.path.name])  # stable: a file's tests keep their order
     if not REMOTE:
         return
     for item in items:
