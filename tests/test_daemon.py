@@ -102,6 +102,7 @@ def test_a_daemon_stops_when_idle_or_cleaned_and_is_replaced_when_spark_would_st
         other = run(root, "run", "--daemon", AWS_REGION="eu-west-3")
         replaced = daemon_pid(other)
         assert other.returncode == 0 and replaced not in (None, pid), other.stderr
+        assert f"Note: medallion's daemon (pid {pid}) started with another Python" in other.stderr
         assert gone_within(pid, 5)
         pid = replaced
 

@@ -39,6 +39,9 @@ def forward(project_dir: str, profiles_dir: str | None, target: str | None,
                   " medallion, or other Java, Spark, Hadoop or AWS variables than this command"
                   "'s; running in a JVM of its own", file=sys.stderr)
         else:  # a daemon, started for commands like this one: replaced (operate.on_server)
+            print(f"Note: medallion's daemon (pid {served.get('pid')}) started with another "
+                  "Python, medallion, or other Java, Spark, Hadoop or AWS variables than this "
+                  "command's: stopping it (after the command it runs)", file=sys.stderr)
             ask_to_stop(served)
         return None
     terminal = sys.stdout.isatty()
