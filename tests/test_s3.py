@@ -344,3 +344,16 @@ def test_a_store_answering_5xx_is_one_line_saying_so_whichever_client_met_it(
     message = error_message(RuntimeError(text))
     assert message.startswith(f"the object store refused ({answer}), after retries"), message
     assert "\n" not in message and "build again" in message
+
+
+@pytest.mark.unit
+def test_the_test_s3_server_leaves_no_folder_behind_once_stopped():
+    """Engine-independent (moto's server only): its request log, megabytes a test run, went
+    with it; 142 such folders had piled up in /tmp before."""
+    from medallion_cli.testing import s3_server
+
+    server = s3_server.start()
+    folder = server.log.parent
+    assert folder.is_dir()
+    server.stop()
+    assert not folder.exists() and server.process.poll() is not None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -88,6 +89,7 @@ class S3Server:
         urllib.request.urlopen(f"{self.endpoint}{FAULTS}?{query}", data=b"", timeout=10).close()
 
     def stop(self) -> None:
+        """Stop the server, and remove its request log's folder (megabytes a test run)."""
         if running(self.process.pid):
             self.process.send_signal(signal.SIGTERM)
         try:
@@ -95,6 +97,7 @@ class S3Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        shutil.rmtree(self.log.parent, ignore_errors=True)
 
 
 class Cuttable:
