@@ -119,6 +119,28 @@ def test_a_daemon_stops_when_idle_or_cleaned_and_is_replaced_when_spark_would_st
             os.kill(pid, 15)
 
 
+HOLD_LOCK = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY); "
+             "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(3)")
+
+
+def test_a_daemon_starts_once_a_lock_held_a_moment_is_free(project):
+    """Engine-independent: a daemon that stops holds its lock a moment after its pid shows it
+    gone (its threads end last), so a command replacing it found the lock taken and ran without
+    one (a full run saw it); it now waits for the lock."""
+    root = project({"models/a.sql": "{{ config(materialized='table') }} select 1 as x"})
+    (root / "target").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(root / "target/serve.lock")],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    result = run(root, "run", "--daemon")
+    pid = daemon_pid(result)
+    try:
+        assert result.returncode == 0 and pid and holder.wait(timeout=30) == 0, result.stderr
+    finally:
+        if pid and running(pid):
+            os.kill(pid, 15)
+
+
 @pytest.mark.unit
 def test_a_daemon_that_cannot_start_spark_leaves_the_command_its_own_error(project):
     """Engine-independent (no Spark starts anywhere): the daemon fails before it listens, and

@@ -75,13 +75,17 @@ def on_server(inv: Invocation, argv: list[str], daemon: bool | None,
     idle = daemons.idle_seconds()
     own = Invocation(str(Path(inv.project_dir).resolve()), inv.profiles_dir, inv.target,
                      vars=inv.vars)
+    def served() -> bool:
+        answered = _connect(_served(path))
+        return answered is not None and (answered.close() or True)
+
     pid = daemons.start(inv.project_dir, lambda ready: serve(
         own, run_command, lambda project, port: ready(port),
         lambda args, exit_code, seconds: print(
             f"medallion {' '.join(args)}: exit {exit_code} in {seconds:.1f} s", flush=True),
-        idle))
-    if pid is None:
-        return None
+        idle), served)
+    if pid is None:  # another command's daemon, if one listens now; else a JVM of its own
+        return forward(inv.project_dir, inv.profiles_dir, inv.target, argv)
     say(f"Started medallion's daemon (pid {pid}): it keeps this project's Spark warm for the "
         f"next commands and stops after {idle / 60:g} idle minutes (medallion serve --stop "
         f"stops it; --no-daemon or {daemons.DAEMON_VARIABLE}=off runs without)")

@@ -15,6 +15,7 @@ import fcntl
 import os
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -25,6 +26,7 @@ DAEMON_VARIABLE = "MEDALLION_DAEMON"  # on | off (default: on in a terminal)
 IDLE_VARIABLE = "MEDALLION_DAEMON_IDLE"  # seconds
 IDLE_SECONDS = 15 * 60
 LOG_FILE = "daemon.log"
+LOCK_SECONDS = 60.0  # longest a command waits for another's daemon to listen, or one to go
 ON, OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 
 
@@ -53,11 +55,12 @@ def idle_seconds() -> float:
     return seconds
 
 
-def start(project_dir: str, serve_here: Callable[[Callable[[int], None]], None]) -> int | None:
+def start(project_dir: str, serve_here: Callable[[Callable[[int], None]], None],
+          served: Callable[[], bool]) -> int | None:
     """Fork the project's daemon, which calls serve_here(on_ready) and exits when it returns:
     its pid once it listens; None when it cannot be (no fork here, threads already running,
-    another command starting one, or it failed before listening: the command then runs in a
-    JVM of its own and says why, as without a daemon)."""
+    another daemon listening now (`served()`), or it failed before listening: the command then
+    goes to that daemon, or runs in a JVM of its own and says why, as without a daemon)."""
     if not hasattr(os, "fork") or threading.active_count() > 1:
         return None  # forking a process with threads may copy a lock another thread holds
     folder = Path(project_dir).resolve() / "target"
@@ -66,11 +69,19 @@ def start(project_dir: str, serve_here: Callable[[Callable[[int], None]], None])
         lock = os.open(folder / "serve.lock", os.O_CREAT | os.O_WRONLY, 0o600)
     except OSError:
         return None  # a project it cannot write to: the command says so, as without a daemon
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(lock)
-        return None
+    deadline = time.monotonic() + LOCK_SECONDS
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            # Held by a daemon that another command starts (this one then goes to it once it
+            # listens), or by one that stops and has not quite gone (its threads end after its
+            # pid shows it exited): either way briefly.
+            if served() or time.monotonic() > deadline:
+                os.close(lock)
+                return None
+            time.sleep(0.2)
     ready_read, ready_write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()

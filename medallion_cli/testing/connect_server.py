@@ -132,9 +132,9 @@ def main() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    print(f"Spark Connect server at {server.url} (pid {server.process.pid}); Ctrl-C or kill "
-          f"{os.getpid()} stops it", flush=True)
-    try:
+    try:  # a kill that comes as the line is said, once read, still stops the server
+        print(f"Spark Connect server at {server.url} (pid {server.process.pid}); Ctrl-C or "
+              f"kill {os.getpid()} stops it", flush=True)
         server.process.wait()
     except KeyboardInterrupt:
         pass
