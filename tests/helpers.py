@@ -179,6 +179,11 @@ def silver(root):
     return sorted(read_delta(at(root, "silver/silver_orders")), key=lambda r: r["order_id"])
 
 
+# A model over MODELS' bronze that fails on every row ('placed' is no int).
+FAILING_CAST = ("{{ config(materialized='table') }}\n"
+                "select cast(status as int) as status_code from {{ ref('bronze_orders') }}\n")
+
+
 BATCH_1 = [{"order_id": i, "status": "placed", "op": "I", "seq": 1} for i in range(1, 6)]
 
 

@@ -7,15 +7,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import read_delta
-from helpers import BATCH_1, BATCH_2, MODELS, expected_state, land
-from test_serve import fake_server
+from helpers import BATCH_1, BATCH_2, FAILING_CAST, MODELS, expected_state, land
+from test_serve import fake_server, served_pid
 
 from medallion_cli.core.errors import MedallionError
-from medallion_cli.core.processes import running
+from medallion_cli.core.processes import ended, running
 from medallion_cli.serve import daemon
 
 STARTED = "Started medallion's daemon (pid "
@@ -29,16 +28,7 @@ def run(root, *args, **env) -> subprocess.CompletedProcess:
 
 def daemon_pid(result: subprocess.CompletedProcess) -> int | None:
     """The daemon's pid, when the command ran on one (it says so on stderr)."""
-    marker = "(on the Spark of medallion's daemon, pid "
-    line = next((x for x in result.stderr.splitlines() if x.startswith(marker)), None)
-    return int(line.removeprefix(marker).rstrip(")")) if line else None
-
-
-def gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while running(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return not running(pid)
+    return served_pid(result, "medallion's daemon")
 
 
 def test_a_build_leaves_a_daemon_the_next_commands_run_on_until_it_is_stopped(
@@ -65,9 +55,7 @@ def test_a_build_leaves_a_daemon_the_next_commands_run_on_until_it_is_stopped(
 
         # A script's command (no terminal, no MEDALLION_DAEMON) uses the running daemon too;
         # a failure there is its one line and exit code, as on its own.
-        (root / "models/silver/typed.sql").write_text(
-            "{{ config(materialized='table') }}\n"
-            "select cast(status as int) as status_code from {{ ref('bronze_orders') }}\n")
+        (root / "models/silver/typed.sql").write_text(FAILING_CAST)
         failed = run(root, "run", "-s", "typed")
         assert failed.returncode == 1 and daemon_pid(failed) == pid, failed.stderr
         assert "[CAST_INVALID_INPUT]" in failed.stdout and "Traceback" not in failed.stdout
@@ -75,7 +63,7 @@ def test_a_build_leaves_a_daemon_the_next_commands_run_on_until_it_is_stopped(
 
         stopped = run(root, "serve", "--stop")
         assert stopped.stdout.strip() == f"Stopped the project's server (pid {pid})"
-        assert gone_within(pid, 5) and not (root / "target/serve.json").exists()
+        assert ended(pid, 5) and not (root / "target/serve.json").exists()
         assert f"medallion run -s typed --project-dir {root}: exit 1" in \
             (root / "target/daemon.log").read_text()
     finally:
@@ -103,17 +91,17 @@ def test_a_daemon_stops_when_idle_or_cleaned_and_is_replaced_when_spark_would_st
         replaced = daemon_pid(other)
         assert other.returncode == 0 and replaced not in (None, pid), other.stderr
         assert f"Note: medallion's daemon (pid {pid}) started with another Python" in other.stderr
-        assert gone_within(pid, 5)
+        assert ended(pid, 5)
         pid = replaced
 
         # medallion clean removes target/serve.json: nobody can reach the daemon, which stops.
         assert run(root, "clean").returncode == 0
-        assert gone_within(pid, 30)
+        assert ended(pid, 30)
 
         quick = run(root, "run", "--daemon", MEDALLION_DAEMON_IDLE="2")
         pid = daemon_pid(quick)
         assert quick.returncode == 0 and pid, quick.stderr
-        assert gone_within(pid, 30) and not (root / "target/serve.json").exists()
+        assert ended(pid, 30) and not (root / "target/serve.json").exists()
     finally:
         if pid and running(pid):
             os.kill(pid, 15)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import profile_for, read_delta
-from helpers import BATCH_1, BATCH_2, MODELS, expected_state, land
+from helpers import BATCH_1, BATCH_2, FAILING_CAST, MODELS, expected_state, land
 
 from medallion_cli.serve.protocol import server_kind
 
@@ -43,9 +43,10 @@ def start_server(root) -> subprocess.Popen:
     return server
 
 
-def served_pid(result: subprocess.CompletedProcess) -> int | None:
+def served_pid(result: subprocess.CompletedProcess, server: str = "medallion serve"
+               ) -> int | None:
     """The server's pid, when the command ran there (it says so on stderr)."""
-    marker = "(on the Spark of medallion serve, pid "
+    marker = f"(on the Spark of {server}, pid "
     line = next((x for x in result.stderr.splitlines() if x.startswith(marker)), None)
     return int(line.removeprefix(marker).rstrip(")")) if line else None
 
@@ -85,9 +86,7 @@ def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_n
         assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == 9
 
         # A model failing on the server: its one-line error and exit code 1, as on its own.
-        (root / "models/silver/typed.sql").write_text(
-            "{{ config(materialized='table') }}\n"
-            "select cast(status as int) as status_code from {{ ref('bronze_orders') }}\n")
+        (root / "models/silver/typed.sql").write_text(FAILING_CAST)
         failed = run("run", "-s", "typed", *on)
         assert failed.returncode == 1 and served_pid(failed) == server.pid
         assert "[CAST_INVALID_INPUT]" in failed.stdout and "Traceback" not in failed.stdout

@@ -58,7 +58,7 @@ def on_server(inv: Invocation, argv: list[str], daemon: bool | None,
     daemon is started first and runs it."""
     from ..serve import daemon as daemons
     from ..serve.client import forward
-    from ..serve.protocol import _connect, _not_own, _served, served_file
+    from ..serve.protocol import _not_own, _served, listening, served_file
 
     code = forward(inv.project_dir, inv.profiles_dir, inv.target, argv)
     path = served_file(inv.project_dir)
@@ -66,8 +66,7 @@ def on_server(inv: Invocation, argv: list[str], daemon: bool | None,
         return code  # ran on the server, or this is the server
     if not daemons.wanted(daemon, _typed_by_a_person()) or _not_own(path):
         return None
-    if (answered := _connect(_served(path))) is not None:
-        answered.close()
+    if listening(_served(path)):
         return None  # a server that declined the command
     target = engine_target(project_of(inv))
     if target.spark_remote or not target.spark_master.startswith("local"):
@@ -75,15 +74,11 @@ def on_server(inv: Invocation, argv: list[str], daemon: bool | None,
     idle = daemons.idle_seconds()
     own = Invocation(str(Path(inv.project_dir).resolve()), inv.profiles_dir, inv.target,
                      vars=inv.vars)
-    def served() -> bool:
-        answered = _connect(_served(path))
-        return answered is not None and (answered.close() or True)
-
     pid = daemons.start(inv.project_dir, lambda ready: serve(
         own, run_command, lambda project, port: ready(port),
         lambda args, exit_code, seconds: print(
             f"medallion {' '.join(args)}: exit {exit_code} in {seconds:.1f} s", flush=True),
-        idle), served)
+        idle), lambda: listening(_served(path)))
     if pid is None:  # another command's daemon, if one listens now; else a JVM of its own
         return forward(inv.project_dir, inv.profiles_dir, inv.target, argv)
     say(f"Started medallion's daemon (pid {pid}): it keeps this project's Spark warm for the "
@@ -99,13 +94,12 @@ def _typed_by_a_person() -> bool:
 def stop_server(inv: Invocation) -> int | None:
     """medallion serve --stop: the pid of the project's server (a daemon or not), stopped once
     the command it runs ends; None when none runs."""
-    from ..serve.protocol import _connect, _not_own, _served, ask_to_stop, served_file
+    from ..serve.protocol import _not_own, _served, ask_to_stop, listening, served_file
 
     path = served_file(inv.project_dir)
     served = _served(path)
-    if _not_own(path) or (answered := _connect(served)) is None:
+    if _not_own(path) or not listening(served):
         return None
-    answered.close()
     if not ask_to_stop(served):
         raise MedallionError(f"the project's server (pid {served['pid']}) did not stop within "
                              "2 minutes", path=str(path), hint=f"kill {served['pid']}")

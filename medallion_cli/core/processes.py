@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +27,15 @@ def running(pid: int) -> bool:
     except PermissionError:
         pass  # another user's process
     return True
+
+
+def ended(pid: int, timeout: float, poll_seconds: float = 0.2) -> bool:
+    """Wait up to `timeout` seconds for a process (not necessarily this one's child) to end:
+    whether it did."""
+    deadline = time.monotonic() + timeout
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(poll_seconds)
+    return not running(pid)
 
 
 def terminate(process: subprocess.Popen, timeout: float = 30) -> None:

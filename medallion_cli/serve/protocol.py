@@ -11,10 +11,9 @@ import json
 import os
 import socket
 import sys
-import time
 from pathlib import Path
 
-from ..core.processes import running
+from ..core.processes import ended
 
 SERVED_FILE = "serve.json"
 
@@ -90,6 +89,15 @@ def _connect(served: dict) -> socket.socket | None:
         return None
 
 
+def listening(served: dict) -> bool:
+    """Whether the server a serve.json names answers (the connection closed again)."""
+    connection = _connect(served)
+    if connection is None:
+        return False
+    connection.close()
+    return True
+
+
 def ask_to_stop(served: dict, timeout: float = 120) -> bool:
     """Ask the server a serve.json names to stop (after the command it runs, if any) and wait
     for its process to end: whether it ended."""
@@ -104,7 +112,4 @@ def ask_to_stop(served: dict, timeout: float = 120) -> bool:
             connection.recv(1)  # it hangs up once it has the request
         except OSError:
             pass
-    deadline = time.monotonic() + timeout
-    while running(served["pid"]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return not running(served["pid"])
+    return ended(served["pid"], timeout)

@@ -33,7 +33,7 @@ from typing import Callable
 
 from ..core.errors import MedallionError
 from .clients import _accept, _as_client, _Client, _Interrupts, _Running, _watch
-from .protocol import _connect, _served, _write_private, served_file, server_kind
+from .protocol import _served, _write_private, listening, served_file, server_kind
 
 
 def serve(project, engine, run_command: Callable[[list[str]], None],
@@ -47,8 +47,7 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
     declined: why a request's command must run elsewhere (None: here)."""
     path = served_file(str(project.root))
     other = _served(path)
-    if other.get("pid") != os.getpid() and (answered := _connect(other)) is not None:
-        answered.close()
+    if other.get("pid") != os.getpid() and listening(other):
         raise MedallionError(f"medallion serve (pid {other['pid']}) already serves this project",
                              path=path, hint="its commands run there; stop it first to start "
                                              "another (e.g. for another target)")

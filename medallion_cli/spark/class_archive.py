@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-from ..core.processes import running
+from ..core.processes import ended
 
 CACHE_ENV = "MEDALLION_CLASS_ARCHIVE_DIR"
 OPTIONS = "spark.driver.extraJavaOptions"
@@ -120,12 +120,10 @@ KEEPER = ("import sys; from pathlib import Path; from medallion_cli.spark.class_
 def keep_after_exit(pid: int, recording: Path, path: Path) -> None:
     """The keeper: once the JVM `pid` has exited, its recording, read whole by a JVM, becomes
     the archive; otherwise it is removed."""
-    deadline = time.monotonic() + EXIT_SECONDS
-    while running(pid) and time.monotonic() < deadline:
-        time.sleep(0.5)
+    exited = ended(pid, EXIT_SECONDS, poll_seconds=0.5)
     try:
         java = _java()
-        if not running(pid) and recording.is_file() and java and _readable(java, recording):
+        if exited and recording.is_file() and java and _readable(java, recording):
             os.replace(recording, path)
             _claim_file(path).unlink(missing_ok=True)
     except (OSError, subprocess.SubprocessError):

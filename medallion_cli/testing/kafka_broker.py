@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.processes import running, terminate
+from ..core.processes import ended, terminate
 from ..spark import jars
 
 LOOPBACK = "127.0.0.1"
@@ -100,10 +100,7 @@ def stop_recorded(path: Path, timeout: float = 30) -> bool:
         was_running = False
     else:
         was_running = True
-        deadline = time.monotonic() + timeout
-        while running(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if running(pid):
+        if not ended(pid, timeout):
             os.kill(pid, signal.SIGKILL)
         try:
             os.waitpid(pid, 0)  # this process started it (feed.py start, then stop): reap it
