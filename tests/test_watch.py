@@ -16,6 +16,7 @@ from conftest import read_delta
 from helpers import MODELS, land
 
 from medallion_cli.commands.watch import stop_gracefully
+from medallion_cli.engines import engine_class
 from medallion_cli.materialize.tally import BatchReport, StreamTally
 
 WATCHED = {**MODELS, "models/gold/order_count.sql": """\
@@ -163,6 +164,39 @@ def test_ctrl_c_ends_a_watch_that_started_spark_itself(project, build, engine_na
     assert code == 0, output
     assert "Watched for " in output and "0 node(s) failed" in output
     assert "reentrant" not in output and "Traceback" not in output and "Aborted" not in output
+
+
+def test_a_model_stopped_right_after_its_commit_is_reported_with_it(project, build,
+                                                                   engine_name, monkeypatch):
+    """Ctrl-C under --watch cancels Spark's jobs; one that came as gold had just committed
+    turned its refresh into "stopped", so the event log missed a commit the table has (CI
+    saw it on delta-spark, whose input row count was a Spark job after the commit)."""
+    root = project(WATCHED, project_yml=PROJECT)
+    land(root, "001.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1}])
+    build(root)
+    land(root, "002.json", [{"order_id": 2, "status": "paid", "op": "I", "seq": 1}])
+    engine = engine_class(engine_name)
+    committed, write = [], engine.write
+
+    def write_then_cancel(self, df, path, *args, **kwargs):
+        result = write(self, df, path, *args, **kwargs)
+        committed.append(str(path).endswith("order_count"))
+        return result
+
+    def cancelled_once_gold_committed(method):
+        def job(self, *args, **kwargs):
+            if any(committed):
+                raise RuntimeError("[SPARK_JOB_CANCELLED] Job 61 cancelled as part of "
+                                   "cancellation of all jobs")
+            return method(self, *args, **kwargs)
+        return job
+
+    monkeypatch.setattr(engine, "write", write_then_cancel)
+    for name in ("row_count", "read_table"):
+        monkeypatch.setattr(engine, name, cancelled_once_gold_committed(getattr(engine, name)))
+    gold = build(root)["order_count"]
+    assert (gold.status, gold.version, gold.rows) == ("success", 1, 2), gold.message
+    assert gold.rows_read == 2
 
 
 class StoppedQuery:

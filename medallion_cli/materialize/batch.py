@@ -39,6 +39,7 @@ def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
         return build_by_groups(ctx, node, path, metadata)
     replace = cfg.materialized == "table" or not node.is_incremental
     incremental = cfg.materialized != "table"
+    read = rows_read(ctx, node)  # before the commit: after it, a Ctrl-C must not undo its report
     with checked_rows(ctx, node, model_rows(ctx, node), replace,
                       settled=not incremental) as checks, ctx.phases.timing("write"):
         if incremental:
@@ -47,5 +48,5 @@ def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
             write = ctx.engine.write(checks.rows, path, "overwrite", cfg.partition_by,
                                      metadata=metadata,
                                      properties=cfg.delta_properties(checks.rows.columns))
-    return Outcome("success", write, expectations=checks.counts, rows_read=rows_read(ctx, node),
+    return Outcome("success", write, expectations=checks.counts, rows_read=read,
                    rows_checked=checks.checked)

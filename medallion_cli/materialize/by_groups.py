@@ -44,12 +44,13 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
                              "not return", path=node.file.rel_path,
                              hint="name columns of its SELECT: the groups its rows are computed per")
     if feeds is None:
+        read = rows_read(ctx, node)  # before the commit, as batch.py says
         with checked_rows(ctx, node, rows, replace=True) as checks, ctx.phases.timing("write"):
             write = ctx.engine.write(checks.rows, path, "overwrite", cfg.partition_by,
                                      metadata=metadata,
                                      properties=cfg.delta_properties(checks.rows.columns))
         message = f"recomputed in full: {why_full}" if why_full else ""
-        return Outcome("success", write, message, checks.counts, rows_read(ctx, node),
+        return Outcome("success", write, message, checks.counts, read,
                        rows_checked=checks.checked)
     # The changes are read several times (rows added, rows removed, the groups they touch):
     # kept in memory, they are small next to the tables.
