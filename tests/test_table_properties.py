@@ -6,6 +6,8 @@ import json
 from conftest import read_delta
 from deltalake import DeltaTable
 
+from medallion_cli.engines.deltars import rows_in_stats
+
 EVENTS = """\
 sources:
   - name: landing
@@ -59,7 +61,8 @@ def test_change_data_feed_and_retention_are_set_and_kept(project, build, spark):
     assert [r["id"] for r in sorted(read_delta(table), key=lambda r: r["id"])] == [1, 2, 3, 4]
 
 
-def test_deletion_vectors_on_delta_spark_and_refused_on_embedded(project, build, engine_name):
+def test_deletion_vectors_on_delta_spark_and_refused_on_embedded(project, build, engine_name,
+                                                                  spark):
     props = {"delta.enableDeletionVectors": True}
     root = project({"models/sources.yml": EVENTS, "models/m.sql": MODEL.format(props=props)})
     land(root, "1.json", [{"id": 1, "v": "a", "seq": 1}])
@@ -72,8 +75,11 @@ def test_deletion_vectors_on_delta_spark_and_refused_on_embedded(project, build,
         assert not (root / "warehouse/models/m").exists()  # refused before anything ran
         return
     assert result.status == "success"
-    assert "deletionVectors" in DeltaTable(str(root / "warehouse/models/m")).protocol(
-        ).writer_features
+    table = root / "warehouse/models/m"
+    assert "deletionVectors" in DeltaTable(str(table)).protocol().writer_features
+    # A row a deletion vector hides is still in its file's statistics: those do not count it.
+    spark.sql(f"DELETE FROM delta.`{table}` WHERE id = 1")
+    assert rows_in_stats(DeltaTable(str(table))) is None
 
 
 def test_an_unknown_delta_property_is_one_line(project, build):

@@ -1,7 +1,7 @@
 """delta-rs's commits, which both engines make on a local warehouse (the embedded engine for
 every table, delta-spark for the event log's few rows): custom metadata and app transactions
 on a commit, one line for a commit that lost to a concurrent one, and tables delta-rs cannot
-write refused by name.
+write refused by name. Also a table's row count from its log, which both engines read.
 """
 
 from __future__ import annotations
@@ -76,3 +76,12 @@ def replayed(dt: DeltaTable | None, txn: tuple[str, int] | None) -> bool:
         return False
     done = dt.transaction_version(txn[0])
     return done is not None and done >= txn[1]
+
+
+def rows_in_stats(dt: DeltaTable) -> int | None:
+    """The table's rows, from its files' statistics in the log: None when a file lacks them,
+    or when deletion vectors may hide some of a file's rows."""
+    if "deletionVectors" in (dt.protocol().reader_features or []):
+        return None
+    rows = pa.table(dt.get_add_actions(flatten=True)).column("num_records")
+    return None if rows.null_count else sum(rows.to_pylist())

@@ -5,6 +5,7 @@ and columns from the table's log, where log.py says.
 
 from __future__ import annotations
 
+from ..deltars import rows_in_stats
 from ..sql import quote, snapshot_sql, table
 
 
@@ -48,7 +49,10 @@ class DeltaSparkAdmin:
                               lambda log: log.file_count(path))
 
     def row_count(self, path: str) -> int | None:
-        return self.read_table(path).count()  # Delta answers a bare count from its log
+        """From the log's statistics where delta-rs reads it (no Spark job: 0.1-0.3 s a
+        table), else Delta's count, which it answers from its log."""
+        counted = self._from_log(path, rows_in_stats, lambda log: None)
+        return counted if counted is not None else self.read_table(path).count()
 
     def history(self, path: str, limit: int | None = None) -> list[dict]:
         """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left

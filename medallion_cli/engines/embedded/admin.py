@@ -4,12 +4,11 @@ compaction and Z-order, vacuum, restore, history and time travel, counts and col
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ...core.errors import MedallionError
 from ...spark.object_store import arrow_filesystem
-from ..deltars import writable
+from ..deltars import rows_in_stats, writable
 
 
 def _type_name(delta_type) -> str:
@@ -54,8 +53,7 @@ class EmbeddedAdmin:
         return len(self._open(path).file_uris())
 
     def row_count(self, path: str) -> int | None:
-        rows = pa.table(self._open(path).get_add_actions(flatten=True)).column("num_records")
-        return None if rows.null_count else sum(rows.to_pylist())
+        return rows_in_stats(self._open(path))
 
     def history(self, path: str, limit: int | None = None) -> list[dict]:
         return self._open(path).history(limit)
