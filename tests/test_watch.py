@@ -280,6 +280,44 @@ def test_a_commit_that_a_batch_model_reads_wakes_the_refresh_before_the_next_pol
 
 
 @pytest.mark.unit
+def test_under_watch_a_model_streaming_from_one_streaming_model_follows_its_commits():
+    """Not on the next whole second of its own trigger (Spark fires them all on the same
+    seconds): every 0.25 s, which with one input on a trigger no shorter than its own still
+    runs it at most once per its interval. Any other model keeps its own trigger. Engine-free:
+    the trigger is chosen before either engine's query starts."""
+    from medallion_cli.dag.graph import Graph
+    from medallion_cli.materialize.streaming import FOLLOW_INTERVAL, watch_trigger
+
+    def node(materialized="streaming", trigger="1 second", refs=(), sources=(), once=False,
+             change_refs=()):
+        return SimpleNamespace(config=SimpleNamespace(materialized=materialized,
+                                                      trigger=trigger, once=once),
+                               refs=refs, sources=sources, change_refs=change_refs,
+                               feed_only=())
+
+    nodes = {"bronze": node(sources=(("raw", "orders"),)), "other": node(),
+             "hourly": node(trigger="1 hour"), "once": node(once=True),
+             "products": node(materialized="table"), "default": node(trigger="available_now"),
+             "silver": node(refs=("bronze", "products")),
+             "slow_silver": node(trigger="1 minute", refs=("bronze",)),
+             "after_hourly": node(refs=("hourly",)), "two": node(refs=("bronze", "other")),
+             "after_once": node(refs=("once",)), "feed": node(change_refs=("bronze",)),
+             "unset": node(trigger="available_now", refs=("default",))}
+    graph = Graph(nodes, tuple(nodes), {})
+    trigger = {name: watch_trigger(graph, n) for name, n in nodes.items()}
+    assert trigger == {
+        "bronze": "1 second",  # landing files: its own trigger
+        "other": "1 second", "hourly": "1 hour", "once": "1 second", "products": "1 second",
+        "default": "10 seconds",
+        "silver": FOLLOW_INTERVAL,  # a batch table it joins is not streamed
+        "slow_silver": "1 minute",  # its own trigger is the longer one
+        "after_hourly": FOLLOW_INTERVAL,  # follows an input that commits hourly at most
+        "two": "1 second", "after_once": "1 second", "feed": "1 second",
+        "unset": FOLLOW_INTERVAL}  # both on the watch's default of 10 seconds
+    assert FOLLOW_INTERVAL == "250 milliseconds"
+
+
+@pytest.mark.unit
 def test_under_watch_a_warning_recalled_on_unchanged_inputs_is_not_said_again():
     """A data test that warned is not run again on the same inputs; a build says its warning
     again (once), but under --watch it was said when reached, not at every poll."""
