@@ -129,7 +129,6 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
         nodes[c].config.materialized != "streaming" for c in ctx.graph.children.get(n, ()))}
 
     def committed(report: BatchReport) -> None:
-        on_batch(report)
         if report.rows and report.model in read_by_batch:
             stops.woken.set()
 
@@ -162,7 +161,8 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                     # Each query in a session of its own, as in the first pass: queries'
                     # micro-batches run side by side, each registering its inputs' views.
                     queries[name] = start_query(own_session(ctx), ctx.graph.nodes[name],
-                                                continuous=True, on_batch=committed)[:2]
+                                                continuous=True, on_batch=on_batch,
+                                                on_commit=committed)[:2]
                 except Exception as exc:
                     failed(name, error_message(exc))
             for name, (query, tally) in list(queries.items()):

@@ -71,15 +71,17 @@ def watch_trigger(graph: Graph, node: CompiledNode) -> str:
 
 
 def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
-                on_batch: Callable[[BatchReport], None] = lambda report: None):
+                on_batch: Callable[[BatchReport], None] = lambda report: None,
+                on_commit: Callable[[BatchReport], None] = lambda report: None):
     """Start the model's streaming query; returns (query, tally, how it started).
 
     continuous: run on the model's processing-time trigger until stopped (--watch); otherwise
-    process what is there now (available_now) and stop."""
+    process what is there now (available_now) and stop. on_batch: each batch's report (under
+    --watch, once Spark's progress for it is in); on_commit: the same, at the batch's commit."""
     checkpoint = ctx.project.checkpoint_path(node.file)
     check_table_properties(ctx, node)
     tables = streamed_tables(ctx, node)
-    tally = StreamTally(on_batch)
+    tally = StreamTally(on_batch, on_commit)
     start = prepare_checkpoint(ctx, node, tables)
     if start.changed:
         _refuse_new_columns_now(ctx, node)

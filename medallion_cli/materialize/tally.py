@@ -32,6 +32,9 @@ class StreamTally:
     """What a streaming query did, batch by batch (foreachBatch runs on a Spark thread)."""
 
     on_batch: Callable[[BatchReport], None] = lambda report: None
+    # Told at each batch's commit. Under --watch on_batch waits for the batch's progress, which
+    # Spark's event bus brings 0.08-0.17 s later: what reads the table need not wait for it.
+    on_commit: Callable[[BatchReport], None] = lambda report: None
     batches: int = 0
     replayed: int = 0
     rows: int = 0
@@ -63,10 +66,12 @@ class StreamTally:
                 self.rows_checked = (self.rows_checked or 0) + report.rows_checked
             for rule, count in report.expectations.items():
                 self.expectations[rule] = self.expectations.get(rule, 0) + count
-            if self.detach_listener is not None:
+            waiting = self.detach_listener is not None
+            if waiting:
                 self.pending[report.batch_id] = report
-                return
-        self.on_batch(report)
+        self.on_commit(report)
+        if not waiting:
+            self.on_batch(report)
 
     def progressed(self, progress: dict) -> None:
         """Spark's progress report of a batch: report the batch with its duration and lag."""
