@@ -39,8 +39,9 @@ def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
         return build_by_groups(ctx, node, path, metadata)
     replace = cfg.materialized == "table" or not node.is_incremental
     incremental = cfg.materialized != "table"
+    rows = model_rows(ctx, node)  # first: it names an input not built yet
     read = rows_read(ctx, node)  # before the commit: after it, a Ctrl-C must not undo its report
-    with checked_rows(ctx, node, model_rows(ctx, node), replace,
+    with checked_rows(ctx, node, rows, replace,
                       settled=not incremental) as checks, ctx.phases.timing("write"):
         if incremental:
             write = write_incremental(ctx, node, checks, path, replace=replace, metadata=metadata)
