@@ -14,6 +14,7 @@ from dataclasses import replace
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode, changes_relation
 from ..core.project import SourceTable
+from ..dag.graph import Graph
 from .context import BuildContext, input_table
 from .kafka import read_kafka
 from .landing import inferred_schema, read_landing
@@ -99,12 +100,18 @@ def register_inputs(ctx: BuildContext, node: CompiledNode, streaming: bool = Fal
         ctx.engine.read_table(path).createOrReplaceTempView(node.name)
 
 
+def streamed_refs(graph: Graph, node: CompiledNode) -> list[str]:
+    """The streaming models a streaming model streams from as themselves (not only as their
+    change feed)."""
+    return [name for name in node.refs if graph.nodes[name].config.materialized == "streaming"
+            and name not in node.feed_only]
+
+
 def streamed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
     """Relation -> Delta table, for the inputs a streaming model streams from Delta tables
     (refs to streaming models, Delta sources)."""
-    tables = {name: built_table(ctx, ctx.graph.nodes[name]) for name in node.refs
-              if ctx.graph.nodes[name].config.materialized == "streaming"
-              and name not in node.feed_only}
+    tables = {name: built_table(ctx, ctx.graph.nodes[name])
+              for name in streamed_refs(ctx.graph, node)}
     tables.update({changes_relation(name): feed_table(ctx, node, name)
                    for name in node.change_refs})
     sources = [ctx.project.sources[key] for key in node.sources]

@@ -34,7 +34,7 @@ from .checkpoints import (
 from .checks import check_table_properties
 from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
 from .empty import check_on_no_rows
-from .inputs import commit_streams, committed_inputs, streamed_tables
+from .inputs import commit_streams, committed_inputs, streamed_refs, streamed_tables
 from .landing import StillBeingWritten, changed_note
 from .micro_batch import committed_batch, write_batch
 from .rows import model_rows
@@ -59,8 +59,7 @@ def watch_trigger(graph: Graph, node: CompiledNode) -> str:
         return DEFAULT_WATCH_INTERVAL if trigger == "available_now" else trigger
 
     own = interval(node.config.trigger)
-    streamed = [n for n in node.refs if graph.nodes[n].config.materialized == "streaming"
-                and n not in node.feed_only]
+    streamed = streamed_refs(graph, node)
     if node.sources or node.change_refs or len(streamed) != 1:
         return own
     followed = graph.nodes[streamed[0]].config

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..deltars import rows_in_stats
 from ..sql import quote, snapshot_sql, table
+from .log import client_log
 
 
 class DeltaSparkAdmin:
@@ -51,7 +52,7 @@ class DeltaSparkAdmin:
     def row_count(self, path: str) -> int | None:
         """From the log's statistics where delta-rs reads it (no Spark job: 0.1-0.3 s a
         table), else Delta's count, which it answers from its log."""
-        counted = self._from_log(path, rows_in_stats, lambda log: None)
+        counted = client_log(path, rows_in_stats, anywhere=bool(self.target.spark_remote))
         return counted if counted is not None else self.read_table(path).count()
 
     def history(self, path: str, limit: int | None = None) -> list[dict]:
