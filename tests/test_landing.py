@@ -258,6 +258,40 @@ def test_an_untouched_file_whose_mtime_ends_just_below_a_millisecond_is_not_chan
     assert changed_after_read(str(tmp_path / "checkpoint")) == [str(landed)]
 
 
+@pytest.mark.unit
+def test_a_landed_file_waits_only_for_the_rest_of_its_quiet_time(tmp_path, monkeypatch):
+    """A file is read once quiet for SECOND_LOOK_SECONDS. A file whose mtime (with fractions
+    of a second) is older is read without a pause; one landed just now is looked at again
+    after the rest of that time, and refused if it changed; a whole-second mtime (maybe a
+    coarse one) waits the whole time from the first look. (Engine-independent: the
+    checkpoint's file log is written here as Spark writes it.)"""
+    from medallion_cli.materialize import landing
+
+    landed = tmp_path / "landing/1.json"
+    landed.parent.mkdir()
+    landed.write_text('{"id": 1}\n')
+    log = tmp_path / "checkpoint/sources/0"
+    log.mkdir(parents=True)
+    (log / "0").write_text('v1\n{"path":"file://%s","timestamp":1,"batchId":0}\n' % landed)
+    pauses = []
+    monkeypatch.setattr(landing.time, "sleep", pauses.append)
+
+    def settled(mtime: float) -> None:
+        os.utime(landed, ns=(int(mtime * 1e9),) * 2)
+        landing.check_settled(str(tmp_path / "checkpoint"), 0, "models/bronze/b.sql")
+
+    settled(time.time() - 0.6 + 0.000_123)
+    assert pauses == []
+    settled(time.time() - 0.1 + 0.000_123)
+    assert 0.1 < pauses.pop() <= landing.SECOND_LOOK_SECONDS - 0.09
+    settled(float(int(time.time()) - 1))  # whole seconds
+    assert pauses.pop() == pytest.approx(landing.SECOND_LOOK_SECONDS, abs=0.05)
+    monkeypatch.setattr(landing.time, "sleep",
+                        lambda seconds: landed.write_text('{"id": 1}\n{"id": 2}\n'))
+    with pytest.raises(landing.StillBeingWritten, match="still being written"):
+        settled(time.time() - 0.1 + 0.000_123)
+
+
 def test_a_moved_project_says_so_and_loads_nothing_twice(project, build):
     """A checkpoint keeps the whole paths of the files it read: after the project folder moved,
     the stream stops with words saying so, its table as it was."""

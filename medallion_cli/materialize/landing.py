@@ -186,7 +186,7 @@ class StillBeingWritten(MedallionError):
 
 
 READ_FOLDER = "medallion_read"  # in a checkpoint: each batch's landed files' mtimes as read
-SETTLING_SECONDS = 2.0  # a file modified this recently is looked at twice
+SETTLING_SECONDS = 2.0  # a file modified this recently may be looked at twice
 SECOND_LOOK_SECONDS = 0.25
 
 
@@ -194,17 +194,27 @@ def check_settled(checkpoint: str, batch_id: int, origin: str) -> None:
     """Refuse to read a batch with a landed file that is still growing: modified a moment ago,
     and changing between two looks. A file copied in whole is read at once, even a second
     after it landed: its second look finds it as it was. (A batch's files are fixed when Spark
-    plans it, so a batch left now reads the same files, whole, when it runs again.)"""
+    plans it, so a batch left now reads the same files, whole, when it runs again.)
+
+    A file is read once it has been quiet for SECOND_LOOK_SECONDS. Where its mtime has
+    fractions of a second, the mtime says since when: the second look waits only for the rest
+    (a file landed 0.3 s before its batch is read without a pause). A whole-second mtime may
+    be a coarse one (up to 2 s behind, on some file systems): such a file is quiet only from
+    the first look."""
     if is_remote(checkpoint):
         return
     files = [unquote(urlparse(e["path"]).path)
              for e in _read_files(Path(checkpoint) / "sources") if e.get("batchId") == batch_id]
     looks = {path: _look(path) for path in files if not _is_commit(Path(path))}
-    recent = {path: look for path, look in looks.items()
-              if look and time.time() - look[1] / 1e9 < SETTLING_SECONDS}
+    now = time.time()
+    quiet_since = {path: min(look[1] / 1e9, now) if look[1] % 1_000_000_000 else now
+                   for path, look in looks.items()
+                   if look and now - look[1] / 1e9 < SETTLING_SECONDS}
+    recent = {path: looks[path] for path, since in quiet_since.items()
+              if now - since < SECOND_LOOK_SECONDS}
     growing = []
     if recent:
-        time.sleep(SECOND_LOOK_SECONDS)
+        time.sleep(max(quiet_since[path] for path in recent) + SECOND_LOOK_SECONDS - now)
         growing = [path for path, look in recent.items() if _look(path) != look]
     if looks and not growing:  # as read: a later change is one the batch missed
         read = Path(checkpoint) / READ_FOLDER / str(batch_id)
