@@ -273,23 +273,25 @@ def test_a_landed_file_waits_only_for_the_rest_of_its_quiet_time(tmp_path, monke
     log = tmp_path / "checkpoint/sources/0"
     log.mkdir(parents=True)
     (log / "0").write_text('v1\n{"path":"file://%s","timestamp":1,"batchId":0}\n' % landed)
+    now = 1795441800.5  # the clock, fixed: the pauses are exact
+    monkeypatch.setattr(landing.time, "time", lambda: now)
     pauses = []
     monkeypatch.setattr(landing.time, "sleep", pauses.append)
 
     def settled(mtime: float) -> None:
-        os.utime(landed, ns=(int(mtime * 1e9),) * 2)
+        os.utime(landed, ns=(round(mtime * 1e9),) * 2)
         landing.check_settled(str(tmp_path / "checkpoint"), 0, "models/bronze/b.sql")
 
-    settled(time.time() - 0.6 + 0.000_123)
+    settled(now - 0.6)
     assert pauses == []
-    settled(time.time() - 0.1 + 0.000_123)
-    assert 0.1 < pauses.pop() <= landing.SECOND_LOOK_SECONDS - 0.09
-    settled(float(int(time.time()) - 1))  # whole seconds
-    assert pauses.pop() == pytest.approx(landing.SECOND_LOOK_SECONDS, abs=0.05)
+    settled(now - 0.1)
+    assert pauses.pop() == pytest.approx(landing.SECOND_LOOK_SECONDS - 0.1, abs=1e-6)
+    settled(float(int(now) - 1))  # whole seconds
+    assert pauses.pop() == pytest.approx(landing.SECOND_LOOK_SECONDS, abs=1e-6)
     monkeypatch.setattr(landing.time, "sleep",
                         lambda seconds: landed.write_text('{"id": 1}\n{"id": 2}\n'))
     with pytest.raises(landing.StillBeingWritten, match="still being written"):
-        settled(time.time() - 0.1 + 0.000_123)
+        settled(now - 0.1)
 
 
 def test_a_moved_project_says_so_and_loads_nothing_twice(project, build):

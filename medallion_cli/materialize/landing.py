@@ -186,7 +186,8 @@ class StillBeingWritten(MedallionError):
 
 
 READ_FOLDER = "medallion_read"  # in a checkpoint: each batch's landed files' mtimes as read
-SETTLING_SECONDS = 2.0  # a file modified this recently may be looked at twice
+# a whole-second mtime this recent may be a coarse one (FAT keeps 2 s): looked at twice
+SETTLING_SECONDS = 2.0
 SECOND_LOOK_SECONDS = 0.25
 
 
