@@ -173,6 +173,19 @@ def spark(request, delta_jars):
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def local_sample(spark, tmp_path_factory):
+    """The sample built in a local folder on each engine, once a test run for all its workers
+    (helpers.LocalSample)."""
+    from helpers import LocalSample
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
+    shared = (tmp_path_factory.getbasetemp().parent / f"shared-{run}" if run
+              else tmp_path_factory.getbasetemp())
+    shared.mkdir(exist_ok=True)
+    return LocalSample(shared)
+
+
 @pytest.fixture(params=ENGINES)
 def engine_name(request) -> str:
     return request.param

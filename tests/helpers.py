@@ -2,17 +2,21 @@
 landing files, helpers that run the CLI or read what a build left. Test files import from here,
 never from one another."""
 
+import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from conftest import at, model_tables, read_delta
 from deltalake import DeltaTable
 
+from medallion_cli import commands
 from medallion_cli.spark.object_store import aws_settings, deltars_options
 
 
@@ -98,6 +102,36 @@ def sample_copy(dest):
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / part)
     return dest
 
+
+LOCAL_TARGETS = {"embedded": "local", "delta-spark": "local-delta"}
+
+
+@dataclass(frozen=True)
+class LocalSample:
+    """The sample built in a local folder on each engine: what a build of it elsewhere (on S3,
+    a cluster, over Spark Connect, across engines) must equal. Built once a test run, in the
+    process of the first worker to ask (its session's Spark); the others wait for it and read
+    what it kept in `shared`, a folder every worker of the run sees."""
+    shared: Path
+
+    def warehouse(self, engine: str) -> Path:
+        root = self.shared / f"sample-{engine}"
+        with open(self.shared / f"sample-{engine}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # held until the file closes
+            if not (root / "built").exists():
+                shutil.rmtree(root, ignore_errors=True)  # a worker that died building it
+                sample_copy(root)
+                with pytest.MonkeyPatch.context() as env:
+                    env.setenv("MEDALLION_WAREHOUSE", "warehouse")
+                    env.delenv("MEDALLION_LANDING", raising=False)
+                    results = commands.build(commands.Invocation(
+                        project_dir=str(root), target=LOCAL_TARGETS[engine]), "build")
+                assert not [r.message for r in results if r.failed]
+                (root / "built").touch()
+        return root / "warehouse"
+
+    def tables(self, engine: str) -> dict:
+        return tables_of(self.warehouse(engine))
 
 VOLATILE = ("_ingested_at", "_quarantined_at", "_deleted_at")  # when a row arrived differs between builds
 

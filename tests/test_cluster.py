@@ -50,17 +50,13 @@ def medallion(root, *args, crash_at=None, wait=True):
 
 
 def test_the_sample_builds_on_the_cluster_with_the_tables_of_a_local_build(
-        cluster, tmp_path, monkeypatch):
+        cluster, tmp_path, local_sample):
     on_cluster = sample_copy(tmp_path / "cluster")
     add_cluster_target(on_cluster / "profiles/profiles.yml", cluster, WORKERS)
     built = medallion(on_cluster, "build")
     assert built.returncode == 0, built.stdout + built.stderr
     assert cluster.state()["aliveworkers"] == WORKERS
-    monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")
-    local = sample_copy(tmp_path / "local")
-    results = commands.build(commands.Invocation(project_dir=str(local), target="local-delta"), "build")
-    assert not [r.message for r in results if r.failed]
-    assert tables_of(on_cluster / "warehouse") == tables_of(local / "warehouse")
+    assert tables_of(on_cluster / "warehouse") == local_sample.tables("delta-spark")
 
 
 def test_exactly_once_when_the_driver_is_killed_after_a_commit(cluster, project):

@@ -32,7 +32,6 @@ from helpers import (
     tables_of,
 )
 
-from medallion_cli import commands
 from medallion_cli.spark.object_store import aws_settings, s3a_conf
 from medallion_cli.testing import connect_server
 
@@ -94,7 +93,7 @@ def delta_logs(warehouse: Path) -> list[str]:
 
 
 def test_the_sample_builds_over_connect_with_no_jvm_here_and_the_tables_of_a_local_build(
-        spark_connect, tmp_path, monkeypatch):
+        spark_connect, tmp_path, local_sample):
     over_connect = sample_copy(tmp_path / "connect")
     env = {"MEDALLION_SPARK_REMOTE": spark_connect.url, "MEDALLION_WAREHOUSE": "warehouse"}
     logged = len(spark_connect.log.read_text(errors="replace"))
@@ -113,16 +112,11 @@ def test_the_sample_builds_over_connect_with_no_jvm_here_and_the_tables_of_a_loc
     again, _ = medallion(over_connect, "build", "-t", "connect", env=env)
     assert "Done. 0 success, 25 up to date" in again.stdout, again.stdout
     assert delta_logs(over_connect / "warehouse") == written  # nothing new, nothing committed
-    monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")
-    local = sample_copy(tmp_path / "local")
-    results = commands.build(commands.Invocation(project_dir=str(local), target="local-delta"),
-                             "build")
-    assert not [r.message for r in results if r.failed]
-    assert tables_of(over_connect / "warehouse") == tables_of(local / "warehouse")
+    assert tables_of(over_connect / "warehouse") == local_sample.tables("delta-spark")
 
 
-def test_the_sample_builds_over_connect_on_s3_with_the_tables_of_a_local_build(s3, tmp_path,
-                                                                               monkeypatch):
+def test_the_sample_builds_over_connect_on_s3_with_the_tables_of_a_local_build(
+        s3, tmp_path, local_sample):
     """Landing files and warehouse in a bucket (moto's S3 on loopback). The server reaches it
     with settings of its own, as a cluster's admin sets them: S3A's for Spark, the AWS variables
     for its Python workers (which write each micro-batch's report beside the checkpoint); this
@@ -148,13 +142,7 @@ def test_the_sample_builds_over_connect_on_s3_with_the_tables_of_a_local_build(s
     assert "Done. 0 success, 25 up to date" in again.stdout, again.stdout
     assert aws["AWS_SECRET_ACCESS_KEY"] not in built.stdout + again.stdout
     assert not any(p.name.startswith("warehouse") for p in sample.iterdir())
-    monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")
-    monkeypatch.delenv("MEDALLION_LANDING", raising=False)
-    local = sample_copy(tmp_path / "local")
-    results = commands.build(commands.Invocation(project_dir=str(local), target="local-delta"),
-                             "build")
-    assert not [r.message for r in results if r.failed]
-    assert s3_tables(s3, f"s3://{bucket}/lake") == tables_of(local / "warehouse")
+    assert s3_tables(s3, f"s3://{bucket}/lake") == local_sample.tables("delta-spark")
 
 
 def test_a_server_killed_mid_build_loses_and_doubles_nothing(tmp_path):

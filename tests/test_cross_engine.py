@@ -90,7 +90,7 @@ TARGET = {"embedded": "local", "delta-spark": "local-delta"}
 
 
 def test_the_sample_warehouse_built_on_embedded_and_continued_on_delta_spark(
-        spark, tmp_path, monkeypatch):
+        spark, tmp_path, monkeypatch, local_sample):
     monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")  # both targets, one warehouse
 
     def build(root, engine):
@@ -98,8 +98,6 @@ def test_the_sample_warehouse_built_on_embedded_and_continued_on_delta_spark(
         results = commands.build(inv, "build")
         assert not [r.message for r in results if r.failed]
 
-    alone = sample_copy(tmp_path / "alone")
-    build(alone, "embedded")
     turns = sample_copy(tmp_path / "turns")
     day_2 = {rel: (turns / rel).read_bytes() for rel in SAMPLE_DAY_2}
     for rel in day_2:
@@ -108,4 +106,4 @@ def test_the_sample_warehouse_built_on_embedded_and_continued_on_delta_spark(
     for rel, content in day_2.items():
         (turns / rel).write_bytes(content)
     build(turns, "delta-spark")
-    assert tables_of(turns / "warehouse") == tables_of(alone / "warehouse")
+    assert tables_of(turns / "warehouse") == local_sample.tables("embedded")
