@@ -133,6 +133,7 @@ class LocalSample:
     def tables(self, engine: str) -> dict:
         return tables_of(self.warehouse(engine))
 
+
 VOLATILE = ("_ingested_at", "_quarantined_at", "_deleted_at")  # when a row arrived differs between builds
 
 

@@ -8,6 +8,7 @@ from helpers import (
     BATCH_1,
     BATCH_2,
     BATCH_3,
+    LOCAL_TARGETS,
     MODELS,
     expected_state,
     land,
@@ -86,7 +87,6 @@ def test_streaming_models_continue_on_the_other_engine(project, first, then):
 
 
 SAMPLE_DAY_2 = ("landing/orders/orders_2024-05-02.json", "landing/events/events_2024-05-02.json")
-TARGET = {"embedded": "local", "delta-spark": "local-delta"}
 
 
 def test_the_sample_warehouse_built_on_embedded_and_continued_on_delta_spark(
@@ -94,7 +94,7 @@ def test_the_sample_warehouse_built_on_embedded_and_continued_on_delta_spark(
     monkeypatch.setenv("MEDALLION_WAREHOUSE", "warehouse")  # both targets, one warehouse
 
     def build(root, engine):
-        inv = commands.Invocation(project_dir=str(root), target=TARGET[engine])
+        inv = commands.Invocation(project_dir=str(root), target=LOCAL_TARGETS[engine])
         results = commands.build(inv, "build")
         assert not [r.message for r in results if r.failed]
 
