@@ -179,11 +179,9 @@ def local_sample(spark, tmp_path_factory):
     (helpers.LocalSample)."""
     from helpers import LocalSample
 
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
-    shared = (tmp_path_factory.getbasetemp().parent / f"shared-{run}" if run
-              else tmp_path_factory.getbasetemp())
-    shared.mkdir(exist_ok=True)
-    return LocalSample(shared)
+    mine = tmp_path_factory.getbasetemp()
+    # an xdist worker's folder is inside the run's own (pytest-N/popen-gw0), which all see
+    return LocalSample(mine.parent if os.environ.get("PYTEST_XDIST_WORKER") else mine)
 
 
 @pytest.fixture(params=ENGINES)
