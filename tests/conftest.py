@@ -86,8 +86,9 @@ LONGEST_FILES = ("test_connect_modules.py", "test_s3.py", "test_connect_builds.p
 def pytest_collection_modifyitems(config, items):
     """Files in the order the workers should take them: LONGEST_FILES, then the rest by their
     number of tests (most first). A REMOTE run leaves out what it cannot run or ran already: the
-    embedded engine's tests, the unit tier, tables on S3, and tests that need a JVM in this
-    process (marked local_spark, saying why)."""
+    embedded engine's tests, the unit tier, tables on S3, tests that need a JVM in this
+    process (marked local_spark, saying why), and tests whose path over Spark Connect another
+    test there takes (marked same_path_over_connect, naming it)."""
     counts: dict[str, int] = {}
     for item in items:
         counts[item.path.name] = counts.get(item.path.name, 0) + 1
@@ -101,8 +102,12 @@ def pytest_collection_modifyitems(config, items):
         given = params.params if params is not None else {}
         # (object storage over Spark Connect is the server's to reach: not tested here)
         other = given.get("engine_name") == "embedded" or given.get("store") == "s3"
+        same_path = item.get_closest_marker("same_path_over_connect")
         if other or item.get_closest_marker("unit") or item.get_closest_marker("local_spark"):
             item.add_marker(pytest.mark.skip(reason="not over Spark Connect"))
+        elif same_path is not None:
+            item.add_marker(pytest.mark.skip(
+                reason=f"over Spark Connect, the path {same_path.args[0]} takes there"))
 
 
 PROFILE = profile_for("embedded")  # for tests that do not build

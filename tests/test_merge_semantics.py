@@ -118,6 +118,7 @@ def test_scd2_history_is_the_same_however_events_fall_into_batches(project, buil
         (3, "early", 4, 5, False)]  # seen before its delete, closed by it
 
 
+@pytest.mark.same_path_over_connect("test_a_delete_sticks_against_a_later_older_event")
 def test_a_null_sequence_is_older_than_any_value(project, build):
     batches = [[{"id": 1, "v": "no-seq", "op": "I", "seq": None}],
                [{"id": 1, "v": "valid", "op": "U", "seq": 1}],
@@ -144,6 +145,7 @@ def test_differing_rows_with_one_key_and_sequence_in_a_batch_are_refused(project
     assert state(root) == [(1, "x"), (2, "y")]  # the batch wrote nothing
 
 
+@pytest.mark.same_path_over_connect("test_a_delete_sticks_against_a_later_older_event")
 def test_a_second_sequence_column_breaks_ties(project, build):
     batches = [[{"id": 1, "v": "first", "op": "I", "seq": 1, "tick": 1},
                 {"id": 1, "v": "second", "op": "U", "seq": 1, "tick": 2}],
@@ -174,6 +176,8 @@ TRACKED = [
 ]
 
 
+@pytest.mark.same_path_over_connect(
+    "test_scd2_history_is_the_same_however_events_fall_into_batches")
 def test_scd2_tracks_history_only_on_tracked_columns(project, build):
     roots = []
     for split in (True, False):

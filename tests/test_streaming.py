@@ -49,6 +49,7 @@ def test_land_build_land_more_build(project, build):
     assert len(read_delta(at(root, "bronze/bronze_orders"))) == 5 + 4 + 3 + 4
 
 
+@pytest.mark.same_path_over_connect("test_land_build_land_more_build")
 def test_no_new_data_makes_no_new_versions_and_compaction_is_not_reread(project, build):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
@@ -72,7 +73,9 @@ def test_no_new_data_makes_no_new_versions_and_compaction_is_not_reread(project,
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
 
 
-@ON_BOTH_STORES
+# (SCD2 on S3, and over Spark Connect: test_merge_semantics.py's SCD2 test, the same path)
+@pytest.mark.same_path_over_connect(
+    "test_merge_semantics.py::test_scd2_history_is_the_same_however_events_fall_into_batches")
 def test_scd2_history_across_three_batches(project, build):
     root = project({"models/sources.yml": SOURCES, "models/silver/customers_history.sql": """\
         {{ config(materialized='streaming', strategy='merge', unique_key='customer_id',
@@ -158,6 +161,7 @@ def test_streaming_model_needs_a_streaming_input(project, build):
     assert result.status == "error" and "must read a source or a streaming model" in result.message
 
 
+@pytest.mark.same_path_over_connect("test_land_build_land_more_build")
 def test_streaming_model_over_two_streaming_tables_reads_each_ones_new_rows(project, build):
     root = project({**MODELS, "models/bronze/bronze_customers.sql": """\
         {{ config(materialized='streaming') }}
@@ -216,11 +220,18 @@ def killed_at(root, crash_at: str) -> bool:
     return False
 
 
+# Over Spark Connect a kill in a batch is of the server's Python worker, wherever in the batch:
+# the committed kill point stands for the others there.
+OVER_CONNECT_AS_COMMITTED = pytest.mark.same_path_over_connect("silver_orders:committed:1")
+
+
 @pytest.mark.parametrize("crash_at, store", [
-    ("silver_orders:batch_start:1", "local"),  # killed before the batch wrote anything
+    # killed before the batch wrote anything
+    pytest.param("silver_orders:batch_start:1", "local", marks=OVER_CONNECT_AS_COMMITTED),
     ("silver_orders:committed:1", "local"),  # killed after the Delta commit, before the
     ("silver_orders:committed:1", "s3"),     # checkpoint knew (on S3: the commit's hardest case)
-    ("bronze_orders:committed:2", "local"),  # killed mid-ingest, after some files committed
+    # killed mid-ingest, after some files committed
+    pytest.param("bronze_orders:committed:2", "local", marks=OVER_CONNECT_AS_COMMITTED),
     ("bronze_orders:stopped:2", "local"),    # killed once its query ran 2 batches, as the event
                                              # log may still be writing them
 ])
