@@ -61,8 +61,8 @@ def profile_for(engine: str, warehouse: str = "warehouse") -> str:
     profile = PROFILE_TEMPLATE.format(engine=engine, warehouse=warehouse, where=(
         f'remote: "{REMOTE}"' if REMOTE else 'master: "local[2]"'))
     if REMOTE:  # only the session's settings: the server was started with its own
-        profile = "\n".join(line for line in profile.splitlines()
-                             if "wholeStage" not in line and "JavaOptions" not in line) + "\n"
+        profile = "\n".join(line for line in profile.splitlines() if not any(
+            server_only in line for server_only in ("wholeStage", "spark.driver."))) + "\n"
     return profile
 
 
