@@ -51,7 +51,7 @@ test:
           # test_cdc.py: 165 s, 135 s with 240 MB)
           spark.sql.codegen.wholeStage: false
           # A worker's one session runs hundreds of tests: with Spark's 1 GB its heap held
-          # 460-490 MB after each full collection, which came every 90 s and took 1-1.3 s
+          # 460-490 MB after each full collection, which came every 90 s and took 0.9-1.3 s
           spark.driver.memory: 2g
           spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 """
