@@ -5,6 +5,7 @@ not bring the key back, as a full recompute would not (writes.py's MERGE semanti
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from ..core.config import interval_seconds
 from ..engines.base import MergeSpec
@@ -28,37 +29,51 @@ def remembered_deletes(ctx: BuildContext, cfg, tombstones: str):
     return ctx.engine.read_table(tombstones).where(f"{DELETED_AT} >= {retention_cutoff(cfg)}")
 
 
-def without_superseded(events, cfg, remembered):
-    """The events minus those older than a remembered delete of their key, each flagged
-    (TOMBSTONED) when its key has one: a newer event brings the key back."""
+def without_superseded(events, cfg, tombstones):
+    """The events minus those older than a delete of their key remembered within the retention,
+    each flagged (TOMBSTONED) when its key has a row in the tombstones table, remembered or past
+    the retention: a newer event brings the key back, and the tombstones' write (which reads
+    the flag instead of joining the table again) must not add a second row for such a key."""
     from ..spark.pyspark_api import F
 
     keys = list(cfg.unique_key)
-    deleted = remembered.select(
+    deleted = tombstones.select(
         *keys, *[F.col(c).alias(f"_tomb_{c}") for c in cfg.sequence_by],
+        F.expr(f"{DELETED_AT} >= {retention_cutoff(cfg)}").alias("_tomb_live"),
         F.lit(True).alias("_tomb"))
     newer = newer_condition(cfg.sequence_by, quote, lambda c: quote(f"_tomb_{c}")) or "true"
     joined = events.join(deleted, keys, "left")
-    keep = F.expr(f"_tomb IS NULL OR {DELETE_COLUMN} OR ({newer})")
+    keep = F.expr(f"_tomb IS NULL OR NOT _tomb_live OR {DELETE_COLUMN} OR ({newer})")
     return (joined.where(keep).withColumn(TOMBSTONED, F.col("_tomb").isNotNull())
-            .drop("_tomb", *[f"_tomb_{c}" for c in cfg.sequence_by]))
+            .drop("_tomb", "_tomb_live", *[f"_tomb_{c}" for c in cfg.sequence_by]))
 
 
-def anything_to_remember(events, cfg) -> bool:
-    """Whether the events delete a key or bring back one with a remembered delete; one pass
-    over them (cached, and counting their expectations on the way). Without either there is
-    nothing to remember or forget: a quiet streaming batch skips the tombstones' pass (a join
-    with them, 0.2 s of a 1-row batch's 1 s). A delete past its retention is ignored by
-    readers and goes with the next write."""
+@dataclass(frozen=True)
+class ToRemember:
+    """What a batch's events hold for the tombstones: deletes, and events of keys that have a
+    tombstone (without_superseded's flag)."""
+    deletes: int
+    tombstoned: int
+
+    def __bool__(self) -> bool:
+        return bool(self.deletes or self.tombstoned)
+
+
+def to_remember(events) -> ToRemember:
+    """Whether the events delete a key or touch one with a tombstone; one pass over them
+    (cached, and counting their expectations on the way). Without either there is nothing to
+    remember or forget: a quiet streaming batch skips the tombstones' pass (a join with them,
+    0.2 s of a 1-row batch's 1 s). A delete past its retention is ignored by readers and goes
+    with the next MERGE of the tombstones."""
     from ..spark.pyspark_api import F
 
     flagged = F.col(TOMBSTONED) if TOMBSTONED in events.columns else F.lit(False)
-    deletes, back = events.agg(F.count_if(F.col(DELETE_COLUMN)), F.count_if(flagged)).first()
-    return bool(deletes or back)
+    deletes, tombstoned = events.agg(F.count_if(F.col(DELETE_COLUMN)), F.count_if(flagged)).first()
+    return ToRemember(deletes, tombstoned)
 
 
 def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
-                     txn: tuple[str, int] | None) -> None:
+                     txn: tuple[str, int] | None, counted: ToRemember | None = None) -> None:
     """Remember deletes: for SCD1 the keys whose latest event is a delete (a newer row brings
     the key back and is forgotten), for SCD2 every delete (each ends a version, which a late
     event's recomputed history must still see). Deletes older than the retention are forgotten.
@@ -66,8 +81,12 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
     crash between the two writes finds it done. A batch with nothing to remember or forget
     writes nothing (a MERGE costs seconds on delta-spark even with nothing to merge), and on
     delta-spark a batch of new deletes is appended: the deletes past the retention, which
-    readers ignore already, go with the next MERGE."""
+    readers ignore already, go with the next MERGE. counted: the events' own pass
+    (to_remember), when the caller made it."""
     from ..spark.pyspark_api import F
+
+    def counts() -> ToRemember:
+        return counted if counted is not None else to_remember(events)
 
     keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
     expire = f"t.{DELETED_AT} < {retention_cutoff(cfg)}"
@@ -76,29 +95,28 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
         deletes = events.where(DELETE_COLUMN).select(*keys, *seq, deleted_at)
         if replace:
             ctx.engine.write(deletes, path, "overwrite", txn=txn)
-        elif ctx.engine.capabilities.skips_empty_writes or not deletes.isEmpty():
+        elif ctx.engine.capabilities.skips_empty_writes or counts().deletes:
             ctx.engine.merge(deletes, path, MergeSpec(
                 keys=tuple(keys + seq), null_safe_keys=tuple(seq), expire=expire), txn=txn)
         return
     # (distinct_events kept one row per key: its latest)
-    rows = events.select(*keys, *seq, deleted_at, (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
+    def tombstone_rows(df):
+        return df.select(*keys, *seq, deleted_at, (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
+
     if replace:
-        ctx.engine.write(rows.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN), path, "overwrite",
-                         txn=txn)
+        ctx.engine.write(tombstone_rows(events.where(DELETE_COLUMN)).drop(DELETE_COLUMN), path,
+                         "overwrite", txn=txn)
         return
-    known = ctx.engine.read_table(path).select(*keys)
-    marked = rows.join(known.withColumn("_known", F.lit(True)), keys, "left").where(
-        f"NOT {DELETE_COLUMN} OR _known")  # deletes, and keys that have one
-    relevant = marked.drop("_known")
+    # deletes, and the keys that have a tombstone (without_superseded flagged them)
+    relevant = tombstone_rows(events.where(F.col(DELETE_COLUMN) | F.col(TOMBSTONED)))
     if not ctx.engine.capabilities.skips_empty_writes:
         # An engine whose every write commits, and whose MERGE costs seconds (7 of a 60 s
-        # increment on delta-spark): one query says whether there is anything to write, and
-        # whether any key has a tombstone. New deletes only, the usual batch, match nothing:
+        # increment on delta-spark). New deletes only, the usual batch, match no tombstone:
         # appended, under the same app transaction.
-        count, with_tombstone = marked.agg(F.count(F.lit(1)), F.count("_known")).first()
-        if not count:
+        found = counts()
+        if not found:
             return
-        if not with_tombstone:
+        if not found.tombstoned:
             ctx.engine.write(relevant.drop(DELETE_COLUMN), path, "append", txn=txn)
             return
     ctx.engine.merge(relevant, path, MergeSpec(

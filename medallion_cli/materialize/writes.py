@@ -32,8 +32,8 @@ from .context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
 from .tombstones import (
     TOMBSTONED,
-    anything_to_remember,
     remembered_deletes,
+    to_remember,
     without_superseded,
     write_tombstones,
 )
@@ -110,26 +110,27 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
         df = filled_from_earlier(df, cfg)
     events = flag_deletes(distinct_events(df, cfg), cfg).drop(*cfg.except_columns)
     known = tombstones is not None and existing is not None and ctx.engine.table_exists(tombstones)
-    remembered = remembered_deletes(ctx, cfg, tombstones) if known else None
+    remembered = remembered_deletes(ctx, cfg, tombstones) if known and cfg.scd_type == 2 else None
     if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
-        events = without_superseded(events, cfg, remembered)
+        events = without_superseded(events, cfg, ctx.engine.read_table(tombstones))
     if tombstones is not None:
-        remember = True
+        counted = None
         if held is not None:
             # Computed once for both writes (their windows over a 285k-row batch: 1.5 s for
             # both writes instead of 2 s, in a warm JVM).
             events = held.enter_context(cached(events))
             if known:  # computed before any write, the checks counted on the way
-                remember = anything_to_remember(events, cfg)
+                counted = to_remember(events)
             elif checks is not None and checks.pending:
                 events.count()
             if checks is not None:
                 checks.settle(computed=True)
         if checks is not None:
             checks.settle()
-        if remember:
+        if counted is None or counted:
             with ctx.phases.timing("tombstones"):
-                write_tombstones(ctx, events, cfg, tombstones, replace=not known, txn=txn)
+                write_tombstones(ctx, events, cfg, tombstones, replace=not known, txn=txn,
+                                 counted=counted)
     events = events.drop(TOMBSTONED)
     if cfg.scd_type == 2:
         # A version is its key's row at one sequence (valid_from holds its first column).
