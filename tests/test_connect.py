@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -260,7 +261,8 @@ def test_a_warehouse_on_a_store_other_than_s3_is_refused_over_connect_for_now(tm
 
 
 def test_the_dev_server_command_stops_its_server_when_killed():
-    """`python -m medallion_cli.testing.connect_server &` then `kill %1`: its JVM goes too."""
+    """`python -m medallion_cli.testing.connect_server &` then `kill %1`: its JVM goes too, and
+    so do its temporary files, among them the folder Spark makes for each client session."""
     port = free_port()
     command = subprocess.Popen([sys.executable, "-m", "medallion_cli.testing.connect_server",
                                 "--port", str(port)], stdout=subprocess.PIPE, text=True)
@@ -268,10 +270,17 @@ def test_the_dev_server_command_stops_its_server_when_killed():
         said = command.stdout.readline()
         assert f"Spark Connect server at sc://127.0.0.1:{port} (pid " in said, said
         server = int(said.split("(pid ")[1].split(")")[0])
+        options = Path(f"/proc/{server}/cmdline").read_bytes().decode().split("\0")
+        temp = Path(next(o for o in options if o.startswith("-Djava.io.tmpdir=")).split("=")[1])
+        subprocess.run([sys.executable, "-c", "from pyspark.sql import SparkSession; "
+                        f"SparkSession.builder.remote('sc://127.0.0.1:{port}').getOrCreate()"
+                        ".range(1).collect()"], check=True, timeout=120)
+        assert list((temp / "spark_connect_model_cache").iterdir())  # the session's
         command.terminate()
         assert command.wait(timeout=60) == 0
         assert not os.path.exists(f"/proc/{server}") or "Z" in open(
             f"/proc/{server}/stat").read().split(")")[1].split()[0]
+        assert not temp.exists()
     finally:
         command.kill()
 

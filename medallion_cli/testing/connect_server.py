@@ -68,9 +68,14 @@ def command(port: int, home: Path, delta: bool = True, cores: int = 2, conf: dic
     driver = Target("connect-server", "delta-spark", str(home), f"local[{cores}]",
                     {"spark.sql.shuffle.partitions": str(cores)}, cores)
     base = spark_conf(driver)
-    # Spark's own log4j settings: the server says it is ready in its log, at INFO
-    base["spark.driver.extraJavaOptions"] = " ".join(
-        option for option in base["spark.driver.extraJavaOptions"].split() if "log4j" not in option)
+    # Spark's own log4j settings: the server says it is ready in its log, at INFO. Its
+    # temporary files in `home`, which stop() removes: Spark's shuffle and block files, and
+    # the folder its ML cache makes for every client session (spark_connect_model_cache),
+    # which Spark never removes (a build over Connect opens one session per node).
+    (home / "tmp").mkdir(exist_ok=True)
+    base["spark.driver.extraJavaOptions"] = " ".join([
+        *(option for option in base["spark.driver.extraJavaOptions"].split()
+          if "log4j" not in option), f"-Djava.io.tmpdir={home / 'tmp'}"])
     base = {**base,
             "spark.connect.grpc.binding.address": LOOPBACK,
             "spark.connect.grpc.binding.port": str(port),
