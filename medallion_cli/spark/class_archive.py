@@ -59,7 +59,7 @@ def class_archive(conf: dict[str, str]) -> ClassArchive | None:
     """The archive for a JVM started with this Spark conf: one to use, or one to record."""
     if any(word in conf.get(OPTIONS, "") for word in TARGET_DECIDES):
         return None
-    java = _java()
+    java = java_binary()
     if java is None:
         return None
     # The JVM checks an archive against its own version and class path and ignores one that
@@ -122,7 +122,7 @@ def keep_after_exit(pid: int, recording: Path, path: Path) -> None:
     the archive; otherwise it is removed."""
     exited = ended(pid, EXIT_SECONDS, poll_seconds=0.5)
     try:
-        java = _java()
+        java = java_binary()
         if exited and recording.is_file() and java and _readable(java, recording):
             os.replace(recording, path)
             _claim_file(path).unlink(missing_ok=True)
@@ -138,7 +138,7 @@ def forget(archive: ClassArchive | None) -> None:
         archive.path.unlink(missing_ok=True)
 
 
-def _java() -> Path | None:
+def java_binary() -> Path | None:
     home = os.environ.get("JAVA_HOME")
     found = Path(home) / "bin" / "java" if home else shutil.which("java")
     if not found or not Path(found).is_file():

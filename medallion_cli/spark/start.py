@@ -19,6 +19,7 @@ from ..core.locations import is_remote
 from ..core.project import Target
 from .class_archive import class_archive, forget, keep_when_recorded, with_archive
 from .conf import is_secret, spark_conf
+from .launch import launch
 
 # Where each object store's Hadoop file system comes from, for the error when it is missing.
 CONNECTORS = {"s3a": "hadoop-aws (and the AWS SDK bundle it names)", "abfss": "hadoop-azure",
@@ -190,7 +191,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
 
 
 def _session(target: Target, conf: dict[str, str], log_file: Path | None):
-    from .pyspark_api import SparkConf, SparkContext, SparkSession, launch_gateway
+    from .pyspark_api import SparkConf, SparkContext, SparkSession
 
     # One description of the session for the JVM's start and the session (no JVM defaults
     # read into it: a second start in a process that has a JVM must not copy them back).
@@ -199,7 +200,7 @@ def _session(target: Target, conf: dict[str, str], log_file: Path | None):
     with _own_ctrl_c():  # getOrCreate makes a SparkContext too, where one was stopped
         if SparkContext._gateway is None:  # no JVM yet (the test suite's session may have one)
             with _jvm_output(log_file) as popen_arguments:
-                SparkContext(conf=settings, gateway=launch_gateway(settings, popen_arguments))
+                SparkContext(conf=settings, gateway=launch(settings, popen_arguments))
         return SparkSession.builder.config(conf=settings).getOrCreate()
 
 

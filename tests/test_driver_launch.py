@@ -1,0 +1,52 @@
+"""A local driver's JVM is started with the java command spark-submit worked out the first time
+(spark/launch.py). One engine only: both engines start the driver with the same start_spark()."""
+
+import json
+import os
+import subprocess
+import sys
+
+START = """
+import json, sys
+from medallion_cli.core.project import Target
+from medallion_cli.spark.start import start_spark
+# (no class archive: its options differ between the JVM that records it and later ones)
+target = Target("t", "embedded", sys.argv[1], "local[1]",
+                {"spark.driver.extraJavaOptions": "-Xshare:auto"}, 1)
+spark = start_spark(target)
+print(json.dumps({"started": spark.sparkContext._gateway.proc.args[0],
+                  "rows": spark.range(3).count(),
+                  "scala": spark.sparkContext._jvm.java.lang.System.getenv("SPARK_SCALA_VERSION")}))
+"""
+
+
+def started(tmp_path, records) -> dict:
+    out = subprocess.run([sys.executable, "-c", START, str(tmp_path / "warehouse")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "MEDALLION_LAUNCH_DIR": str(records),
+                              "AWS_SECRET_ACCESS_KEY": "not-to-be-written"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_driver_starts_with_spark_submits_recorded_command_from_the_second_start(tmp_path):
+    records = tmp_path / "launch"
+    first = started(tmp_path, records)
+    assert first["started"].endswith("/bin/spark-submit") and first["rows"] == 3
+    record, = records.glob("*.json")
+    recorded = json.loads(record.read_text())
+    assert recorded["argv"][0].endswith("/java")
+    assert "not-to-be-written" not in record.read_text()  # only what the scripts added
+
+    second = started(tmp_path, records)
+    assert second["started"] == recorded["argv"][0] and second["rows"] == 3
+    assert second["scala"] == first["scala"] == "2.13"  # the scripts' environment, as before
+
+    # a recorded command that no longer starts a JVM: spark-submit again, and a new record
+    main = recorded["argv"].index("org.apache.spark.deploy.SparkSubmit")
+    record.write_text(json.dumps({**recorded, "argv": [
+        *recorded["argv"][:main], "org.apache.spark.deploy.NoSuchMain",
+        *recorded["argv"][main + 1:]]}))
+    third = started(tmp_path, records)
+    assert third["started"].endswith("/bin/spark-submit") and third["rows"] == 3
+    assert json.loads(record.read_text()) == recorded
