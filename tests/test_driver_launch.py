@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 START = """
 import json, sys
 from medallion_cli.core.project import Target
@@ -50,3 +52,14 @@ def test_the_driver_starts_with_spark_submits_recorded_command_from_the_second_s
     third = started(tmp_path, records)
     assert third["started"].endswith("/bin/spark-submit") and third["rows"] == 3
     assert json.loads(record.read_text()) == recorded
+
+
+@pytest.mark.unit
+def test_a_record_that_cannot_be_read_starts_nothing_and_is_left_to_spark_submit(tmp_path):
+    from medallion_cli.spark.launch import _started_directly
+
+    for text in ("not json", json.dumps({"argv": ["/no/such/java"], "added": {},
+                                          "removed": []}), json.dumps({"argv": []})):
+        record = tmp_path / "record.json"
+        record.write_text(text)
+        assert _started_directly(record, {}) is None

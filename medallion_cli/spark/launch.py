@@ -45,9 +45,8 @@ def launch(settings, popen_kwargs: dict):
 
     record = _record_path(settings)
     if record is not None and record.is_file():
-        gateway = _started_directly(json.loads(record.read_text()), popen_kwargs)
+        gateway = _started_directly(record, popen_kwargs)
         if gateway is not None:
-            os.utime(record)  # recently used: kept
             return gateway
         record.unlink(missing_ok=True)
     gateway = launch_gateway(settings, popen_kwargs)
@@ -59,18 +58,21 @@ def launch(settings, popen_kwargs: dict):
 def _record_path(settings) -> Path | None:
     from .pyspark_api import find_spark_home
 
-    home = Path(find_spark_home())
-    configuration = Path(os.environ.get("SPARK_CONF_DIR") or home / "conf")
-    java = java_binary()
-    if not Path("/proc/self/environ").is_file() or java is None or (
-            configuration / "spark-env.sh").exists():
+    try:
+        home = Path(find_spark_home())
+        configuration = Path(os.environ.get("SPARK_CONF_DIR") or home / "conf")
+        java = java_binary()
+        if not Path("/proc/self/environ").is_file() or java is None or (
+                configuration / "spark-env.sh").exists():
+            return None
+        files = sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size)
+                       for f in configuration.iterdir()) if configuration.is_dir() else []
+        inputs = json.dumps([
+            settings.getAll(), os.environ.get("PYSPARK_SUBMIT_ARGS"), str(home),
+            version("pyspark"), str(java), java.stat().st_mtime_ns, files,
+            sorted((k, v) for k, v in os.environ.items() if k.startswith(READ_BY_SCRIPTS))])
+    except OSError:
         return None
-    files = sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size)
-                   for f in configuration.iterdir()) if configuration.is_dir() else []
-    inputs = json.dumps([
-        settings.getAll(), os.environ.get("PYSPARK_SUBMIT_ARGS"), str(home), version("pyspark"),
-        str(java), java.stat().st_mtime_ns, files,
-        sorted((k, v) for k, v in os.environ.items() if k.startswith(READ_BY_SCRIPTS))])
     return cache_root() / f"{hashlib.sha256(inputs.encode()).hexdigest()[:16]}.json"
 
 
@@ -104,18 +106,20 @@ def _record(record: Path, pid: int) -> None:
         pass  # a record is only ever a saving: the next start goes through spark-submit
 
 
-def _started_directly(recorded: dict, popen_kwargs: dict):
-    """The gateway to a JVM started with the recorded command, or None when it exited before
-    taking a connection."""
+def _started_directly(record: Path, popen_kwargs: dict):
+    """The gateway to a JVM started with the recorded command, or None when the record cannot
+    be read or its JVM exits before taking a connection."""
     from .pyspark_api import UTF8Deserializer, launch_gateway, read_int
 
     folder = Path(tempfile.mkdtemp())
     info = folder / "info"
-    environment = {**os.environ, **recorded["added"], "SPARK_CONNECT_MODE": "0",
-                   "_PYSPARK_DRIVER_CONN_INFO_PATH": str(info)}
-    for key in recorded["removed"]:
-        environment.pop(key, None)
+    process = None
     try:
+        recorded = json.loads(record.read_text())
+        environment = {**os.environ, **recorded["added"], "SPARK_CONNECT_MODE": "0",
+                       "_PYSPARK_DRIVER_CONN_INFO_PATH": str(info)}
+        for key in recorded["removed"]:
+            environment.pop(key, None)
         # as pyspark starts it: a pipe the JVM exits on when it breaks, Ctrl-C left to this
         # process
         process = subprocess.Popen(
@@ -123,11 +127,13 @@ def _started_directly(recorded: dict, popen_kwargs: dict):
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         while process.poll() is None and not info.is_file():
             time.sleep(0.01)
-        if not info.is_file():
-            return None
         with open(info, "rb") as connection:  # written whole, then renamed to this name
             port, secret = read_int(connection), UTF8Deserializer().loads(connection)
-    except OSError:
+        os.utime(record)  # recently used: kept
+    except (OSError, ValueError, KeyError, TypeError):
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
         return None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
