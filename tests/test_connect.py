@@ -7,6 +7,7 @@ embedded engine writes its Delta log from this process, so a remote Spark is ref
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -266,6 +267,7 @@ def test_the_dev_server_command_stops_its_server_when_killed():
     port = free_port()
     command = subprocess.Popen([sys.executable, "-m", "medallion_cli.testing.connect_server",
                                 "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    server = None
     try:
         said = command.stdout.readline()
         assert f"Spark Connect server at sc://127.0.0.1:{port} (pid " in said, said
@@ -283,6 +285,8 @@ def test_the_dev_server_command_stops_its_server_when_killed():
         assert not temp.exists()
     finally:
         command.kill()
+        if server is not None and os.path.exists(f"/proc/{server}"):
+            os.kill(server, signal.SIGKILL)  # a failed check left it running
 
 
 @pytest.mark.unit
