@@ -1,7 +1,7 @@
 """Starting a local driver's JVM with the java command that pyspark's spark-submit ends in.
 
 pyspark starts the driver with spark-submit: two bash scripts and a launcher JVM that work out
-the java command, which the scripts then exec, 0.25-0.35 s of every start on 2 cores. The
+the java command, which the scripts then exec, 0.2-0.3 s of every start on 2 cores. The
 command follows from spark-submit's arguments, a few environment variables and Spark's
 configuration folder alone, so the first start records it (the JVM's own command line, and
 what the scripts added to its environment, from /proc) and a later start with the same
@@ -68,8 +68,8 @@ def _record_path(settings) -> Path | None:
         files = sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size)
                        for f in configuration.iterdir()) if configuration.is_dir() else []
         inputs = json.dumps([
-            settings.getAll(), os.environ.get("PYSPARK_SUBMIT_ARGS"), str(home),
-            version("pyspark"), str(java), java.stat().st_mtime_ns, files,
+            settings.getAll(), str(home), version("pyspark"), str(java),
+            java.stat().st_mtime_ns, files,  # (PYSPARK_SUBMIT_ARGS with the variables below)
             sorted((k, v) for k, v in os.environ.items() if k.startswith(READ_BY_SCRIPTS))])
     except OSError:
         return None
