@@ -9,8 +9,18 @@ import sys
 import pytest
 
 START = """
-import json, sys
+import json, sys, threading
 from medallion_cli.core.project import Target
+importers = []  # the thread that imports what pyspark's first call into the JVM needs
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pyspark.testing.utils":
+            importers.append(threading.current_thread().name)
+
+
+sys.meta_path.insert(0, Watch())
 from medallion_cli.spark.start import start_spark
 # (no class archive: its options differ between the JVM that records it and later ones)
 target = Target("t", "embedded", sys.argv[1], "local[1]",
@@ -18,7 +28,8 @@ target = Target("t", "embedded", sys.argv[1], "local[1]",
 spark = start_spark(target)
 print(json.dumps({"started": spark.sparkContext._gateway.proc.args[0],
                   "rows": spark.range(3).count(),
-                  "scala": spark.sparkContext._jvm.java.lang.System.getenv("SPARK_SCALA_VERSION")}))
+                  "scala": spark.sparkContext._jvm.java.lang.System.getenv("SPARK_SCALA_VERSION"),
+                  "importers": importers}))
 """
 
 
@@ -35,6 +46,8 @@ def test_the_driver_starts_with_spark_submits_recorded_command_from_the_second_s
     records = tmp_path / "launch"
     first = started(tmp_path, records)
     assert first["started"].endswith("/bin/spark-submit") and first["rows"] == 3
+    # imported while the JVM started, not after it, by pyspark's first call on this thread
+    assert first["importers"] == ["import pyspark.testing.utils"]
     record, = records.glob("*.json")
     recorded = json.loads(record.read_text())
     assert recorded["argv"][0].endswith("/java")
@@ -43,6 +56,7 @@ def test_the_driver_starts_with_spark_submits_recorded_command_from_the_second_s
     second = started(tmp_path, records)
     assert second["started"] == recorded["argv"][0] and second["rows"] == 3
     assert second["scala"] == first["scala"] == "2.13"  # the scripts' environment, as before
+    assert second["importers"] == first["importers"]
 
     # a recorded command that no longer starts a JVM: spark-submit again, and a new record
     main = recorded["argv"].index("org.apache.spark.deploy.SparkSubmit")
@@ -63,3 +77,14 @@ def test_a_record_that_cannot_be_read_starts_nothing_and_is_left_to_spark_submit
         record = tmp_path / "record.json"
         record.write_text(text)
         assert _started_directly(record, {}) is None
+
+
+@pytest.mark.unit
+def test_a_module_imported_meanwhile_that_cannot_be_imported_is_left_to_its_next_importer():
+    from medallion_cli.spark.pyspark_api import import_meanwhile
+
+    importing = import_meanwhile("medallion_no_such_module")
+    importing.join(timeout=60)
+    assert not importing.is_alive()
+    with pytest.raises(ImportError):
+        import medallion_no_such_module  # noqa: F401

@@ -29,6 +29,7 @@ CACHE_ENV = "MEDALLION_LAUNCH_DIR"
 # set by pyspark for each start, or by bash for its own bookkeeping: not spark-submit's
 NOT_RECORDED = {"_PYSPARK_DRIVER_CONN_INFO_PATH", "SPARK_CONNECT_MODE", "PWD", "OLDPWD",
                 "SHLVL", "_"}
+FIRST_CALL_IMPORTS = "pyspark.testing.utils"
 KEPT = 32  # records kept, the most recently used (each project's settings make one)
 # what spark-submit's scripts and launcher read, besides their arguments
 READ_BY_SCRIPTS = ("SPARK_", "PYSPARK_", "HADOOP_", "YARN_", "JAVA_HOME", "PATH")
@@ -41,9 +42,23 @@ def cache_root() -> Path:
 def launch(settings, popen_kwargs: dict):
     """pyspark's gateway to a new driver JVM started with `settings` (a SparkConf), as
     pyspark.java_gateway.launch_gateway returns it (`proc` the JVM's process)."""
-    from .pyspark_api import launch_gateway
+    from . import pyspark_api
 
     record = _record_path(settings)
+    for name in ("launch_gateway", "read_int", "UTF8Deserializer"):  # (the import below
+        getattr(pyspark_api, name)  # holds their lock meanwhile: looked up first)
+    # pyspark's first call into the JVM imports FIRST_CALL_IMPORTS (its converters' numpy
+    # check), which brings pandas: 0.25 s, done while the JVM boots instead of after it.
+    importing = pyspark_api.import_meanwhile(FIRST_CALL_IMPORTS)
+    try:
+        return _launched(settings, popen_kwargs, record)
+    finally:
+        importing.join()
+
+
+def _launched(settings, popen_kwargs: dict, record: Path | None):
+    from .pyspark_api import launch_gateway
+
     if record is not None and record.is_file():
         gateway = _started_directly(record, popen_kwargs)
         if gateway is not None:

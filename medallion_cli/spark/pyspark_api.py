@@ -37,6 +37,22 @@ _NAMES = {
 }
 
 
+def import_meanwhile(module_name: str) -> threading.Thread:
+    """Import a module on a thread of its own (as the names here are, one thread at a time),
+    for a caller that waits meanwhile: join the thread before using it. One that fails to
+    import is left to whoever imports it next, to fail there."""
+    def load():
+        with _IMPORTING:
+            try:
+                importlib.import_module(module_name)
+            except ImportError:
+                pass
+
+    thread = threading.Thread(target=load, name=f"import {module_name}", daemon=True)
+    thread.start()
+    return thread
+
+
 def __getattr__(name: str):
     where = _NAMES.get(name)
     if where is None:
