@@ -534,3 +534,27 @@ def test_a_tables_tests_are_answered_in_one_spark_job(spark):
                       "unique_kind": None}
     alone, one = jobs("alone", lambda: spark.sql(tests["unique_kind"].sql).count())
     assert alone == 1 and together == one  # five tests, the jobs of one
+
+
+def test_rows_on_their_way_to_the_table_are_checked_by_compiled_expressions(spark, capsys):
+    """Each rule is a flag column Spark compiles with the rest of a row's work; the list of a
+    row's failed rules (a higher-order function, which Spark only interprets, row by row) is
+    made for quarantined rows alone. The checks come before any engine's write, so their plan
+    is the same on both engines: one is enough."""
+    from types import SimpleNamespace
+
+    from medallion_cli.materialize.checks import checked_rows
+
+    config = SimpleNamespace(scd_type=1, contract=False, zorder_by=(), cluster_by=(), expectations={
+        "has_id": {"expect": "id is not null", "on_violation": "drop"},
+        "small": {"expect": "qty < 100", "on_violation": "warn"}})
+    node = SimpleNamespace(name="orders", config=config,
+                           file=SimpleNamespace(rel_path="models/orders.sql"))
+    ctx = SimpleNamespace(project=SimpleNamespace(quarantine_path=lambda file: "unused"))
+    # (not a VALUES list: Spark would fold the checks into its rows before any plan shows them)
+    df = spark.range(3).selectExpr("if(id = 2, null, id) as id", "id * 250 as qty")
+    with checked_rows(ctx, node, df, replace=True, settled=False) as checked:
+        assert sorted(tuple(r) for r in checked.rows.collect()) == [(0, 0), (1, 250)]
+        checked.rows.explain()
+    plan = capsys.readouterr().out
+    assert "id" in plan and "lambdafunction" not in plan.lower()

@@ -62,10 +62,14 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
         return
     from ..spark.pyspark_api import F, Observation
 
-    broken = [F.when(~F.coalesce(F.expr(r["expect"]), F.lit(False)), F.lit(name))
-              for name, r in rules.items()]
-    checked = df.withColumn(FAILED_RULES, F.filter(F.array(*broken), lambda x: x.isNotNull()))
-    measures = [F.sum(F.array_contains(FAILED_RULES, name).cast("int")).alias(name)
+    # One flag column per rule, which Spark compiles with the rest of the row's work; the
+    # list of a quarantined row's failed rules (a higher-order function, which Spark only
+    # interprets) is made for those rows alone. As that list for every row, the checks took
+    # 0.3 s more of a 411k-row batch warm, 0.35 s more cold.
+    flags = {name: f"_medallion_broken_{i}" for i, name in enumerate(rules)}
+    checked = df.withColumns({flags[name]: ~F.coalesce(F.expr(r["expect"]), F.lit(False))
+                              for name, r in rules.items()})
+    measures = [F.count_if(F.col(flags[name])).alias(name)
                 for name in rules] + [F.count(F.lit(1)).alias(CHECKED)]
     # Counted whenever the rows are computed. Not over Spark Connect: pyspark 4.1's client
     # fails a plan that holds one observation twice (SCD2 reads the rows twice), so there the
@@ -74,10 +78,14 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
         f"medallion_checks_{uuid.uuid4().hex}")
     observed = checked if counted is None else checked.observe(counted, *measures)
     dropping = [n for n, r in rules.items() if r["on_violation"] == "drop"]
-    dropped = F.arrays_overlap(F.col(FAILED_RULES), F.array(*map(F.lit, dropping or [""])))
+    dropped = F.lit(False)
+    for name in dropping:
+        dropped = dropped | F.col(flags[name])
+    failed_rules = F.filter(F.array(*[F.when(F.col(flags[name]), F.lit(name)) for name in rules]),
+                            lambda x: x.isNotNull())
     quarantine = ctx.project.quarantine_path(node.file)
     with ExitStack() as held:
-        result = Checked(observed.where(~dropped).drop(FAILED_RULES), pending=True)
+        result = Checked(observed.where(~dropped).drop(*flags.values()), pending=True)
 
         def settle(computed: bool = False) -> None:
             if not result.pending:
@@ -103,7 +111,8 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                 held.enter_context(cached(observed))  # the table's rows are read from it too
             # A replaced table starts a new quarantine too, so old bad rows do not linger there.
             if split or (replace and ctx.engine.table_exists(quarantine)):
-                bad = observed.where(dropped).withColumn("_quarantined_at", F.current_timestamp())
+                bad = (observed.where(dropped).withColumn(FAILED_RULES, failed_rules)
+                       .drop(*flags.values()).withColumn("_quarantined_at", F.current_timestamp()))
                 ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
                                  merge_schema=True, txn=txn)
             # every MERGE model's own rule is said only when it kept rows apart
