@@ -45,10 +45,12 @@ def launch(settings, popen_kwargs: dict):
     from . import pyspark_api
 
     record = _record_path(settings)
-    for name in ("launch_gateway", "read_int", "UTF8Deserializer"):  # (the import below
-        getattr(pyspark_api, name)  # holds their lock meanwhile: looked up first)
     # pyspark's first call into the JVM imports FIRST_CALL_IMPORTS (its converters' numpy
-    # check), which brings pandas: 0.25 s, done while the JVM boots instead of after it.
+    # check), which brings pandas: 0.25 s, done on a thread while the JVM boots instead of
+    # after it. That thread holds pyspark_api's import lock, so the names this start uses
+    # are looked up before it starts.
+    for name in ("launch_gateway", "read_int", "UTF8Deserializer"):
+        getattr(pyspark_api, name)
     importing = pyspark_api.import_meanwhile(FIRST_CALL_IMPORTS)
     try:
         return _launched(settings, popen_kwargs, record)
