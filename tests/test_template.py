@@ -102,6 +102,21 @@ def test_project_without_examples_is_empty_but_valid(tmp_path):
 
 
 @pytest.mark.unit
+def test_init_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    result = CliRunner().invoke(main, ["init", "Acme", "--output-dir", str(tmp_path / "out"),
+                                       "--no-input"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out/acme/models/silver/silver_orders.sql").is_file()
+    assert list(temporary.iterdir()) == []  # (cookiecutter leaves a copy of each hook)
+    assert tempfile.tempdir == str(temporary)
+
+
+@pytest.mark.unit
 def test_init_outside_a_template_says_how_to_fix(tmp_path):
     result = CliRunner().invoke(main, ["init", "x", "--template", str(tmp_path / "nowhere"),
                                        "--output-dir", str(tmp_path), "--no-input"])

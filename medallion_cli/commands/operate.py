@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -169,9 +172,25 @@ def init(name: str, template: str | None = None, output_dir: str = ".",
         template = str(TEMPLATE_ROOT)
     slug = re.sub(r"\W+", "_", name.strip().lower()).strip("_")
     try:
-        created = cookiecutter(template, no_input=no_input, output_dir=output_dir,
-                               extra_context={"project_name": name, "project_slug": slug,
-                                              **(extra or {})})
+        with _temporary_files_removed():
+            created = cookiecutter(template, no_input=no_input, output_dir=output_dir,
+                                   extra_context={"project_name": name, "project_slug": slug,
+                                                  **(extra or {})})
     except CookiecutterException as exc:
         raise MedallionError(f"cannot create the project: {exc}", path=output_dir) from exc
     return Path(created)
+
+
+@contextmanager
+def _temporary_files_removed():
+    """cookiecutter (2.7) copies each hook it runs to a temporary file it never removes: a
+    file in the system's temporary folder per project made. Here they go to a folder of
+    their own, removed afterwards."""
+    folder = tempfile.mkdtemp(prefix="medallion-init-")
+    before = tempfile.tempdir
+    tempfile.tempdir = folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
+        shutil.rmtree(folder, ignore_errors=True)
