@@ -81,8 +81,6 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
     dropped = F.lit(False)
     for name in dropping:
         dropped = dropped | F.col(flags[name])
-    failed_rules = F.filter(F.array(*[F.when(F.col(flags[name]), F.lit(name)) for name in rules]),
-                            lambda x: x.isNotNull())
     quarantine = ctx.project.quarantine_path(node.file)
     with ExitStack() as held:
         result = Checked(observed.where(~dropped).drop(*flags.values()), pending=True)
@@ -111,6 +109,8 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                 held.enter_context(cached(observed))  # the table's rows are read from it too
             # A replaced table starts a new quarantine too, so old bad rows do not linger there.
             if split or (replace and ctx.engine.table_exists(quarantine)):
+                failed_rules = F.filter(F.array(*[F.when(F.col(flags[name]), F.lit(name))
+                                                  for name in rules]), lambda x: x.isNotNull())
                 bad = (observed.where(dropped).withColumn(FAILED_RULES, failed_rules)
                        .drop(*flags.values()).withColumn("_quarantined_at", F.current_timestamp()))
                 ctx.engine.write(bad, quarantine, "overwrite" if replace else "append",
