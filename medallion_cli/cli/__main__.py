@@ -1,5 +1,5 @@
 """`python -m medallion_cli.cli`: the command line, as the `medallion` script runs it."""
 
-from .group import main
+from . import run
 
-main()
+run()

@@ -1,15 +1,19 @@
 """Whether a process (a build holding a lock or staging files, a JVM recording its classes, a
-test broker) still runs, stopping one this process started, and this process's own Ctrl-C."""
+test broker) still runs, stopping one this process started, this process's own Ctrl-C, and its
+end."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 
 def running(pid: int) -> bool:
@@ -74,3 +78,23 @@ def deferred_ctrl_c(stop: threading.Event | None):
         yield pressed
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End this process with `code` once its exit handlers ran (the class archive's hand-off,
+    logging's flush) and its output is out, without Python's teardown: freeing every module's
+    objects (pyspark's, pandas', pyarrow's) took 0.15 s of each command's end on 2 cores.
+    Threads that are not daemons are waited for first, as Python's own exit does."""
+    try:
+        for thread in threading.enumerate():
+            if thread not in (threading.current_thread(), threading.main_thread()) \
+                    and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe (`medallion ls | head`)
+                pass
+    finally:
+        os._exit(code)

@@ -10,7 +10,6 @@ scripts and CI unless asked for.
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import os
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..core.errors import MedallionError
+from ..core.processes import exit_now
 
 DAEMON_VARIABLE = "MEDALLION_DAEMON"  # on | off (default: on in a terminal)
 IDLE_VARIABLE = "MEDALLION_DAEMON_IDLE"  # seconds
@@ -114,9 +114,4 @@ def _be_daemon(log: Path, ready_write: int, serve_here) -> None:
     except BaseException:  # noqa: BLE001 -- said in the log; the command runs on its own
         traceback.print_exc()
     finally:
-        try:
-            atexit._run_exitfuncs()  # what Spark's start registered (the class archive's)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        exit_now(code)  # after what Spark's start registered (the class archive's)
