@@ -151,7 +151,7 @@ def _spark_first(request):
 
 
 @pytest.fixture(scope="session")
-def spark(request, delta_jars):
+def spark(request, delta_jars, tmp_path_factory):
     """The one SparkSession of the test run; engines made later pick it up via getOrCreate."""
     from medallion_cli.engines.delta_spark.settings import (
         check_delta_loaded,
@@ -170,7 +170,8 @@ def spark(request, delta_jars):
         session.stop()
         assert SparkContext._gateway is None, "a JVM started in a run over Spark Connect"
         return
-    root = write_project(Path(__import__("tempfile").mkdtemp()), {}, profile=profile_for(
+    # (in pytest's own temporary folder, which it prunes: a run left one folder a worker)
+    root = write_project(tmp_path_factory.mktemp("session"), {}, profile=profile_for(
         "delta-spark"))
     # With Spark's Kafka source and S3 connector too: builds of projects with Kafka sources or
     # warehouses on S3 share this session.
