@@ -248,3 +248,21 @@ def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
         )[2:] == ["-XX:+UseParallelGC"]
     assert driver_java_options("", local=False, long_queries=True).split()[2:] == [
         "-XX:+UseParallelGC"]
+
+
+def test_a_process_whose_jvm_runs_claims_no_class_archive_for_another_kind(
+        spark, tmp_path, monkeypatch):
+    """Engine-independent (the archive is the driver JVM's, chosen before an engine runs): a
+    start that reuses this process's JVM (the suite's session, as the daemon's or serve's)
+    launches none, so it must not hold the recording claim of the target's kind, which would
+    leave every other command of that kind without an archive until this process ends."""
+    from conftest import target_for
+
+    from medallion_cli.spark import class_archive
+    from medallion_cli.spark.start import start_spark
+
+    monkeypatch.setenv(class_archive.CACHE_ENV, str(tmp_path))
+    held = list(class_archive._claims)
+    start_spark(target_for("other_kind", "embedded", str(tmp_path / "warehouse")))
+    assert class_archive._claims == held
+    assert not list(tmp_path.glob("*.claim"))

@@ -163,13 +163,16 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     # Set before the JVM starts: some Python worker launches read only the environment.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = {**spark_conf(target, long_queries), **(extra_conf or {})}
-    archive = class_archive(conf)
+    from .pyspark_api import SparkContext
+
+    # Only a start that launches a JVM claims its kind's archive: a process whose JVM runs
+    # already (the daemon, serve, a test worker) held the claim of every other kind it was
+    # asked for until it ended, and every other command of that kind started without one.
+    archive = class_archive(conf) if SparkContext._gateway is None else None
     try:
         try:
             spark = _session(target, with_archive(conf, archive), log_file)
         except Exception:
-            from .pyspark_api import SparkContext
-
             if archive is None or SparkContext._gateway is not None:
                 raise  # not the archive: the JVM started
             forget(archive)  # a Java or an archive that cannot share classes
