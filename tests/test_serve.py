@@ -53,9 +53,24 @@ def served_pid(result: subprocess.CompletedProcess, server: str = "medallion ser
 
 def python_threads(pid: int) -> int:
     """A process's threads named as the process (its Python threads; delta-rs and the JVM name
-    theirs)."""
+    theirs), counted once the count has held for half a second: a command's own threads (its
+    client's watcher, py4j's callback connections) end just after the client heard its exit
+    code, a moment later on a busy machine."""
     name = Path(f"/proc/{pid}/comm").read_text()
-    return sum((task / "comm").read_text() == name for task in Path(f"/proc/{pid}/task").iterdir())
+
+    def named_as_process(task: Path) -> bool:
+        try:
+            return (task / "comm").read_text() == name
+        except FileNotFoundError:
+            return False  # it ended meanwhile
+
+    counts, deadline = [], time.monotonic() + 30
+    while len(counts) < 6 or len(set(counts[-6:])) > 1:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the server's Python threads did not settle: {counts}")
+        counts.append(sum(map(named_as_process, Path(f"/proc/{pid}/task").iterdir())))
+        time.sleep(0.1)
+    return counts[-1]
 
 
 def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_name):
