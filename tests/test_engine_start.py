@@ -199,6 +199,25 @@ print(json.dumps([jvm.java.util.TimeZone.getDefault().getID(),
 """
 
 
+@pytest.mark.local_spark  # Spark's compile count is the driver JVM's, in this process
+def test_query_stages_run_again_are_not_compiled_again(spark):
+    """Both engines' drivers keep the code Spark compiled for 1000 query stages, not Spark's
+    100: a watch whose every round runs more stages than that compiled each again when it came
+    round. 150 stages of their own (each its own literal), run twice: the second round compiles
+    next to nothing (126 with Spark's 100)."""
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    stages = [spark.range(3).selectExpr(f"id * {n} + {n} as x") for n in range(150)]
+
+    def compiles_to_run_them() -> int:
+        before = compiled.getCount()
+        for stage in stages:
+            stage.collect()
+        return compiled.getCount() - before
+
+    assert compiles_to_run_them() >= 150
+    assert compiles_to_run_them() <= 5
+
+
 def test_the_driver_runs_in_utc_wherever_the_machine_is(tmp_path, delta_jars):
     """A driver started on a machine in Los Angeles runs in UTC, so Delta Lake for Spark does
     not replay a table's log at each commit to check its file list, as it does wherever the
