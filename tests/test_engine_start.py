@@ -218,6 +218,24 @@ def test_query_stages_run_again_are_not_compiled_again(spark):
     assert compiles_to_run_them() <= 5
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("engine", ["embedded", "delta-spark"])
+def test_both_engines_keep_compiled_code_for_1000_stages_unless_the_profile_says(engine,
+                                                                                 delta_jars):
+    """The setting the test above runs under, in both engines' driver settings; the profile's
+    own value wins. No Spark starts here."""
+    from medallion_cli.core.project import Target
+    from medallion_cli.engines.delta_spark.settings import spark_settings
+    from medallion_cli.spark.conf import spark_conf
+
+    def kept(conf):
+        target = Target("t", engine, "/w", "local[2]", conf, 1, delta_jars=str(delta_jars))
+        return {**spark_conf(target), **(spark_settings(target) if engine == "delta-spark"
+                                         else {})}["spark.sql.codegen.cache.maxEntries"]
+    assert kept({}) == "1000"
+    assert kept({"spark.sql.codegen.cache.maxEntries": "50"}) == "50"
+
+
 def test_the_driver_runs_in_utc_wherever_the_machine_is(tmp_path, delta_jars):
     """A driver started on a machine in Los Angeles runs in UTC, so Delta Lake for Spark does
     not replay a table's log at each commit to check its file list, as it does wherever the
