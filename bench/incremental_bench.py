@@ -56,7 +56,7 @@ sources:
 select order_id, customer_id, amount, seq from {{ source('landing', 'orders') }}
 """,
     "models/gold/customer_value.sql": """\
-{{ config(incremental_by='customer_id') }}
+{{ config(incremental_by='customer_id', incremental_min_rows=0) }}
 select customer_id, count(*) as orders, sum(amount) as value
 from {{ ref('silver_orders') }}
 group by customer_id

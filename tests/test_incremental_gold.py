@@ -58,6 +58,9 @@ def bronze(table):
     return f"{{{{ config(materialized='streaming') }}}}select * from {{{{ source('landing', '{table}') }}}}"
 
 
+# The maintained models keep their groups however few rows their inputs hold (their default
+# recomputes inputs this small in full: test_small_inputs_are_recomputed_in_full).
+PER_GROUP = ", incremental_min_rows=0) }}\n"
 MODELS = {
     "models/sources.yml": SOURCES,
     "models/bronze/bronze_orders.sql": bronze("orders"),
@@ -65,14 +68,14 @@ MODELS = {
     "models/silver/silver_orders.sql": silver("orders"),
     "models/silver/silver_customers.sql": silver("customers"),
     "models/gold/customer_totals.sql":
-        "{{ config(incremental_by='customer_id') }}\n" + CUSTOMER_TOTALS,
+        "{{ config(incremental_by='customer_id'" + PER_GROUP + CUSTOMER_TOTALS,
     "models/gold/customer_totals_full.sql": CUSTOMER_TOTALS,
-    "models/gold/day_status.sql": "{{ config(incremental_by='order_day') }}\n" + DAY_STATUS,
+    "models/gold/day_status.sql": "{{ config(incremental_by='order_day'" + PER_GROUP + DAY_STATUS,
     "models/gold/day_status_full.sql": DAY_STATUS,
     # partitioned by its groups: a file per day, so a round touching few days MERGEs them and
     # one touching most rewrites the table
     "models/gold/day_totals.sql":
-        "{{ config(incremental_by='order_day', partition_by='order_day') }}\n" + DAY_TOTALS,
+        "{{ config(incremental_by='order_day', partition_by='order_day'" + PER_GROUP + DAY_TOTALS,
     "models/gold/day_totals_full.sql": DAY_TOTALS,
 }
 MAINTAINED = ("customer_totals", "day_status", "day_totals")
@@ -154,6 +157,55 @@ def test_groups_recomputed_from_changes_equal_a_full_recompute(project, build):
                for _, _, days in messages)
 
 
+def test_small_inputs_are_recomputed_in_full_unless_a_reader_keeps_to_the_changes(project,
+                                                                                 build):
+    """Inputs of fewer rows than incremental_min_rows (1M unless set): one pass over them is
+    quicker than finding the changed groups (bench/incremental_bench.py), so the table is
+    recomputed in full, saying so, and so is a table maintained from its changes. A table whose
+    changes are read by a model kept per group at any size (incremental_min_rows=0) or by a
+    stream keeps its groups: a full write's change feed has every row deleted and inserted."""
+    def days(extra=""):
+        return "{{ config(incremental_by='order_day'" + extra + ") }}\n" + DAY_STATUS
+
+    def rollup(parent, extra=""):
+        return ("{{ config(incremental_by='order_day'" + extra + ") }}\nselect order_day, "
+                f"sum(orders) as orders from {{{{ ref('{parent}') }}}} group by order_day")
+
+    kept = ("models/sources.yml", "models/bronze/bronze_orders.sql",
+            "models/silver/silver_orders.sql", "models/gold/day_status_full.sql")
+    root = project({**{k: MODELS[k] for k in kept},
+                    "models/gold/small_days.sql": days(),
+                    "models/gold/small_rollup.sql": rollup("small_days"),
+                    "models/gold/kept_days.sql": days(),
+                    "models/gold/kept_rollup.sql": rollup("kept_days", ", incremental_min_rows=0"),
+                    "models/gold/streamed_days.sql": days(),
+                    "models/gold/day_changes.sql": "{{ config(materialized='streaming') }}\n"
+                    "select * from {{ ref('streamed_days', changes=true) }}",
+                    "models/gold/limited_days.sql": days(", incremental_min_rows=20")})
+    feed = Feed(seed=7)
+    feed.next_round(root, new_orders=40, changes=6)
+    build(root)
+    feed.next_round(root, new_orders=2, changes=3)
+    results = build(root)
+    assert not [r.message for r in results.values() if r.failed]
+    orders = len(read_delta(root / "warehouse/silver/silver_orders"))
+    full = gold(root, "day_status_full")
+    assert orders > 20  # limited_days' inputs are over its limit
+    said = ("recomputed in full: its inputs hold {} rows, fewer than incremental_min_rows "
+            "(1000000), which one pass reads sooner than the changed groups are found")
+    assert results["small_days"].message == said.format(orders)
+    assert results["small_rollup"].message == said.format(len(full))
+    for name in ("kept_days", "kept_rollup", "streamed_days", "limited_days"):
+        assert "group(s) recomputed from their input rows" in results[name].message, name
+    for name in ("small_days", "kept_days", "streamed_days", "limited_days"):
+        assert gold(root, name) == full, name
+    per_day = {}
+    for row in full:
+        per_day[row["order_day"]] = per_day.get(row["order_day"], 0) + row["orders"]
+    for name in ("small_rollup", "kept_rollup"):
+        assert {r["order_day"]: r["orders"] for r in gold(root, name)} == per_day, name
+
+
 # The decision is made from the model's SQL and config, before either engine reads a change:
 # one engine suffices for the reasons; the equivalence above runs on both.
 @pytest.mark.parametrize("engine_name", ["embedded"])
@@ -161,10 +213,11 @@ def test_what_cannot_be_maintained_per_group_is_recomputed_in_full_saying_why(
         project, build, engine_name):
     ranked = ("{{ config(incremental_by='customer_id') }}\nselect customer_id, amount, "
               "rank() over (order by amount desc) as place from {{ ref('silver_orders') }}")
-    by_country = "{{ config(incremental_by='country') }}\n" + CUSTOMER_TOTALS.replace(
+    by_country = "{{ config(incremental_by='country'" + PER_GROUP + CUSTOMER_TOTALS.replace(
         "c.customer_id, c.country", "c.country").replace("select c.country,", "select c.country,")
-    float_days = ("{{ config(incremental_by='order_day') }}\nselect order_day, count(*) as n, "
-                  "sum(amount * 1.5d) as v from {{ ref('silver_orders') }} group by order_day")
+    float_days = ("{{ config(incremental_by='order_day'" + PER_GROUP
+                  + "select order_day, count(*) as n, sum(amount * 1.5d) as v "
+                  "from {{ ref('silver_orders') }} group by order_day")
     root = project({**MODELS, "models/gold/ranked.sql": ranked,
                     "models/gold/by_country.sql": by_country,
                     "models/gold/float_days.sql": float_days})

@@ -114,6 +114,9 @@ def test_a_dbt_project_files_own_keys_are_tolerated(project):
 @pytest.mark.parametrize("sql, said, line", [
     ("{{ config(materialized='table', incremental_by=42) }}select 1 as id",
      "models/a.sql: config 'incremental_by' is 42", None),
+    ("{{ config(incremental_by='id', incremental_min_rows=-1) }}select 1 as id",
+     "models/a.sql: config 'incremental_min_rows' is -1; it must be a whole number of 0 or more",
+     None),
     ("select 1 as id,\n  {{ 1 // 0 }} as broken",
      "models/a.sql, line 2: cannot render: ZeroDivisionError: integer division or modulo by "
      "zero", 2),

@@ -66,12 +66,12 @@ def _table_properties(raw, origin: str) -> dict[str, str]:
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in raw.items()}
 
 
-def _positive_int(value, key: str, origin: str) -> int | None:
+def _whole_number(value, key: str, origin: str, least: int = 1) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MedallionError(f"config '{key}' is {value!r}; it must be a whole number above 0",
-                             path=origin)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise MedallionError(f"config '{key}' is {value!r}; it must be a whole number of "
+                             f"{least} or more", path=origin)
     return value
 
 
@@ -183,12 +183,15 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         expectations=_expectations(raw.get("expectations") or {}, origin),
         enabled=bool(raw.get("enabled", True)),
         column_types=dict(raw.get("column_types") or {}),
-        optimize_after_files=_positive_int(raw.get("optimize_after_files"),
+        optimize_after_files=_whole_number(raw.get("optimize_after_files"),
                                            "optimize_after_files", origin),
         table_properties=_table_properties(raw.get("table_properties") or {}, origin),
         tombstone_retention=str(raw.get("tombstone_retention", "30 days")),
         cdc=raw.get("cdc"),
         incremental_by=_names(raw, "incremental_by", origin),
+        incremental_min_rows=_whole_number(raw.get("incremental_min_rows",
+                                                   NodeConfig.incremental_min_rows),
+                                           "incremental_min_rows", origin, least=0),
         event_time=raw.get("event_time"),
         freshness=freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
         contract=_contract(raw.get("contract"), origin),

@@ -10,7 +10,8 @@ table was written from (kept in its commit metadata), and the result equals a fu
 The build recomputes in full, saying why, whenever that cannot be shown: on the first build,
 after a change of SQL or config, when a changed input lacks the columns or its change feed is
 gone, when the model reads landing files or views, or when its SQL computes across groups (a
-window not partitioned by them, a LIMIT).
+window not partitioned by them, a LIMIT); and, because it is quicker, while its inputs hold
+fewer rows than incremental_min_rows.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from functools import reduce
 import sqlglot
 from sqlglot import exp
 
+from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
 from .context import DELETE_COLUMN, BuildContext, input_table
 from .inputs import built_table
-from .state import definition
+from .state import definition, rows_read
 
 # The table's SQL and config (hashed) and the input versions it was computed from, in one
 # commit metadata value: one read of the table's history finds both.
@@ -84,6 +86,9 @@ def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
         return None, "its table was written by another SQL or config"
     if record.get("deferred") != _deferred(ctx, node).get("deferred"):
         return None, "its inputs were read from another warehouse (--defer) then or now"
+    reason = few_input_rows(ctx, node)
+    if reason:
+        return None, reason
     recorded = record.get("inputs") or {}
     keys = list(node.config.incremental_by)
     feeds = {}
@@ -104,6 +109,33 @@ def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
     if not feeds:
         return None, "its inputs' versions are not recorded"
     return feeds, None
+
+
+def few_input_rows(ctx: BuildContext, node: CompiledNode) -> str | None:
+    """Why one pass over the inputs is quicker than maintaining the groups: they hold fewer
+    rows than incremental_min_rows, as do the inputs of each model that maintains its groups
+    from this table's changes (a full write's feed has every row deleted and inserted again,
+    so those recompute in full too); None otherwise, and when a model reads this table's
+    changes through ref(.., changes=true), which would see every row change."""
+    limit = node.config.incremental_min_rows
+    rows = _rows_read(ctx, node) if limit else None
+    if rows is None or rows >= limit:
+        return None
+    for child in (ctx.graph.nodes[name] for name in ctx.graph.children.get(node.name, ())):
+        if node.name in child.change_refs:
+            return None
+        child_rows = _rows_read(ctx, child) if child.config.incremental_by else 0
+        if child_rows is None or child_rows >= child.config.incremental_min_rows:
+            return None
+    return (f"its inputs hold {rows} rows, fewer than incremental_min_rows ({limit}), which one "
+            "pass reads sooner than the changed groups are found")
+
+
+def _rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
+    try:
+        return rows_read(ctx, node)
+    except MedallionError:  # an input not built yet
+        return None
 
 
 def touched_groups(feeds: dict, keys: tuple[str, ...]):
