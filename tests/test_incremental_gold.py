@@ -176,6 +176,9 @@ def test_small_inputs_are_recomputed_in_full_unless_a_reader_keeps_to_the_change
     root = project({**{k: MODELS[k] for k in kept},
                     "models/gold/small_days.sql": days(),
                     "models/gold/small_rollup.sql": rollup("small_days"),
+                    # a plain table's own incremental_min_rows means nothing for small_days
+                    "models/gold/small_copy.sql": "{{ config(incremental_min_rows=0) }}\n"
+                    "select * from {{ ref('small_days') }}",
                     "models/gold/kept_days.sql": days(),
                     "models/gold/kept_rollup.sql": rollup("kept_days", ", incremental_min_rows=0"),
                     "models/gold/streamed_days.sql": days(),

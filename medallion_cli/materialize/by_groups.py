@@ -34,9 +34,10 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
     cfg = node.config
     versions = input_versions(ctx, node)  # before reading: the changes up to these are applied
     metadata = {**metadata, **group_metadata(ctx, node, versions)}
+    read = rows_read(ctx, node)  # before the commit, as batch.py says
     with ctx.phases.timing("changed_groups"):
         feeds, why_full = (None, None) if ctx.full_refresh or not ctx.engine.table_exists(
-            path) else input_changes(ctx, node, path, versions)
+            path) else input_changes(ctx, node, path, versions, read)
     rows = model_rows(ctx, node)
     missing = [k for k in cfg.incremental_by if k not in rows.columns]
     if missing:
@@ -44,7 +45,6 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: 
                              "not return", path=node.file.rel_path,
                              hint="name columns of its SELECT: the groups its rows are computed per")
     if feeds is None:
-        read = rows_read(ctx, node)  # before the commit, as batch.py says
         with checked_rows(ctx, node, rows, replace=True) as checks, ctx.phases.timing("write"):
             write = ctx.engine.write(checks.rows, path, "overwrite", cfg.partition_by,
                                      metadata=metadata,

@@ -73,9 +73,10 @@ def across_groups(node: CompiledNode) -> str | None:
 
 
 def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
-                  versions: dict[str, int] | None):
+                  versions: dict[str, int] | None, rows: int | None):
     """({input: its change feed since the table was written}, None), only inputs that changed,
-    or (None, why the whole table is recomputed)."""
+    or (None, why the whole table is recomputed). rows: the rows its inputs hold now (None:
+    not known)."""
     if versions is None:
         return None, "it reads sources or views, whose changes are not followed"
     reason = across_groups(node)
@@ -86,7 +87,7 @@ def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
         return None, "its table was written by another SQL or config"
     if record.get("deferred") != _deferred(ctx, node).get("deferred"):
         return None, "its inputs were read from another warehouse (--defer) then or now"
-    reason = few_input_rows(ctx, node)
+    reason = few_input_rows(ctx, node, rows)
     if reason:
         return None, reason
     recorded = record.get("inputs") or {}
@@ -111,20 +112,21 @@ def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
     return feeds, None
 
 
-def few_input_rows(ctx: BuildContext, node: CompiledNode) -> str | None:
-    """Why one pass over the inputs is quicker than maintaining the groups: they hold fewer
-    rows than incremental_min_rows, as do the inputs of each model that maintains its groups
-    from this table's changes (a full write's feed has every row deleted and inserted again,
-    so those recompute in full too); None otherwise, and when a model reads this table's
-    changes through ref(.., changes=true), which would see every row change."""
+def few_input_rows(ctx: BuildContext, node: CompiledNode, rows: int | None) -> str | None:
+    """Why one pass over the inputs (`rows` rows) is quicker than maintaining the groups: they
+    hold fewer rows than incremental_min_rows, as do the inputs of each model that maintains
+    its groups from this table's changes (a full write's feed has every row deleted and
+    inserted again, so those recompute in full too); None otherwise, and when a model reads
+    this table's changes through ref(.., changes=true), which would see every row change."""
     limit = node.config.incremental_min_rows
-    rows = _rows_read(ctx, node) if limit else None
     if rows is None or rows >= limit:
         return None
     for child in (ctx.graph.nodes[name] for name in ctx.graph.children.get(node.name, ())):
         if node.name in child.change_refs:
             return None
-        child_rows = _rows_read(ctx, child) if child.config.incremental_by else 0
+        if not child.config.incremental_by:
+            continue
+        child_rows = _rows_read(ctx, child)
         if child_rows is None or child_rows >= child.config.incremental_min_rows:
             return None
     return (f"its inputs hold {rows} rows, fewer than incremental_min_rows ({limit}), which one "
@@ -134,7 +136,7 @@ def few_input_rows(ctx: BuildContext, node: CompiledNode) -> str | None:
 def _rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
     try:
         return rows_read(ctx, node)
-    except MedallionError:  # an input not built yet
+    except MedallionError:  # one of its inputs is not built yet
         return None
 
 
