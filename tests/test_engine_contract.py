@@ -248,6 +248,43 @@ def test_embedded_commits_sparks_files_with_the_statistics_delta_rs_would_write(
 
 
 @pytest.mark.local_spark  # the embedded engine: Spark in this process
+def test_embedded_merges_a_small_source_without_staging_it_and_a_large_one_staged(
+        spark, tmp_path, monkeypatch):
+    """Embedded only: how its MERGE hands the source to delta-rs (delta-spark's reads it in the
+    JVM). A source Spark estimates within its broadcast threshold is collected through Arrow;
+    with the threshold off (-1) it is staged as Parquet. The tables and counts are the same,
+    timestamps, decimals, nulls and nested values included."""
+    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
+    staged = []
+    stage = engine._staged
+    monkeypatch.setattr(engine, "_staged", lambda df: staged.append(df) or stage(df))
+    start = spark.sql("""select id, concat('k', id) as s, timestamp'2024-03-01 10:00:00.123456'
+        + make_interval(0, 0, 0, id, 0, 0, 0) as ts, cast(id / 4 as decimal(10, 2)) as amount,
+        named_struct('n', id) as nested, false as _medallion_delete from range(6)""")
+    source = start.selectExpr("id + 3 as id", "if(id = 1, null, 'new') as s", "ts", "amount",
+                              "nested", "id = 0 as _medallion_delete")
+    tables, counts = [], []
+    for threshold in ("10MB", "-1"):
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+        try:
+            path = tmp_path / "wh" / f"t{len(tables)}"
+            engine.write(start.drop("_medallion_delete"), path, "overwrite")
+            staged.clear()  # the write stages its files, to commit them as they are
+            merged = engine.merge(source, path,
+                                  MergeSpec(("id",), delete_column="_medallion_delete"))
+        finally:
+            spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        assert len(staged) == (threshold == "-1")  # the merge's source staged only then
+        tables.append(sorted(tuple(r) for r in engine.read_table(path).collect()))
+        counts.append((merged.rows, merged.non_null))
+    assert tables[0] == tables[1] and counts[0] == counts[1]
+    assert [(r[0], r[1]) for r in tables[0]] == [
+        (0, "k0"), (1, "k1"), (2, "k2"), (4, None), (5, "new"), (6, "new"), (7, "new"), (8, "new")]
+    assert counts[0][0] == 6  # 3 updated, 1 deleted, 2 inserted
+    assert counts[0][1]["s"] == 5 and counts[0][1]["id"] == 6
+
+
+@pytest.mark.local_spark  # the embedded engine: Spark in this process
 def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(spark, tmp_path):
     from deltalake import DeltaTable
 

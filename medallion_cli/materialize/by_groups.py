@@ -4,9 +4,11 @@ changes touch are brought up to date, by adding the changes to their sums and co
 cannot be shown equal to a full recompute, the whole table is written again.
 
 The touched groups replace the stored ones in one MERGE when they are few next to the table's
-files; when they reach most files, a MERGE would rewrite them all anyway, in two passes and with
-its source materialized (on delta-spark it then cost 1.5-2x a full recompute), so the table is
-rewritten in one pass instead: its untouched groups as stored, the touched ones as computed."""
+files, or when the engine's MERGE costs less than a rewrite however many files it reaches
+(delta-rs's). Otherwise, when they reach most files, a MERGE would rewrite them all anyway, in
+two passes and with its source materialized (on delta-spark it then cost 1.5-2x a full
+recompute), so the table is rewritten in one pass instead: its untouched groups as stored, the
+touched ones as computed."""
 
 from __future__ import annotations
 
@@ -137,14 +139,16 @@ def replace_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: d
 
     Rows land in files by no order of their keys, so `group_count` touched groups reach about
     1 - (1 - 1/files)^group_count of the table's files: most of them once there are as many
-    groups as files. Then the table is rewritten rather than MERGEd, unless a model reads its
-    change feed: a rewrite's feed has every row deleted and inserted again, which would make
-    such a model redo all its groups (or see every row as new), where a MERGE's has only the
-    rows that changed."""
+    groups as files. Then the table is rewritten rather than MERGEd, unless the engine's MERGE
+    is the cheaper anyway (Capabilities.merges_wide_cheaply) or a model reads its change feed:
+    a rewrite's feed has every row deleted and inserted again, which would make such a model
+    redo all its groups (or see every row as new), where a MERGE's has only the rows that
+    changed."""
     cfg = node.config
     properties = cfg.delta_properties(rows.columns)
     # the graph first: counting files reads the table's log
-    if _feed_is_read(ctx, node) or group_count < (files := ctx.engine.file_count(path)):
+    if (_feed_is_read(ctx, node) or ctx.engine.capabilities.merges_wide_cheaply
+            or group_count < (files := ctx.engine.file_count(path))):
         return ctx.engine.merge(merge_source(), path, spec, metadata, properties=properties), ""
     untouched = in_groups(ctx.engine.read_table(path), groups, inside=False)
     whole = untouched.select(*rows.columns).unionByName(rows)

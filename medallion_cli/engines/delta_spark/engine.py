@@ -42,7 +42,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         delta_streaming_source=True,  # Delta's own streaming source reads the tables
         skips_empty_writes=False,  # an empty append or MERGE still commits
         clustering=None, delta_sql=True, catalog_tables=True, object_stores=("*",),
-        jar_bundles=("delta",), long_queries=LONG_QUERIES["delta-spark"])
+        jar_bundles=("delta",), long_queries=LONG_QUERIES["delta-spark"],
+        merges_wide_cheaply=False)
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target

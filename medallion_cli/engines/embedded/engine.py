@@ -4,9 +4,10 @@ Reads take the snapshot's file list from delta-rs and hand it to Spark's Parquet
 Writes: Spark writes its result to a staging Parquet folder. Appends and overwrites of
 unpartitioned tables commit those files as they are (moved into the table, added with their
 statistics: staged.py); MERGE, partitioned writes and schema evolution have delta-rs read them
-back as a stream of Arrow batches into its own commit. Either way it is one Delta commit, nothing
-is collected on the driver, so memory stays bounded whatever the size of the result, and a
-failure before the commit leaves the table as it was.
+back as a stream of Arrow batches into its own commit. Either way it is one Delta commit, and
+a failure before the commit leaves the table as it was. Only a MERGE source Spark estimates
+small is collected on the driver (collected.py), so memory stays bounded whatever the size of
+the result.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from ..sql import (
     updated_value,
 )
 from .admin import EmbeddedAdmin
+from .collected import CollectedRows, estimated_small
 from .reads import EmbeddedReads
 from .staged import StagedFiles, adoptable, remove_dead_staging, staging_folder
 
@@ -84,7 +86,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         clustering=("the embedded engine cannot cluster tables: delta-rs, which keeps its Delta "
                     "log, cannot write a table with liquid clustering"),
         delta_sql=False, catalog_tables=False, object_stores=S3_SCHEMES, jar_bundles=(),
-        long_queries=LONG_QUERIES["embedded"])
+        long_queries=LONG_QUERIES["embedded"], merges_wide_cheaply=True)
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
@@ -110,6 +112,17 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                 for batch in pq.ParquetFile(f).iter_batches())), staged
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+    @contextmanager
+    def _merge_source(self, df):
+        """(Arrow data, its rows and non-null counts): collected when small (collected.py),
+        else staged."""
+        if estimated_small(df):
+            source = CollectedRows(df)
+            yield source.table, source
+            return
+        with self._staged(df) as staged:
+            yield staged
 
     def committed_version(self, path: str, app_id: str) -> int | None:
         """The last batch id committed to the table by this app (a streaming query), if any."""
@@ -205,12 +218,12 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         dt = self._snapshot(path, properties)
         if replayed(dt, txn):
             return self._unchanged(dt)
-        with self._staged(df) as (data, staged):
-            if not staged.rows:
-                return self._unchanged(dt, staged)
+        with self._merge_source(df) as (data, source):
+            if not source.rows:
+                return self._unchanged(dt, source)
             with one_writer(path):
                 self._merge(dt, data, spec, metadata, merge_schema, txn)
-        return self._result(path, staged)
+        return self._result(path, source)
 
     def _snapshot(self, path: str, properties: dict[str, str] | None) -> DeltaTable | None:
         """The table as a write starts from (None when there is none), with the properties it
@@ -237,9 +250,10 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                 + ", ".join(EMBEDDED_PROPERTIES) + "; the delta-spark engine keeps any")
 
     @staticmethod
-    def _unchanged(dt: DeltaTable, staged: StagedFiles | None = None) -> WriteResult:
+    def _unchanged(dt: DeltaTable, rows: StagedFiles | CollectedRows | None = None
+                   ) -> WriteResult:
         return WriteResult(version=dt.version(), rows=0, files_added=0,
-                           non_null=staged.non_null if staged else {})
+                           non_null=rows.non_null if rows else {})
 
     def _merge(self, dt, data, spec, metadata, merge_schema, txn) -> None:
         on = match_condition(spec, lambda c: f"{SOURCE}.{_quote(c)}",
@@ -268,7 +282,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                 raise duplicate_keys(spec) from exc
             raise
 
-    def _result(self, path: str, staged: StagedFiles) -> WriteResult:
+    def _result(self, path: str, staged: StagedFiles | CollectedRows) -> WriteResult:
         op = self._open(path).history(1)[0]
         metrics = op.get("operationMetrics") or {}
         if "num_added_rows" in metrics:
