@@ -282,7 +282,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                 raise duplicate_keys(spec) from exc
             raise
 
-    def _result(self, path: str, staged: StagedFiles | CollectedRows) -> WriteResult:
+    def _result(self, path: str, written: StagedFiles | CollectedRows) -> WriteResult:
         op = self._open(path).history(1)[0]
         metrics = op.get("operationMetrics") or {}
         if "num_added_rows" in metrics:
@@ -293,7 +293,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         return WriteResult(version=op["version"], rows=rows,
                            files_added=metrics.get("num_added_files",
                                                    metrics.get("num_target_files_added")),
-                           non_null=staged.non_null)
+                           non_null=written.non_null)
 
     # Maintenance and time travel: delta-rs alone, no Spark.
 
