@@ -1,5 +1,6 @@
 """The engine interface's contract, run against both engines."""
 
+from decimal import Decimal as D
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,42 @@ def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, lake):
     assert rows(engine, path) == [(1, "a", 2), (2, "new", 2), (4, "d", 1), (6, "f", 1)]
     # the rows it changed (1 updated, 1 deleted, 1 inserted), not the unchanged ones it copied
     assert (merged.version, merged.rows) == (1, 3)
+
+
+def test_merge_adds_changes_to_stored_sums_and_counts(engine, spark, tmp_path):
+    """MergeSpec.added: the source holds changes (rows, a count, a nullable sum) added to the
+    stored values; a group whose rows come to 0 is deleted, and one with none to add is not
+    inserted."""
+    path = str(tmp_path / "wh/t")
+    schema = "k long, n long, c long, s decimal(12,2)"
+    engine.write(spark.sql(
+        "select * from values (1L, 2L, 2L, 10.00BD), (2L, 1L, 0L, null), (3L, 1L, 1L, 5.00BD),"
+        " (null, 1L, 1L, 1.00BD), (9L, 1L, 1L, 7.00BD) as v(k, n, c, s)").to(
+        spark.createDataFrame([], schema).schema), path, "overwrite")
+    changes = spark.sql(
+        "select * from values (1L, 1L, 1L, 2.50BD), (2L, 0L, 1L, 4.00BD), (3L, -1L, -1L, -5.00BD),"
+        " (null, 0L, 0L, null), (4L, 2L, 1L, 3.00BD), (5L, -1L, -1L, -1.00BD) as v(k, n, c, s)"
+    ).to(spark.createDataFrame([], schema).schema)
+    merged = engine.merge(changes, path, MergeSpec(("k",), null_safe_keys=("k",),
+                                                   added=("n", "c", "s"), added_rows="n"))
+    assert sorted(engine.read_table(path).collect(), key=lambda r: (r.k is not None, r.k)) == [
+        (None, 1, 1, D("1.00")),  # a null change keeps the stored sum; null keys match
+        (1, 3, 3, D("12.50")), (2, 1, 1, D("4.00")),  # a stored null sum counts as 0
+        (4, 2, 1, D("3.00")),  # inserted; 3 had no rows left, and 5 none to add
+        (9, 1, 1, D("7.00"))]
+    assert merged.rows == 5  # 3 updated, 1 deleted, 1 inserted
+
+
+def test_columns_without_nulls_are_read_from_the_log_at_a_version(engine, spark, tmp_path):
+    path = str(tmp_path / "wh/t")
+    nested = "id long, v string, seq int, pair struct<a: int>"
+    engine.write(spark.sql("select 1L as id, 'a' as v, 1 as seq, named_struct('a', 1) as pair"
+                           ).to(spark.createDataFrame([], nested).schema), path, "overwrite")
+    engine.write(spark.sql("select 2L as id, null as v, 1 as seq, named_struct('a', 2) as pair"
+                           ).to(spark.createDataFrame([], nested).schema), path, "append")
+    # a nested column's own statistics are its fields': it is never said to hold no null
+    assert engine.columns_without_nulls(path, 0) == {"id", "v", "seq"}
+    assert engine.columns_without_nulls(path, 1) == {"id", "seq"}
 
 
 @pytest.mark.parametrize("through, kept", [
@@ -312,6 +349,15 @@ def test_native_merge_sql_parses_with_sqlglot_spark():
     plain = sqlglot.parse_one(merge_sql("/p", "src", ["id", "v"], MergeSpec(("id",))),
                               read="spark")
     assert len(list(plain.find_all(exp.When))) == 2
+    adding = sqlglot.parse_one(merge_sql("/p", "src", ["id", "n", "v"], MergeSpec(
+        ("id",), added=("n", "v"), added_rows="n")), read="spark")
+    assert [w.sql("spark") for w in adding.find_all(exp.When)] == [
+        "WHEN MATCHED AND t.`n` + s.`n` <= 0 THEN DELETE",
+        "WHEN MATCHED THEN UPDATE SET `id` = s.`id`, "
+        "`n` = COALESCE(COALESCE(t.`n`, 0) + s.`n`, t.`n`), "
+        "`v` = COALESCE(COALESCE(t.`v`, 0) + s.`v`, t.`v`)",
+        "WHEN NOT MATCHED AND s.`n` > 0 THEN INSERT (`id`, `n`, `v`) "
+        "VALUES (s.`id`, s.`n`, s.`v`)"]
     keeping = sqlglot.parse_one(merge_sql("/p", "src", ["id", "v"], MergeSpec(
         ("id",), ignore_nulls=True)), read="spark")  # ignore_null_updates
     assert [e.sql("spark") for e in keeping.find(exp.Update).expressions] == [

@@ -46,6 +46,12 @@ class MergeSpec:
     # The latest truncate's sequence_by values (SQL literals): target rows the source lacks
     # that are not newer are deleted
     truncated_through: dict[str, str] | None = None
+    # Source values are changes added to the stored ones (sums and counts kept per group): a
+    # matched row's `added` columns become stored + source, a stored null counting as 0 and a
+    # null source keeping the stored value. The row is deleted when its `added_rows` column
+    # comes to 0 or less; a source row whose `added_rows` is not above 0 inserts nothing.
+    added: tuple[str, ...] = ()
+    added_rows: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,10 @@ class TableAdmin(Protocol):
 
     def row_count(self, path: str) -> int | None:
         """Rows in the table now, from the Delta log's file statistics (None if it lacks them)."""
+
+    def columns_without_nulls(self, path: str, version: int) -> frozenset[str]:
+        """The table's top-level columns with no null at `version`, from the Delta log's file
+        statistics (a column they do not cover, or a log not read here, is left out)."""
 
     def history(self, path: str, limit: int | None = None) -> list[dict]: ...
 

@@ -1,7 +1,8 @@
 """delta-rs's commits, which both engines make on a local warehouse (the embedded engine for
 every table, delta-spark for the event log's few rows): custom metadata and app transactions
 on a commit, one line for a commit that lost to a concurrent one, and tables delta-rs cannot
-write refused by name. Also a table's row count from its log, which both engines read.
+write refused by name. Also a table's row count and its columns without nulls, from its log,
+which both engines read.
 """
 
 from __future__ import annotations
@@ -85,3 +86,16 @@ def rows_in_stats(dt: DeltaTable) -> int | None:
         return None
     rows = pa.table(dt.get_add_actions(flatten=True)).column("num_records")
     return None if rows.null_count else sum(rows.to_pylist())
+
+
+def columns_without_nulls(dt: DeltaTable) -> frozenset[str]:
+    """The table's top-level columns that hold no null, by its files' statistics (a column some
+    file lacks them for is left out). Deletion vectors only hide rows, so a file's count of 0
+    holds for the rows they leave."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    if not actions.num_rows:
+        return frozenset()
+    counted = {f.name: actions.column(f"null_count.{f.name}") for f in dt.schema().fields
+               if f"null_count.{f.name}" in actions.column_names}
+    return frozenset(name for name, nulls in counted.items()
+                     if not nulls.null_count and not any(nulls.to_pylist()))

@@ -21,9 +21,26 @@ def table(path: str) -> str:
 
 def updated_value(spec: MergeSpec, column: str, source, target) -> str:
     """SQL: the value a matched row's column is updated to."""
+    if column in spec.added:
+        return f"coalesce(coalesce({target(column)}, 0) + {source(column)}, {target(column)})"
     if spec.ignore_nulls and column not in spec.keys:
         return f"coalesce({source(column)}, {target(column)})"
     return source(column)
+
+
+def deleted_condition(spec: MergeSpec, source, target) -> str | None:
+    """SQL: a matched row is deleted (the spec's delete column, or no rows left in its group
+    once the source's are added), None when no row is."""
+    if spec.added_rows:
+        return f"{target(spec.added_rows)} + {source(spec.added_rows)} <= 0"
+    return source(spec.delete_column) if spec.delete_column else None
+
+
+def inserted_condition(spec: MergeSpec, source) -> str | None:
+    """SQL: an unmatched source row is inserted (not a delete; rows to add), None: every one."""
+    if spec.added_rows:
+        return f"{source(spec.added_rows)} > 0"
+    return f"NOT {source(spec.delete_column)}" if spec.delete_column else None
 
 
 def match_condition(spec: MergeSpec, source, target) -> str:
@@ -85,17 +102,17 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
     on = match_condition(spec, lambda c: f"{SOURCE}.{quote(c)}", lambda c: f"{TARGET}.{quote(c)}")
     newer = newer_condition(spec.sequence_by, lambda c: f"{SOURCE}.{quote(c)}",
                             lambda c: f"{TARGET}.{quote(c)}")
-    deleting = f"{SOURCE}.{quote(spec.delete_column)}" if spec.delete_column else None
+    source, target = (lambda c: f"{SOURCE}.{quote(c)}"), (lambda c: f"{TARGET}.{quote(c)}")
+    deleting = deleted_condition(spec, source, target)
+    inserting = inserted_condition(spec, source)
     written = [c for c in columns if c != spec.delete_column]
-    sets = ", ".join(f"{quote(c)} = " + updated_value(spec, c, lambda n: f"{SOURCE}.{quote(n)}",
-                                                      lambda n: f"{TARGET}.{quote(n)}")
-                     for c in written)
+    sets = ", ".join(f"{quote(c)} = " + updated_value(spec, c, source, target) for c in written)
     clauses = []
     if deleting:
         clauses.append(f"WHEN MATCHED AND {' AND '.join(filter(None, [newer, deleting]))} "
                        "THEN DELETE")
     clauses.append(f"WHEN MATCHED{f' AND {newer}' if newer else ''} THEN UPDATE SET {sets}")
-    clauses.append(f"WHEN NOT MATCHED{f' AND NOT {deleting}' if deleting else ''} THEN INSERT "
+    clauses.append(f"WHEN NOT MATCHED{f' AND {inserting}' if inserting else ''} THEN INSERT "
                    f"({', '.join(map(quote, written))}) "
                    f"VALUES ({', '.join(f'{SOURCE}.{quote(c)}' for c in written)})")
     removed = removed_condition(spec, lambda c: f"{TARGET}.{quote(c)}")

@@ -10,7 +10,10 @@ plus the first and minus the second. A group whose count(*) falls to 0 is delete
 Exact, as a full recompute: only whole-number and decimal sums are added (floating point sums
 depend on the order of addition), and sum() is null when a group has no non-null value, which
 adding cannot always tell: a sum that comes out 0 after non-null values were removed may be 0 or
-null, so those few groups are recomputed from the inputs' rows (incremental.py's way).
+null, so those few groups are recomputed from the inputs' rows (incremental.py's way). Where no
+group can be in that doubt (the summed columns hold no null, or no group lost non-null values
+without gaining any), the changes' totals are added to the stored rows by the MERGE itself
+(change_totals), and no stored row is read first.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .incremental import in_groups
 
 ADDED = ("insert", "update_postimage")
 SIGN, RECOMPUTE = "_medallion_sign", "_medallion_recompute"
+MAY_BE_NULL = "_medallion_may_be_null"
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,10 @@ class Aggregates:
     """The model's output columns by position: its keys, and per aggregate 'count' or 'sum'."""
 
     kinds: tuple[str | None, ...]  # None: a key column; 'rows': count(*)
+    summed: tuple[str | None, ...] = ()  # per sum, the input column it adds up, if a plain one
+
+    def rows_column(self, columns: list[str]) -> str:
+        return columns[self.kinds.index("rows")]
 
 
 def _aggregate_kind(projection) -> str | None:
@@ -64,20 +72,24 @@ def aggregates_of(node: CompiledNode) -> tuple[Aggregates | None, str | None]:
     grouped = {c.name for c in group.expressions if isinstance(c, exp.Column)} if group else set()
     if not group or grouped != keys or len(group.expressions) != len(keys):
         return None, f"it is not grouped by exactly {', '.join(sorted(keys))}"
-    kinds = []
+    kinds, summed = [], []
     for projection in tree.expressions:
         plain = projection.this if isinstance(projection, exp.Alias) else projection
         if isinstance(plain, exp.Column) and plain.name in keys and projection.alias_or_name \
                 == plain.name:
             kinds.append(None)
+            summed.append(None)
             continue
         kind = _aggregate_kind(projection)
         if kind is None:
             return None, f"'{projection.sql(dialect='spark')}' is not a sum or count"
         kinds.append(kind)
+        argument = projection.unalias().this
+        summed.append(argument.name if kind == "sum" and isinstance(argument, exp.Column)
+                      else None)
     if "rows" not in kinds:
         return None, "it has no count(*), which tells when a group has no rows left"
-    return Aggregates(tuple(kinds)), None
+    return Aggregates(tuple(kinds), tuple(summed)), None
 
 
 def inexact_sum(aggregates: Aggregates, added) -> str | None:
@@ -108,8 +120,8 @@ def updated_groups(aggregates: Aggregates, stored, touched, added, removed, dele
 
     columns = added.columns
     keys = [c for c, kind in zip(columns, aggregates.kinds) if kind is None]
-    rows_left = columns[aggregates.kinds.index("rows")]
-    changed = added.withColumn(SIGN, F.lit(1)).unionByName(removed.withColumn(SIGN, F.lit(-1)))
+    rows_left = aggregates.rows_column(columns)
+    changed = _signed(added, removed)
     # Only the touched groups' stored rows: the table is read, but not grouped, in full.
     stored = in_groups(stored, F.broadcast(touched))
     union = changed.unionByName(stored.select(*columns).withColumn(SIGN, F.lit(1)))
@@ -129,6 +141,64 @@ def updated_groups(aggregates: Aggregates, stored, touched, added, removed, dele
     grouped = union.groupBy(*keys).agg(
         *values, (F.lit(False) if not ambiguous else _any(ambiguous)).alias(RECOMPUTE))
     return grouped.withColumn(delete_column, F.col(rows_left) <= 0)
+
+
+def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozenset[str]):
+    """Per group the changes touch, the model's columns: each count's and sum's change (added -
+    removed; a sum's is null when the changes hold none of its non-null values), to be added to
+    the stored row (MergeSpec.added); and MAY_BE_NULL, true where a sum that may hold nulls
+    (not of an input column in `without_nulls`) lost non-null values and gained none: whether
+    it is null now, or 0, only the group's rows tell."""
+    from ..spark.pyspark_api import F
+
+    columns = added.columns
+    keys = [c for c, kind in zip(columns, aggregates.kinds) if kind is None]
+    sign = F.col(SIGN)
+    values, unsure = [], []
+    for column, kind, summed, field in zip(columns, aggregates.kinds, aggregates.summed,
+                                           added.schema.fields):
+        if kind is None:
+            continue
+        total = F.sum(sign * F.coalesce(F.col(column), F.lit(0)))
+        if kind != "sum":
+            values.append(total.cast(field.dataType).alias(column))
+            continue
+        gained = F.count_if((sign > 0) & F.col(column).isNotNull()) > 0
+        lost = F.count_if((sign < 0) & F.col(column).isNotNull()) > 0
+        values.append(F.when(gained | lost, total).cast(field.dataType).alias(column))
+        if summed not in without_nulls:
+            unsure.append(lost & ~gained)
+    totals = _signed(added, removed).groupBy(*keys).agg(
+        *values, (_any(unsure) if unsure else F.lit(False)).alias(MAY_BE_NULL))
+    return totals.select(*columns, MAY_BE_NULL)
+
+
+def added_to(stored, totals, keys, values: list[str], rows_column: str):
+    """The stored table with change_totals' rows added to it, as a MERGE with MergeSpec.added
+    leaves it, in one pass over the table: joined on the keys (null matching null), a group's
+    `values` are the stored ones plus its totals, and a group with no rows left is dropped."""
+    from ..spark.pyspark_api import F
+
+    joined = stored.join(totals, on=reduce(lambda a, b: a & b, [
+        stored[k].eqNullSafe(totals[k]) for k in keys]), how="full_outer")
+    in_table, in_totals = stored[rows_column].isNotNull(), totals[rows_column].isNotNull()
+    columns = []
+    for field in totals.schema.fields:
+        c = field.name
+        value = F.when(in_table, stored[c]).otherwise(totals[c])
+        if c in values:
+            value = F.when(~in_totals, stored[c]).when(~in_table, totals[c]).otherwise(
+                F.coalesce(F.coalesce(stored[c], F.lit(0)) + totals[c], stored[c]))
+        columns.append(value.cast(field.dataType).alias(c))
+    rows_left = F.coalesce(stored[rows_column], F.lit(0)) + F.coalesce(totals[rows_column],
+                                                                         F.lit(0))
+    return joined.where(rows_left > 0).select(*columns)
+
+
+def _signed(added, removed):
+    from ..spark.pyspark_api import F
+
+    return added.withColumn(SIGN, F.lit(1)).unionByName(removed.withColumn(SIGN, F.lit(-1)))
 
 
 def _any(conditions):

@@ -5,7 +5,7 @@ and columns from the table's log, where log.py says.
 
 from __future__ import annotations
 
-from ..deltars import rows_in_stats
+from ..deltars import columns_without_nulls, rows_in_stats
 from ..sql import quote, snapshot_sql, table
 from .log import client_log
 
@@ -54,6 +54,13 @@ class DeltaSparkAdmin:
         table), else Delta's count, which it answers from its log."""
         counted = client_log(path, rows_in_stats, anywhere=bool(self.target.spark_remote))
         return counted if counted is not None else self.read_table(path).count()
+
+    def columns_without_nulls(self, path: str, version: int) -> frozenset[str]:
+        """From the log where delta-rs reads it; elsewhere none are known (no Spark job)."""
+        def at_version(dt):
+            dt.load_as_version(version)
+            return columns_without_nulls(dt)
+        return client_log(path, at_version, anywhere=bool(self.target.spark_remote)) or frozenset()
 
     def history(self, path: str, limit: int | None = None) -> list[dict]:
         """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left

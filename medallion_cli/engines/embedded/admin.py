@@ -8,7 +8,7 @@ import pyarrow.fs as pafs
 
 from ...core.errors import MedallionError
 from ...spark.object_store import arrow_filesystem
-from ..deltars import rows_in_stats, writable
+from ..deltars import columns_without_nulls, open_table, rows_in_stats, writable
 
 
 def _type_name(delta_type) -> str:
@@ -54,6 +54,9 @@ class EmbeddedAdmin:
 
     def row_count(self, path: str) -> int | None:
         return rows_in_stats(self._open(path))
+
+    def columns_without_nulls(self, path: str, version: int) -> frozenset[str]:
+        return columns_without_nulls(open_table(path, version))
 
     def history(self, path: str, limit: int | None = None) -> list[dict]:
         return self._open(path).history(limit)

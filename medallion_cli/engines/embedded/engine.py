@@ -47,6 +47,8 @@ from ..deltars import (
     writable,
 )
 from ..sql import (
+    deleted_condition,
+    inserted_condition,
     match_condition,
     newer_condition,
     removed_condition,
@@ -256,23 +258,20 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                            non_null=rows.non_null if rows else {})
 
     def _merge(self, dt, data, spec, metadata, merge_schema, txn) -> None:
-        on = match_condition(spec, lambda c: f"{SOURCE}.{_quote(c)}",
-                             lambda c: f"{TARGET}.{_quote(c)}")
+        source, target = (lambda c: f"{SOURCE}.{_quote(c)}"), (lambda c: f"{TARGET}.{_quote(c)}")
         columns = [c for c in data.schema.names if c != spec.delete_column]
-        values = {c: f"{SOURCE}.{_quote(c)}" for c in columns}
-        newer = newer_condition(spec.sequence_by, lambda c: f"{SOURCE}.{_quote(c)}",
-                                lambda c: f"{TARGET}.{_quote(c)}")
-        deleting = f"{SOURCE}.{_quote(spec.delete_column)}" if spec.delete_column else None
-        merger = dt.merge(data, on, source_alias=SOURCE, target_alias=TARGET,
-                          merge_schema=merge_schema, commit_properties=commit_properties(metadata, txn))
+        newer = newer_condition(spec.sequence_by, source, target)
+        deleting = deleted_condition(spec, source, target)
+        merger = dt.merge(data, match_condition(spec, source, target), source_alias=SOURCE,
+                          target_alias=TARGET, merge_schema=merge_schema,
+                          commit_properties=commit_properties(metadata, txn))
         if deleting:
             merger = merger.when_matched_delete(" AND ".join(filter(None, [newer, deleting])))
-        merger = merger.when_matched_update({c: updated_value(
-            spec, c, lambda n: f"{SOURCE}.{_quote(n)}", lambda n: f"{TARGET}.{_quote(n)}")
-            for c in columns}, predicate=newer)
-        merger = merger.when_not_matched_insert(values, predicate=f"NOT {deleting}" if deleting
-                                                else None)
-        removed = removed_condition(spec, lambda c: f"{TARGET}.{_quote(c)}")
+        merger = merger.when_matched_update(
+            {c: updated_value(spec, c, source, target) for c in columns}, predicate=newer)
+        merger = merger.when_not_matched_insert({c: source(c) for c in columns},
+                                                predicate=inserted_condition(spec, source))
+        removed = removed_condition(spec, target)
         if removed:
             merger = merger.when_not_matched_by_source_delete(removed)
         try:
