@@ -99,10 +99,9 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
     replaced only by one at least as new (sequence_by); delete_column deletes; new keys insert
     unless they are deletes. evolve: columns the table lacks are added (Delta's schema
     evolution, which resolves them only when assigned by their bare names)."""
-    on = match_condition(spec, lambda c: f"{SOURCE}.{quote(c)}", lambda c: f"{TARGET}.{quote(c)}")
-    newer = newer_condition(spec.sequence_by, lambda c: f"{SOURCE}.{quote(c)}",
-                            lambda c: f"{TARGET}.{quote(c)}")
     source, target = (lambda c: f"{SOURCE}.{quote(c)}"), (lambda c: f"{TARGET}.{quote(c)}")
+    on = match_condition(spec, source, target)
+    newer = newer_condition(spec.sequence_by, source, target)
     deleting = deleted_condition(spec, source, target)
     inserting = inserted_condition(spec, source)
     written = [c for c in columns if c != spec.delete_column]
@@ -114,8 +113,8 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
     clauses.append(f"WHEN MATCHED{f' AND {newer}' if newer else ''} THEN UPDATE SET {sets}")
     clauses.append(f"WHEN NOT MATCHED{f' AND {inserting}' if inserting else ''} THEN INSERT "
                    f"({', '.join(map(quote, written))}) "
-                   f"VALUES ({', '.join(f'{SOURCE}.{quote(c)}' for c in written)})")
-    removed = removed_condition(spec, lambda c: f"{TARGET}.{quote(c)}")
+                   f"VALUES ({', '.join(source(c) for c in written)})")
+    removed = removed_condition(spec, target)
     if removed:
         clauses.append(f"WHEN NOT MATCHED BY SOURCE AND {removed} THEN DELETE")
     return (f"MERGE {'WITH SCHEMA EVOLUTION ' if evolve else ''}INTO {table(path)} AS {TARGET} "

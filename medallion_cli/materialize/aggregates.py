@@ -12,8 +12,8 @@ depend on the order of addition), and sum() is null when a group has no non-null
 adding cannot always tell: a sum that comes out 0 after non-null values were removed may be 0 or
 null, so those few groups are recomputed from the inputs' rows (incremental.py's way). Where no
 group can be in that doubt (the summed columns hold no null, or no group lost non-null values
-without gaining any), the changes' totals are added to the stored rows by the MERGE itself
-(change_totals), and no stored row is read first.
+without gaining any), the changes' totals are added to the stored rows by the write itself (a
+MERGE, or a rewrite: change_totals, added_to), and no stored row is read first.
 """
 
 from __future__ import annotations
@@ -41,6 +41,18 @@ class Aggregates:
 
     def rows_column(self, columns: list[str]) -> str:
         return columns[self.kinds.index("rows")]
+
+    def keys(self, columns: list[str]) -> list[str]:
+        return [c for c, kind in zip(columns, self.kinds) if kind is None]
+
+    def values(self, columns: list[str]) -> list[str]:
+        return [c for c, kind in zip(columns, self.kinds) if kind is not None]
+
+    def may_turn_null(self, without_nulls: frozenset[str]) -> list[bool]:
+        """Per column: a sum that may become null while its group has rows, as it does not
+        add up an input column in `without_nulls` (which holds no null)."""
+        return [kind == "sum" and summed not in without_nulls
+                for kind, summed in zip(self.kinds, self.summed)]
 
 
 def _aggregate_kind(projection) -> str | None:
@@ -119,7 +131,7 @@ def updated_groups(aggregates: Aggregates, stored, touched, added, removed, dele
     from ..spark.pyspark_api import F
 
     columns = added.columns
-    keys = [c for c, kind in zip(columns, aggregates.kinds) if kind is None]
+    keys = aggregates.keys(columns)
     rows_left = aggregates.rows_column(columns)
     changed = _signed(added, removed)
     # Only the touched groups' stored rows: the table is read, but not grouped, in full.
@@ -152,11 +164,11 @@ def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozens
     from ..spark.pyspark_api import F
 
     columns = added.columns
-    keys = [c for c, kind in zip(columns, aggregates.kinds) if kind is None]
     sign = F.col(SIGN)
     values, unsure = [], []
-    for column, kind, summed, field in zip(columns, aggregates.kinds, aggregates.summed,
-                                           added.schema.fields):
+    for column, kind, may_turn_null, field in zip(columns, aggregates.kinds,
+                                                  aggregates.may_turn_null(without_nulls),
+                                                  added.schema.fields):
         if kind is None:
             continue
         total = F.sum(sign * F.coalesce(F.col(column), F.lit(0)))
@@ -166,9 +178,9 @@ def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozens
         gained = F.count_if((sign > 0) & F.col(column).isNotNull()) > 0
         lost = F.count_if((sign < 0) & F.col(column).isNotNull()) > 0
         values.append(F.when(gained | lost, total).cast(field.dataType).alias(column))
-        if summed not in without_nulls:
+        if may_turn_null:
             unsure.append(lost & ~gained)
-    totals = _signed(added, removed).groupBy(*keys).agg(
+    totals = _signed(added, removed).groupBy(*aggregates.keys(columns)).agg(
         *values, (_any(unsure) if unsure else F.lit(False)).alias(MAY_BE_NULL))
     return totals.select(*columns, MAY_BE_NULL)
 

@@ -132,13 +132,12 @@ def add_in_place(ctx: BuildContext, node: CompiledNode, path: str, metadata: dic
     with cached(change_totals(aggregates, changes.added, changes.removed, without_nulls)
                 ) as totals:
         counts = cache(lambda: totals.select(F.count(F.lit(1)), F.count_if(MAY_BE_NULL)).first())
-        if any(kind == "sum" and column not in without_nulls
-               for kind, column in zip(aggregates.kinds, aggregates.summed)):
+        if any(aggregates.may_turn_null(without_nulls)):
             with ctx.phases.timing("add_changes"):
                 if counts()[1]:
                     return None
         source = totals.drop(MAY_BE_NULL)
-        values = [c for c, kind in zip(source.columns, aggregates.kinds) if kind]
+        values = aggregates.values(source.columns)
         with checked_rows(ctx, node, source, replace=False) as checks, \
                 ctx.phases.timing("write"):
             rows = aggregates.rows_column(source.columns)
