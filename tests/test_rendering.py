@@ -162,3 +162,25 @@ def test_missing_var_says_how_to_set_it(project):
     root = project({"models/m.sql": "select {{ var('missing') }}"})
     with pytest.raises(MedallionError, match="--vars"):
         compiled(root)
+
+
+@pytest.mark.unit
+def test_templates_compile_once_a_process_and_again_when_edited(project, monkeypatch):
+    """Every command, and each --watch refresh, renders the project again: unchanged files
+    are not compiled again, an edited one is, whatever its modification time says."""
+    import jinja2
+    compiles = []
+    compile_source = jinja2.Environment.compile
+    monkeypatch.setattr(jinja2.Environment, "compile",
+                        lambda env, source, *a, **kw: compiles.append(source)
+                        or compile_source(env, source, *a, **kw))
+    root = project({"macros/a.sql": "{% macro cents(col) %}{{ col }} / 100{% endmacro %}",
+                    "models/m.sql": "select {{ cents('amount') }} as amount"})
+    assert "amount / 100 as amount" in compiled(root)["m"].sql
+    assert any("macro cents" in s for s in compiles)
+    compiles.clear()
+    assert "amount / 100 as amount" in compiled(root)["m"].sql
+    assert compiles == []
+    (root / "models/m.sql").write_text("select {{ cents('price') }} as price")
+    assert "price / 100 as price" in compiled(root)["m"].sql
+    assert compiles == ["select {{ cents('price') }} as price"]

@@ -23,6 +23,7 @@ from ..core.nodes import (
     relation,
 )
 from ..core.project import NodeFile, Project
+from .compiled import COMPILED
 from .model_config import check_keys, merge_layers, resolve_config
 from .yaml_io import env_var
 
@@ -81,13 +82,11 @@ class Renderer:
         self.full_refresh = full_refresh
         self.table_exists = table_exists or _delta_table_exists
         self.env = jinja2.Environment(
-            loader=_Loader(str(project.root)),
-            undefined=jinja2.StrictUndefined,
-            extensions=["jinja2.ext.do"],
-            keep_trailing_newline=True,
-        )
+            loader=_Loader(str(project.root)), undefined=jinja2.StrictUndefined,
+            extensions=["jinja2.ext.do"], keep_trailing_newline=True, bytecode_cache=COMPILED)
         # Built-in generic tests first, so a project's own macro of the same name wins.
-        self.macros = [self.env.from_string(test_blocks_as_macros(BUILTIN_TESTS.read_text()))]
+        self.macros = [COMPILED.template(self.env, "<built-in tests>",
+                                         test_blocks_as_macros(BUILTIN_TESTS.read_text()))]
         self.macros += [self._load(p) for p in project.macro_files]
 
     def _load(self, path: Path) -> jinja2.Template:

@@ -12,6 +12,7 @@ from ..core.config import as_tuple, freshness_limits
 from ..core.errors import MedallionError
 from ..core.locations import resolve
 from ..core.project import CDC_FORMATS, SOURCE_FORMATS, UNKNOWN_FIELDS, SourceTable
+from .compiled import strict_template
 from .model_config import check_keys
 from .yaml_io import env_var, read_yaml
 
@@ -166,8 +167,7 @@ def _rendered(value, origin: str, where: str) -> str:
     if "{{" not in text:
         return text
     try:
-        return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
-            text).render(env_var=env_var)
+        return strict_template(text).render(env_var=env_var)
     except jinja2.TemplateError as exc:
         raise MedallionError(f"{where}: cannot render: {exc}", path=origin) from exc
 
