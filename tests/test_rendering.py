@@ -1,5 +1,6 @@
 """Rendering: the Jinja context (ref, source, config, var, env_var, this, is_incremental, macros)."""
 
+import jinja2
 import pytest
 from conftest import PROFILE
 
@@ -168,7 +169,6 @@ def test_missing_var_says_how_to_set_it(project):
 def test_templates_compile_once_a_process_and_again_when_edited(project, monkeypatch):
     """Every command, and each --watch refresh, renders the project again: unchanged files
     are not compiled again, an edited one is, whatever its modification time says."""
-    import jinja2
     compiles = []
     compile_source = jinja2.Environment.compile
     monkeypatch.setattr(jinja2.Environment, "compile",
