@@ -145,10 +145,25 @@ def test_the_sample_builds_over_connect_on_s3_with_the_tables_of_a_local_build(
     assert s3_tables(s3, f"s3://{bucket}/lake") == local_sample.tables("delta-spark")
 
 
+# Makes a server's first Python worker for a query's batches start 12 s late, as on a machine
+# too busy to start Python processes: Spark waits 10 s for a worker to connect back.
+LATE_FIRST_WORKER = """\
+import time
+from pathlib import Path
+
+if b"foreach_batch_worker" in Path("/proc/self/cmdline").read_bytes():
+    try:
+        Path(__file__).with_name("late").touch(exist_ok=False)
+        time.sleep(12)
+    except FileExistsError:
+        pass
+"""
+
+
 def test_a_server_killed_mid_build_loses_and_doubles_nothing(tmp_path):
     """The server (its JVM) is SIGKILLed once bronze's first batch (of three: one file each)
-    is committed: the client says so in one line; against a new server the next build
-    commits each event once."""
+    is committed: the client says so in one line; against a new server, busy as it starts
+    (its first worker for a query's batches is late), the next build commits each event once."""
     server = connect_server.start()
     port = server.port
     root = write_project(tmp_path / "p", MODELS, profile=connect_profile(server.url))
@@ -169,12 +184,18 @@ def test_a_server_killed_mid_build_loses_and_doubles_nothing(tmp_path):
     assert "Traceback" not in output and "grpc" not in output.lower(), output
     failed = [line for line in output.splitlines() if "Spark Connect server" in line]
     assert failed and "did not answer" in failed[0], output.splitlines()
-    server = connect_server.start(port)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "sitecustomize.py").write_text(LATE_FIRST_WORKER)
+    server = connect_server.start(port, env={"PYTHONPATH": str(busy)})
     try:
         rebuilt, _ = medallion(root, "build")
+        said = server.log.read_text(errors="replace")
     finally:
         server.stop()
     assert rebuilt.returncode == 0, rebuilt.stdout
+    assert (busy / "late").exists()  # the late worker's query was started again
+    assert "Timed out while waiting for the Python worker to connect back" in said
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
     assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(
         BATCH_1 + BATCH_2 + BATCH_3)

@@ -354,6 +354,20 @@ def test_a_store_answering_5xx_is_one_line_saying_so_whichever_client_met_it(
 
 
 @pytest.mark.unit
+def test_a_timeout_is_the_stores_only_where_the_error_names_a_store(monkeypatch):
+    from medallion_cli.core.failures import error_message
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    spark_said = ("java.net.SocketTimeoutException: Timed out while waiting for the Python "
+                  "worker to connect back")
+    assert error_message(RuntimeError(spark_said)) == spark_said
+    s3a_said = ("org.apache.hadoop.fs.s3a.AWSClientIOException: getFileStatus on s3a://bkt/t: "
+                "java.net.SocketTimeoutException: Read timed out")
+    assert error_message(RuntimeError(s3a_said)).startswith(
+        "the object store did not answer (http://127.0.0.1:9000: SocketTimeoutException)")
+
+
+@pytest.mark.unit
 def test_the_test_s3_server_leaves_no_folder_behind_once_stopped():
     """Engine-independent (moto's server only): its request log, megabytes a test run, went
     with it; 142 such folders had piled up in /tmp before."""

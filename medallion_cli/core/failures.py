@@ -108,6 +108,9 @@ STORE_UNREACHABLE = ("Generic S3 error", "error sending request", "Read timeout 
                      "ConnectTimeoutException", "SocketTimeoutException", "Connection refused",
                      "Unable to execute HTTP request", "AWSClientIOException",
                      "SdkClientException", "Connection reset", "curlCode: 7")
+# A network error is the store's when the text names a store (S3A's s3a:// paths, the AWS SDKs,
+# an endpoint): Spark's own sockets time out too (its Python workers, Kafka, Spark Connect).
+STORE_NAMED = re.compile(r"s3a?://|\bS3\b|AWS|https?://")
 
 
 # How each client gives the status and S3 error code of a store's 5xx answer (S3A and the AWS
@@ -123,7 +126,7 @@ def _store_trouble(text: str) -> str | None:
     client noticed: which it was, where, and what to do."""
     found = STORE_STATUS.search(text)
     status = found if found and ("S3" in text or "AWS" in text) else None  # a store's answer
-    marker = next((m for m in STORE_UNREACHABLE if m in text), None)
+    marker = STORE_NAMED.search(text) and next((m for m in STORE_UNREACHABLE if m in text), None)
     if status is None and marker is None:
         return None
     named = re.search(r"https?://[\w.-]+(?::\d+)?", text)

@@ -38,6 +38,11 @@ ERROR_FILE = "error.json"
 # What a worker fails with when it cannot import medallion (Spark's words, then Python's).
 NOT_INSTALLED = ("STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE", "No module named 'medallion_cli")
 WORKER_DIED = "Python worker exited unexpectedly"  # Spark's words for a worker that ended
+# Spark gives a Python worker it starts 10 s to connect back (PythonWorkerFactory; not a
+# setting), and a busy server's may take longer to import pyspark. Its query has not started
+# then, so starting it again is safe.
+WORKER_LATE = "Timed out while waiting for the Python worker to connect back"
+START_ATTEMPTS = 3
 
 
 def reports_location(ctx: BuildContext, node: CompiledNode) -> str:
@@ -162,6 +167,18 @@ def _rebuilt(error: dict) -> BaseException:
     return kind(error["message"], error["path"], error["line"], error["hint"])
 
 
+def start_stream(writer, target_name: str):
+    """writer.start(), started again when the server's Python worker for its batches was late;
+    a server that cannot run them said in one line."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return writer.start()
+        except Exception as exc:  # a Spark Connect server may fail it at once
+            if WORKER_LATE in str(exc) and attempt < START_ATTEMPTS:
+                continue
+            raise worker_trouble(target_name, exc) or exc
+
+
 def worker_trouble(target_name: str, exc: BaseException) -> MedallionError | None:
     """One line for a server whose Python worker cannot run medallion's batches, or died
     running one; else None."""
@@ -172,6 +189,12 @@ def worker_trouble(target_name: str, exc: BaseException) -> MedallionError | Non
             "medallion_cli, which runs each streaming micro-batch there (foreachBatch)",
             hint=f"pip install medallion-cli=={__version__} into the Python the server runs "
                  "(its spark.pyspark.python)")
+    if WORKER_LATE in text:
+        return MedallionError(
+            f"target '{target_name}': the Spark Connect server's Python worker for this "
+            f"model's micro-batches did not connect back within Spark's 10 s, {START_ATTEMPTS} "
+            "times: the server is too busy to start Python processes",
+            hint="nothing was written: build again once the server is less busy")
     if WORKER_DIED in text:
         return MedallionError(
             f"target '{target_name}': the Spark Connect server's Python worker running a "

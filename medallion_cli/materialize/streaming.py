@@ -38,7 +38,7 @@ from .inputs import commit_streams, committed_inputs, streamed_refs, streamed_ta
 from .landing import StillBeingWritten, changed_note
 from .micro_batch import committed_batch, write_batch
 from .rows import model_rows
-from .server_batches import collect, server_batch, worker_trouble
+from .server_batches import collect, server_batch, start_stream, worker_trouble
 from .tally import BatchReport, StreamTally
 from .throughput import progress_listener, progress_reports, stream_stats
 from .writes import refuse_new_columns
@@ -121,10 +121,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
         writer = writer.trigger(processingTime=watch_trigger(ctx.graph, node))
     else:
         writer = writer.trigger(availableNow=True)
-    try:
-        return writer.start(), tally, start
-    except Exception as exc:  # a Spark Connect server may fail it at once (server_batches.py)
-        raise worker_trouble(ctx.project.target.name, exc) or exc
+    return start_stream(writer, ctx.project.target.name), tally, start
 
 
 def _refuse_new_columns_now(ctx: BuildContext, node: CompiledNode) -> None:
