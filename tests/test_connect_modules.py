@@ -1,11 +1,14 @@
-"""The engine-contract, merge-semantics and streaming modules run again over Spark Connect: a
-third way to reach Spark, beside a local driver (the rest of the suite) and the standalone
-cluster (test_cluster.py). They run in a pytest of their own, with MEDALLION_TEST_SPARK_REMOTE
-naming this run's server (conftest.py: their sessions, profiles and targets then reach it), as
+"""The engine-contract and merge-semantics modules, and the streaming tests of what a server's
+Python workers do (batches, kills, the event log), run again over Spark Connect: a third way to
+reach Spark, beside a local driver (the rest of the suite) and the standalone cluster
+(test_cluster.py). They run in a pytest of their own, with MEDALLION_TEST_SPARK_REMOTE naming
+this run's server (conftest.py: their sessions, profiles and targets then reach it), as
 pyspark's client cannot share a process with the suite's local Spark. The tests that need Spark
 in their own process, the embedded engine's and S3's are left out there, each saying why, as
-are those whose path over Connect another test there takes (marked same_path_over_connect:
-eight, 3 of 8 minutes).
+are those whose path over Connect another test there takes (marked same_path_over_connect;
+3 of 8 minutes when it had eight). test_streaming.py's others (schema changes, a full
+refresh, Parquet and mixed inputs, a merged input refused) start their queries as the
+sample's builds over Connect do (test_connect_builds.py): 3 of 14 minutes on a slow machine.
 """
 
 import os
@@ -16,7 +19,12 @@ from pathlib import Path
 
 import pytest
 
-MODULES = ("test_engine_contract.py", "test_merge_semantics.py", "test_streaming.py")
+MODULES = ("test_engine_contract.py", "test_merge_semantics.py",
+           *(f"test_streaming.py::{name}" for name in (
+               "test_land_build_land_more_build",
+               "test_kill_mid_batch_then_rebuild_equals_uninterrupted_run",
+               "test_a_new_querys_first_batch_killed_before_the_log_had_it_is_recorded_once",
+               "test_malformed_rows_are_kept_and_counted")))
 
 
 def test_the_engine_contract_merge_and_streaming_tests_pass_over_spark_connect(spark_connect):
@@ -27,7 +35,7 @@ def test_the_engine_contract_merge_and_streaming_tests_pass_over_spark_connect(s
             [sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider",
              "-v", *(str(here / module) for module in MODULES)],
             cwd=here.parent, env=env, capture_output=True, text=True, timeout=1500)
-    except subprocess.TimeoutExpired as stuck:  # about 5 minutes on 2 cores
+    except subprocess.TimeoutExpired as stuck:  # 5-11 minutes on 2 cores
         said = stuck.stdout or b""
         said = said.decode(errors="replace") if isinstance(said, bytes) else said
         pytest.fail(f"the modules over Spark Connect did not finish in 25 minutes:\n"
@@ -35,4 +43,4 @@ def test_the_engine_contract_merge_and_streaming_tests_pass_over_spark_connect(s
     tail = run.stdout[-8000:]
     assert run.returncode == 0, tail
     passed = re.search(r"(\d+) passed", tail)
-    assert passed and int(passed.group(1)) >= 28, tail  # 28 when this was written
+    assert passed and int(passed.group(1)) >= 24, tail  # 24 when this was written

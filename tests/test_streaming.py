@@ -225,17 +225,18 @@ def killed_at(root, crash_at: str) -> bool:
 OVER_CONNECT_AS_COMMITTED = pytest.mark.same_path_over_connect("silver_orders:committed:1")
 
 
-@pytest.mark.parametrize("crash_at, store", [
+@pytest.mark.parametrize("crash_at", [
     # killed before the batch wrote anything
-    pytest.param("silver_orders:batch_start:1", "local", marks=OVER_CONNECT_AS_COMMITTED),
-    ("silver_orders:committed:1", "local"),  # killed after the Delta commit, before the
-    ("silver_orders:committed:1", "s3"),     # checkpoint knew (on S3: the commit's hardest case)
+    pytest.param("silver_orders:batch_start:1", marks=OVER_CONNECT_AS_COMMITTED),
+    # killed after the Delta commit, before the checkpoint knew (on S3, the commit's hardest
+    # case: test_s3.py's build killed on S3, the sample's silver_orders, at its first commit)
+    "silver_orders:committed:1",
     # killed mid-ingest, after some files committed
-    pytest.param("bronze_orders:committed:2", "local", marks=OVER_CONNECT_AS_COMMITTED),
-    ("bronze_orders:stopped:2", "local"),    # killed once its query ran 2 batches, as the event
-                                             # log may still be writing them
+    pytest.param("bronze_orders:committed:2", marks=OVER_CONNECT_AS_COMMITTED),
+    "bronze_orders:stopped:2",  # killed once its query ran 2 batches, as the event log may
+                                # still be writing them
 ])
-def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at, store):
+def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
     assert not [r.message for r in build(root).values() if r.failed]  # in this process: faster
