@@ -165,7 +165,7 @@ def test_a_stray_worker_of_a_killed_servers_run_cannot_fail_the_next_run(tmp_pat
      "the Spark Connect server's Python worker running a micro-batch died"),
     ("java.net.SocketTimeoutException: Timed out while waiting for the Python worker to connect "
      "back", "the Spark Connect server's Python worker for this model's micro-batches did not "
-     "connect back within Spark's 10 s, 3 times"),
+     "connect back within Spark's 10 s, 4 times in 35 s"),
 ])
 def test_a_servers_python_worker_in_trouble_is_one_line_naming_the_target(spark_said, said):
     problem = worker_trouble("connect", RuntimeError(spark_said))

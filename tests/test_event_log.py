@@ -16,12 +16,7 @@ from medallion_cli.commands import inspect
 from medallion_cli.report.eventlog import EVENT_COLUMNS
 from medallion_cli.report.status import node_runs
 
-NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-FRESH, STALE = NOW - dt.timedelta(minutes=5), NOW - dt.timedelta(days=3)
-
 FILES = {
-    "seeds/orders.csv": "order_id,amount,ordered_at\n"
-                        f"1,10,{STALE:%Y-%m-%d %H:%M:%S}\n2,-5,{FRESH:%Y-%m-%d %H:%M:%S}\n",
     "models/silver/fresh_orders.sql": """\
         {{ config(event_time='ordered_at', freshness={'warn_after': '1 hour',
                                                       'error_after': {'count': 1, 'period': 'day'}},
@@ -46,13 +41,25 @@ FILES = {
 }
 
 
+def orders_as_of_now() -> tuple[dict[str, str], dt.datetime]:
+    """The project's files with its orders seed, one order 3 days old and one 5 minutes old as
+    of now (as the test writes them: a run may reach a test an hour after collecting it), and
+    the fresh order's time."""
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    fresh, stale = now - dt.timedelta(minutes=5), now - dt.timedelta(days=3)
+    seed = ("order_id,amount,ordered_at\n"
+            f"1,10,{stale:%Y-%m-%d %H:%M:%S}\n2,-5,{fresh:%Y-%m-%d %H:%M:%S}\n")
+    return {**FILES, "seeds/orders.csv": seed}, fresh
+
+
 def events(root, **where):
     rows = DeltaTable(str(root / "warehouse/_medallion/events")).to_pyarrow_table().to_pylist()
     return [r for r in sorted(rows, key=lambda r: r["event_time"]) if all(r[k] == v for k, v in where.items())]
 
 
 def test_a_build_records_runs_nodes_tests_and_failures(project, build):
-    root = project(FILES)
+    files, fresh_order = orders_as_of_now()
+    root = project(files)
     results = build(root)
     assert results["broken"].failed and results["after_broken"].status == "skipped"
     run_id = {r["run_id"] for r in events(root)}
@@ -72,7 +79,7 @@ def test_a_build_records_runs_nodes_tests_and_failures(project, build):
     assert fresh["version"] == DeltaTable(str(root / "warehouse/silver/fresh_orders")).version()
     assert fresh["expectations"] == [("positive", 1)]  # pyarrow gives a map as pairs
     assert fresh["rows_checked"] == 2  # of which 1 failed: a pass rate of 50%
-    assert fresh["newest_event_time"] == FRESH
+    assert fresh["newest_event_time"] == fresh_order
     assert fresh["started_at"] <= fresh["event_time"] and fresh["seconds"] > 0
     assert by_node["orders"]["kind"] == "seed" and by_node["orders"]["newest_event_time"] is None
     assert by_node["broken"]["status"] == "error"
@@ -136,7 +143,7 @@ def status(root, *args):
 
 
 def test_status_gates_on_freshness_without_starting_spark(project, build, monkeypatch):
-    root = project(FILES)
+    root = project(orders_as_of_now()[0])
     before = status(root)
     assert before.exit_code == 1  # nothing built: past every error limit
     assert "not built yet" in before.output

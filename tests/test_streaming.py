@@ -264,9 +264,14 @@ def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, cr
         commits = [c for c in delta_table(at(root, f"{table}/{model}")).history()
                    if c["operation"] != "OPTIMIZE"]
         assert batches == list(range(len(commits))), (model, batches)
-        # what lets the next run skip reading the log: the last batch it has, never more
+        # what lets the next run skip reading the log: the last batch it has, never more (a
+        # build killed once its query stopped may have appended a batch's event and not yet
+        # noted it, and the next finds no new input: the note stays behind, which is safe)
         noted = json.loads(read_bytes(at(root, f"_checkpoints/{table}/{model}/{LOGGED_FILE}")))
-        assert noted["batch_id"] == batches[-1]
+        if crash_at.endswith(":stopped:2"):
+            assert noted["batch_id"] <= batches[-1]
+        else:
+            assert noted["batch_id"] == batches[-1]
     recovered = {(r["node"], r["batch_id"]) for r in log if r["message"] == RECOVERED}
     model, _, batch = crash_at.partition(":committed:")
     if batch:

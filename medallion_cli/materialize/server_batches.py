@@ -15,6 +15,7 @@ its run's folder, not into the next build's.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
@@ -40,9 +41,10 @@ NOT_INSTALLED = ("STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE", "No module na
 WORKER_DIED = "Python worker exited unexpectedly"  # Spark's words for a worker that ended
 # Spark gives a Python worker it starts 10 s to connect back (PythonWorkerFactory; not a
 # setting), and a busy server's may take longer to import pyspark. Its query has not started
-# then, so starting it again is safe.
+# then, so starting it again is safe, after a pause that lets the late worker end and the
+# server catch up (a CI machine's two loaded cores: three starts in a row were late).
 WORKER_LATE = "Timed out while waiting for the Python worker to connect back"
-START_ATTEMPTS = 3
+START_PAUSES = (5, 10, 20)  # seconds before each start again
 
 
 def reports_location(ctx: BuildContext, node: CompiledNode) -> str:
@@ -170,13 +172,13 @@ def _rebuilt(error: dict) -> BaseException:
 def start_stream(writer, target_name: str):
     """writer.start(), started again when the server's Python worker for its batches was late;
     a server that cannot run them said in one line."""
-    for attempt in range(1, START_ATTEMPTS + 1):
+    for pause in (*START_PAUSES, None):
         try:
             return writer.start()
         except Exception as exc:  # a Spark Connect server may fail it at once
-            if WORKER_LATE in str(exc) and attempt < START_ATTEMPTS:
-                continue
-            raise worker_trouble(target_name, exc) or exc
+            if WORKER_LATE not in str(exc) or pause is None:
+                raise worker_trouble(target_name, exc) or exc
+        time.sleep(pause)
 
 
 def worker_trouble(target_name: str, exc: BaseException) -> MedallionError | None:
@@ -192,8 +194,9 @@ def worker_trouble(target_name: str, exc: BaseException) -> MedallionError | Non
     if WORKER_LATE in text:
         return MedallionError(
             f"target '{target_name}': the Spark Connect server's Python worker for this "
-            f"model's micro-batches did not connect back within Spark's 10 s, {START_ATTEMPTS} "
-            "times: the server is too busy to start Python processes",
+            f"model's micro-batches did not connect back within Spark's 10 s, "
+            f"{len(START_PAUSES) + 1} times in {sum(START_PAUSES)} s: the server is too busy "
+            "to start Python processes",
             hint="nothing was written: build again once the server is less busy")
     if WORKER_DIED in text:
         return MedallionError(
