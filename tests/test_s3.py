@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,8 @@ ORDERS_TABLES = {"bronze/bronze_orders", "silver/silver_orders",
                  "seeds/products", "gold/gold_order_lines", "gold/gold_daily_revenue"}
 
 
-def build_in(sample: Path, env: dict, timeout: int = 900, only: list[str] = (), **more: str):
+def build_in(sample: Path, env: dict, timeout: int = 900, only: Sequence[str] = (),
+             **more: str):
     """`medallion build` of a copy of the sample in a process of its own, as a user runs it,
     of the `only` nodes (selection arguments; none: all), with `more` variables set for this
     run only (e.g. MEDALLION_WAREHOUSE)."""
@@ -208,7 +210,8 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
         s3, tmp_path, engine_name):
     """SIGKILL after silver_orders' first Delta commit, before its checkpoint knew: the next
     build (taking over the dead build's lease at once: same machine) replays that batch as
-    already committed, and every table equals an uninterrupted build's on S3."""
+    already committed, and every table of the orders path equals an uninterrupted build's on
+    S3."""
     sample, bucket, env = sample_on_s3(s3, tmp_path, "kill", engine_name)
     env["MEDALLION_WAREHOUSE"] = f"s3://{bucket}/killed"
     killed = build_in(sample, env, only=ORDERS_PATH,
