@@ -11,7 +11,7 @@ Not run again, as the path over Connect is one these tests and the sample's buil
 Connect take (test_connect_builds.py: every table equal to a local build's): the rest of
 test_streaming.py (schema changes, a full refresh, Parquet and mixed inputs, a merged input
 refused) and test_merge_semantics.py, whose MERGEs run in the server's batches as the sample's
-silver models' do (3 and 5 of the 14 minutes these took on a slow machine).
+silver models' do (3 and 3.5 of the 14 minutes these took on a slow machine).
 """
 
 import os

@@ -42,7 +42,7 @@ WORKER_DIED = "Python worker exited unexpectedly"  # Spark's words for a worker 
 # Spark gives a Python worker it starts 10 s to connect back (PythonWorkerFactory; not a
 # setting), and a busy server's may take longer to import pyspark. Its query has not started
 # then, so starting it again is safe, after a pause that lets the late worker end and the
-# server catch up (a CI machine's two loaded cores: three starts in a row were late).
+# server catch up (on two loaded cores, three starts in a row were late).
 WORKER_LATE = "Timed out while waiting for the Python worker to connect back"
 START_PAUSES = (5, 10, 20)  # seconds before each start again
 
