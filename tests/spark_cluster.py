@@ -232,11 +232,20 @@ def driver_conf(cluster: StandaloneCluster, workers: int) -> dict[str, str]:
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s"}
 
 
+# For the tests' tables of a few rows: executors that start and compile as the daemons do, a
+# shuffle partition per executor, and queries interpreted rather than compiled, as the suite's
+# own profile has them (conftest.py). The sample's build on the cluster, on 2 cores: 144 s with
+# Java's default JIT and GC and 4 partitions, 92 s with the first two, 81 s (against 90 s
+# alternately) with the last.
+SMALL_DATA = {"spark.executor.extraJavaOptions": DAEMON_JVM, "spark.sql.shuffle.partitions": 2,
+              "spark.sql.codegen.wholeStage": False, "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
 def add_cluster_target(profiles_file: Path, cluster: StandaloneCluster, workers: int,
-                       name: str = "on-cluster") -> None:
+                       name: str = "on-cluster", conf: dict | None = None) -> None:
     """A target after the profile's others: the delta-spark engine on this cluster, tables in
-    the project's `warehouse` folder (which every process here shares)."""
-    conf = {**driver_conf(cluster, workers), "spark.sql.shuffle.partitions": 4}
+    the project's `warehouse` folder (which every process here shares), with `conf` added."""
+    conf = {**driver_conf(cluster, workers), "spark.sql.shuffle.partitions": 4, **(conf or {})}
     profiles_file.write_text(profiles_file.read_text().rstrip("\n") + f"""
     {name}:
       engine: delta-spark

@@ -26,7 +26,7 @@ from helpers import (
     silver,
     tables_of,
 )
-from spark_cluster import add_cluster_target, standalone_cluster
+from spark_cluster import SMALL_DATA, add_cluster_target, standalone_cluster
 
 from medallion_cli import commands
 
@@ -52,7 +52,7 @@ def medallion(root, *args, crash_at=None, wait=True):
 def test_the_sample_builds_on_the_cluster_with_the_tables_of_a_local_build(
         cluster, tmp_path, local_sample):
     on_cluster = sample_copy(tmp_path / "cluster")
-    add_cluster_target(on_cluster / "profiles/profiles.yml", cluster, WORKERS)
+    add_cluster_target(on_cluster / "profiles/profiles.yml", cluster, WORKERS, conf=SMALL_DATA)
     built = medallion(on_cluster, "build")
     assert built.returncode == 0, built.stdout + built.stderr
     assert cluster.state()["aliveworkers"] == WORKERS
@@ -61,7 +61,7 @@ def test_the_sample_builds_on_the_cluster_with_the_tables_of_a_local_build(
 
 def test_exactly_once_when_the_driver_is_killed_after_a_commit(cluster, project):
     root = project(MODELS, profile=profile_for("delta-spark"))
-    add_cluster_target(root / "profiles/profiles.yml", cluster, WORKERS)
+    add_cluster_target(root / "profiles/profiles.yml", cluster, WORKERS, conf=SMALL_DATA)
     land(root, "001.json", BATCH_1)
     # The first batch is built locally (in this process, to spare a driver's start); the cluster
     # continues its checkpoints and tables.
@@ -92,7 +92,7 @@ from {{ source('landing', 'orders') }}
 def test_exactly_once_when_a_worker_is_killed_mid_batch(cluster, project):
     root = project({**MODELS, "models/bronze/bronze_orders.sql": SLOW_BRONZE},
                    profile=profile_for("delta-spark"))
-    add_cluster_target(root / "profiles/profiles.yml", cluster, WORKERS)
+    add_cluster_target(root / "profiles/profiles.yml", cluster, WORKERS, conf=SMALL_DATA)
     batches = [[{"order_id": 100 * f + i, "status": "placed", "op": "I", "seq": 1}
                 for i in range(8)] for f in range(3)]
     for number, batch in enumerate(batches):
