@@ -50,6 +50,10 @@ test:
           # Java evicts and compiles Delta's code again (test_merge_semantics.py and
           # test_cdc.py: 165 s, 135 s with 240 MB)
           spark.sql.codegen.wholeStage: false
+          # and projections interpreted, not generated as Java and compiled: generating their
+          # code (its comments stripped by regular expressions) was a fifth of a worker's JVM
+          # time (test_datatests.py's delta-spark tests: 121 s, against 139 s)
+          spark.sql.codegen.factoryMode: NO_CODEGEN
           # A worker's one session runs hundreds of tests: with Spark's 1 GB its heap held
           # 460-490 MB after each full collection, which came every 90 s and took 0.9-1.3 s
           spark.driver.memory: 2g
@@ -57,12 +61,15 @@ test:
 """
 
 
+SERVER_ONLY = ("wholeStage", "factoryMode", "spark.driver.")
+
+
 def profile_for(engine: str, warehouse: str = "warehouse") -> str:
     profile = PROFILE_TEMPLATE.format(engine=engine, warehouse=warehouse, where=(
         f'remote: "{REMOTE}"' if REMOTE else 'master: "local[2]"'))
     if REMOTE:  # only the session's settings: the server was started with its own
         profile = "\n".join(line for line in profile.splitlines() if not any(
-            server_only in line for server_only in ("wholeStage", "spark.driver."))) + "\n"
+            server_only in line for server_only in SERVER_ONLY)) + "\n"
     return profile
 
 
