@@ -112,7 +112,8 @@ def test_scd2_history_across_three_batches(project, build):
     assert read_delta(at(root, "silver/customers_history")) == rows
 
 
-@ON_BOTH_STORES
+# (in a local folder: the sample's landing files on S3 hold two malformed rows, which
+# test_s3.py's build from S3 keeps as a local build does)
 def test_malformed_rows_are_kept_and_counted(project, build):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
