@@ -1,19 +1,21 @@
 """The engine-contract module, and the streaming tests of what a server's Python workers do
-(batches, kills, the event log), run again over Spark Connect: a third way to reach Spark,
-beside a local driver (the rest of the suite) and the standalone cluster (test_cluster.py).
-They run in a pytest of their own, with MEDALLION_TEST_SPARK_REMOTE naming this run's server
-(conftest.py: their sessions, profiles and targets then reach it), as pyspark's client cannot
-share a process with the suite's local Spark. The tests that need Spark in their own process,
-the embedded engine's and S3's are left out there, each saying why, as are those whose path
-over Connect another test there takes (marked same_path_over_connect).
+with a build killed (batches replayed, a first batch recorded once), run again over Spark
+Connect: a third way to reach Spark, beside a local driver (the rest of the suite) and the
+standalone cluster (test_cluster.py). They run in a pytest of their own, with
+MEDALLION_TEST_SPARK_REMOTE naming this run's server (conftest.py: their sessions, profiles and
+targets then reach it), as pyspark's client cannot share a process with the suite's local Spark.
+The tests that need Spark in their own process, the embedded engine's and S3's are left out
+there, each saying why, as are those whose path over Connect another test there takes (marked
+same_path_over_connect).
 
-Not run again, as the path over Connect is one these tests and the sample's builds over
-Connect take (test_connect_builds.py: every table equal to a local build's): the rest of
-test_streaming.py (schema changes, a full refresh, Parquet and mixed inputs, a merged input
-refused) and test_merge_semantics.py, whose MERGEs run in the server's batches as the sample's
-silver models' do (3 and 3.5 of the 14 minutes these took on a slow machine).
+Not run again, as the path over Connect is one the sample's builds over Connect take
+(test_connect_builds.py: every table equal to a local build's, malformed rows kept as locally,
+and a build continued from its checkpoints on a new server): the rest of test_streaming.py
+(landing more and building again, malformed rows, schema changes, a full refresh, Parquet and
+mixed inputs, a merged input refused) and test_merge_semantics.py, whose MERGEs run in the
+server's batches as the sample's silver models' do (3 and 3.5 of the 14 minutes these took on a
+slow machine; landing more and malformed rows, 72 of 325 s).
 """
-
 import os
 import re
 import subprocess
@@ -24,10 +26,8 @@ import pytest
 
 MODULES = ("test_engine_contract.py",
            *(f"test_streaming.py::{name}" for name in (
-               "test_land_build_land_more_build",
                "test_kill_mid_batch_then_rebuild_equals_uninterrupted_run",
-               "test_a_new_querys_first_batch_killed_before_the_log_had_it_is_recorded_once",
-               "test_malformed_rows_are_kept_and_counted")))
+               "test_a_new_querys_first_batch_killed_before_the_log_had_it_is_recorded_once")))
 
 
 def test_the_engine_contract_and_streaming_tests_pass_over_spark_connect(spark_connect):
@@ -46,4 +46,4 @@ def test_the_engine_contract_and_streaming_tests_pass_over_spark_connect(spark_c
     tail = run.stdout[-8000:]
     assert run.returncode == 0, tail
     passed = re.search(r"(\d+) passed", tail)
-    assert passed and int(passed.group(1)) >= 18, tail  # 18 when this was written
+    assert passed and int(passed.group(1)) >= 16, tail  # 16 when this was written
