@@ -47,14 +47,17 @@ def sample_on_s3(s3, folder: Path, name: str, engine_name: str) -> tuple[Path, s
 BUILD = [sys.executable, "-m", "medallion_cli.cli", "build"]
 
 
-# The fault tests build the sample's orders path, landing to gold (12 of its 25 nodes; the
-# relationship test, which reads silver_customers, is left out): half a whole build's time on
-# S3, each build a JVM start and a few nodes, where the whole sample's is a JVM start and 25.
-ORDERS_PATH = ["-s", "+gold_daily_revenue",
-               "--exclude", "relationships_silver_orders_customer_id"]
+# The fault tests build the sample's orders path, landing to its first gold table (7 of its
+# 25 nodes: a seed, three models and silver's tests; the tests that also read a table off the
+# path are left out, as silver_customers and gold_daily_revenue are not built), each build a
+# JVM start and a few nodes, where the whole sample's is a JVM start and 25. (To
+# gold_daily_revenue and its tests, 11 nodes, a build took 55 s on delta-spark, of which
+# those four took 11 s.)
+ORDERS_PATH = ["-s", "+gold_order_lines", "--exclude", "relationships_silver_orders_customer_id",
+               "assert_revenue_matches_order_lines"]
 ORDERS_TABLES = {"bronze/bronze_orders", "silver/silver_orders",
                  "silver/silver_orders_quarantine", "silver/silver_orders_tombstones",
-                 "seeds/products", "gold/gold_order_lines", "gold/gold_daily_revenue"}
+                 "seeds/products", "gold/gold_order_lines"}
 
 
 def build_in(sample: Path, env: dict, timeout: int = 900, only: Sequence[str] = (),
