@@ -16,6 +16,7 @@ mixed inputs, a merged input refused) and test_merge_semantics.py, whose MERGEs 
 server's batches as the sample's silver models' do (3 and 3.5 of the 14 minutes these took on a
 slow machine; landing more and malformed rows, 72 of 325 s).
 """
+
 import os
 import re
 import subprocess
