@@ -263,7 +263,7 @@ def target_script(cwd: Path, java_options: str, then: str) -> str:
 
 def run_script(script: str, cwd: Path, archives: Path) -> str:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=600, cwd=cwd,
+                         input="", timeout=600, cwd=cwd,
                          env={**os.environ, "MEDALLION_CLASS_ARCHIVE_DIR": str(archives)})
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip().splitlines()[-1]
@@ -280,24 +280,20 @@ def driver_jvm_arguments(cwd: Path, archives: Path, java_options: str = "") -> l
     """), cwd, archives))
 
 
-def archive_choice(cwd: Path, archives: Path, java_options: str = "") -> str:
-    """What the next driver JVM of that target would be given (no JVM started): the option
-    that records the archive or maps it, or none."""
-    return run_script(target_script(cwd, java_options, """
-        from medallion_cli.spark.class_archive import class_archive
-        from medallion_cli.spark.conf import spark_conf
-        archive = class_archive(spark_conf(target))
-        print("none" if archive is None else archive.option().split()[0])
-    """), cwd, archives)
-
-
 CHOOSE_ARCHIVE = """
 import sys
 from medallion_cli.spark.class_archive import class_archive
-archive = class_archive({})
+from medallion_cli.spark.conf import spark_conf
+archive = class_archive(spark_conf(target))
 print("none" if archive is None else "record" if archive.recording else "map", flush=True)
 sys.stdin.read()  # a command's life: its claim lasts until it ends
 """
+
+
+def archive_choice(cwd: Path, archives: Path, java_options: str = "") -> str:
+    """What the next driver JVM of that target would be given, with no JVM started: an archive
+    to record or to map, or none."""
+    return run_script(target_script(cwd, java_options, CHOOSE_ARCHIVE), cwd, archives)
 
 
 def test_one_command_of_a_kind_records_its_class_archive_at_a_time(tmp_path):
@@ -306,8 +302,8 @@ def test_one_command_of_a_kind_records_its_class_archive_at_a_time(tmp_path):
     env = {**os.environ, "MEDALLION_CLASS_ARCHIVE_DIR": str(tmp_path)}
 
     def command():
-        return subprocess.Popen([sys.executable, "-c", CHOOSE_ARCHIVE], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True, env=env)
+        return subprocess.Popen([sys.executable, "-c", target_script(tmp_path, "", CHOOSE_ARCHIVE)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
     def choice(process, end=True):
         said = process.stdout.readline().strip()
@@ -367,7 +363,7 @@ def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_
     third = driver_jvm_arguments(tmp_path, archives)
     assert not any("Archive" in a for a in third), third
     assert not kept[0].exists()
-    assert archive_choice(tmp_path, archives).startswith("-XX:ArchiveClassesAtExit=")
+    assert archive_choice(tmp_path, archives) == "record"
 
     # A command killed while its JVM recorded leaves the recording to the JVM: once settled, a
     # whole one becomes the archive and one cut short is removed.
@@ -381,7 +377,7 @@ def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_
     cut.chmod(0o644)
     os.truncate(cut, 10**6)
     os.utime(cut, (settled, settled))
-    assert archive_choice(tmp_path, archives).startswith("-XX:ArchiveClassesAtExit=")
+    assert archive_choice(tmp_path, archives) == "record"
     assert not cut.exists() and not kept[0].exists()
 
     # a target that says anything about class sharing decides alone
