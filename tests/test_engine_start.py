@@ -48,6 +48,19 @@ def test_an_unreachable_master_is_one_line(project, engine_name):
 
 
 @pytest.mark.unit
+def test_no_java_is_one_line_saying_what_to_install(project, engine_name, monkeypatch,
+                                                     tmp_path):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # a folder with no java in it
+    code, output = build_output(project(MODELS, profile=profile_for(engine_name)))
+    assert code == 2
+    lines = [line for line in output.strip().splitlines() if not line.startswith("Running ")]
+    assert lines == ["Error: Java was not found; Spark needs Java 17",
+                     "  hint: install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless) or "
+                     "set JAVA_HOME"], output
+
+
+@pytest.mark.unit
 def test_nodes_that_first_need_spark_at_once_share_one_pyspark_import(project, engine_name,
                                                                        tmp_path):
     """In a fresh process, nodes that first touch pyspark at the same moment (seeds read with

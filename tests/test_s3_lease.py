@@ -54,7 +54,8 @@ def test_a_dead_holders_lease_lapses_and_the_next_build_takes_it_over(warehouse,
         {"command": "build", "pid": 999999, "host": "gone", "since": "then"}).encode())
     time.sleep(2.2)  # the store's clock counts whole seconds
     held = lease.acquire(warehouse, "build")
-    assert json.loads(s3.client().get_object(Bucket=bucket, Key=key)["Body"].read())["pid"] != 999999
+    holder = json.loads(s3.client().get_object(Bucket=bucket, Key=key)["Body"].read())
+    assert holder["pid"] != 999999
     held.release()
 
 
@@ -99,16 +100,19 @@ def test_a_dead_holder_on_this_machine_is_taken_over_at_once(warehouse, s3):
     """As with the local lock: a build killed here leaves a lease whose pid is gone."""
     import socket
     import subprocess
+    import sys
 
-    gone = subprocess.Popen(["true"])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     bucket, key = lease._where(warehouse)
     s3.client().put_object(Bucket=bucket, Key=key, Body=json.dumps(
-        {"command": "build", "pid": gone.pid, "host": socket.gethostname(), "since": "now"}).encode())
+        {"command": "build", "pid": gone.pid, "host": socket.gethostname(),
+         "since": "now"}).encode())
     lease.acquire(warehouse, "build").release()
     # a live holder here is not
     s3.client().put_object(Bucket=bucket, Key=key, Body=json.dumps(
-        {"command": "build", "pid": os.getpid(), "host": socket.gethostname(), "since": "now"}).encode())
+        {"command": "build", "pid": os.getpid(), "host": socket.gethostname(),
+         "since": "now"}).encode())
     with pytest.raises(MedallionError, match="is writing this warehouse"):
         lease.acquire(warehouse, "build")
 

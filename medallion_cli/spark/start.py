@@ -39,7 +39,8 @@ def check_master_reachable(target: Target) -> None:
             socket.create_connection((host, int(port or 7077)), timeout=5).close()
             return
         except (OSError, ValueError) as exc:
-            problems.append(f"{address}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            problems.append(f"{address}: {reason}")
     raise MedallionError(
         f"target '{target.name}': the Spark master {master} is not reachable "
         f"({'; '.join(problems)})", path=target.profiles_file,
@@ -155,11 +156,12 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
                 log_file: Path | None = None, long_queries: bool = False):
     """The session for a target. log_file: where Spark's own output goes (None: the terminal,
     with tracebacks, as --debug wants). long_queries: as for spark_conf."""
+    # The master first: a cluster that is not up is said as such on a client with no Java too
+    check_master_reachable(target)
     if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
         raise MedallionError("Java was not found; Spark needs Java 17",
                              hint="install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless) "
                                   "or set JAVA_HOME")
-    check_master_reachable(target)
     # Set before the JVM starts: some Python worker launches read only the environment.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = {**spark_conf(target, long_queries), **(extra_conf or {})}
