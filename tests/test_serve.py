@@ -61,8 +61,8 @@ def python_threads(pid: int) -> int:
     def named_as_process(task: Path) -> bool:
         try:
             return (task / "comm").read_text() == name
-        except FileNotFoundError:
-            return False  # it ended meanwhile
+        except (FileNotFoundError, ProcessLookupError):
+            return False  # it ended meanwhile: gone from the listing, or gone while read
 
     counts, deadline = [], time.monotonic() + 30
     while len(counts) < 6 or len(set(counts[-6:])) > 1:
