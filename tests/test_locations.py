@@ -12,7 +12,7 @@ from conftest import PROFILE
 
 from medallion_cli.cli.group import main
 from medallion_cli.core.errors import MedallionError
-from medallion_cli.core.locations import is_remote, join, resolve
+from medallion_cli.core.locations import is_remote, join, local_table_version, resolve
 from medallion_cli.engines import make_engine
 from medallion_cli.load.project import load_project
 
@@ -92,6 +92,26 @@ def test_a_source_uri_naming_no_place_is_an_error_naming_the_file(project):
         load_project(root)
     assert err.value.path == "models/sources.yml"
     assert "source 'landing': s3a:// names no bucket" in err.value.message
+
+
+@pytest.mark.unit
+def test_a_local_tables_version_is_read_from_its_logs_file_names(tmp_path):
+    """As delta-rs loading the table says, with no replay of its log; None where the names do
+    not say (no commit file left: the engines then load the table)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    path = tmp_path / "t"
+    assert local_table_version(path) is None  # no folder
+    for n in range(4):
+        write_deltalake(str(path), pa.table({"id": [n]}), mode="append")
+    log = path / "_delta_log"
+    DeltaTable(str(path)).create_checkpoint()
+    (log / "00000000000000000005.json.tmp").write_text("")  # a writer's, before its rename
+    assert local_table_version(path) == DeltaTable(str(path)).version() == 3
+    for n in range(4):
+        (log / f"{n:020d}.json").unlink()
+    assert local_table_version(path) is None  # a checkpoint alone: loading says
 
 
 @pytest.mark.unit

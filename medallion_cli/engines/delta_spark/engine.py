@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...core.locations import is_remote, join, local_table_exists
+from ...core.locations import is_remote, join, local_table_exists, local_table_version
 from ...core.project import Target
 from ...spark.conf import LONG_QUERIES
 from ...spark.connect import check_server, client_session, configure
@@ -108,6 +108,9 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         return by_log(self._log()) if answer is None else answer[0]
 
     def table_version(self, path: str) -> int:
+        version = None if is_remote(str(path)) else local_table_version(path)
+        if version is not None:
+            return version
         return self._from_log(path, lambda table: table.version(), lambda log: log.version(path))
 
     def last_commit_value(self, path: str, key: str) -> str | None:

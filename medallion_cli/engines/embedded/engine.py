@@ -25,27 +25,21 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import create_table_with_add_actions
 
 from ...core.errors import MedallionError
-from ...core.locations import S3_SCHEMES, data_files, is_remote, join, local_table_exists
+from ...core.locations import (
+    S3_SCHEMES,
+    data_files,
+    is_remote,
+    join,
+    local_table_exists,
+    local_table_version,
+)
 from ...core.project import Target
 from ...spark.conf import LONG_QUERIES
 from ...spark.object_store import put_file, storage_options
 from ...spark.session import OnDemandSpark
 from ...spark.start import start_spark
-from ..base import (
-    Capabilities,
-    MergeSpec,
-    WriteResult,
-    duplicate_keys,
-    last_commit_value,
-)
-from ..deltars import (
-    append_rows,
-    commit_properties,
-    one_writer,
-    open_table,
-    replayed,
-    writable,
-)
+from ..base import Capabilities, MergeSpec, WriteResult, duplicate_keys, last_commit_value
+from ..deltars import append_rows, commit_properties, one_writer, open_table, replayed, writable
 from ..sql import (
     deleted_condition,
     inserted_condition,
@@ -153,7 +147,8 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
     # process per query and reads rows through Python.
 
     def table_version(self, path: str) -> int:
-        return self._open(path).version()
+        version = None if is_remote(str(path)) else local_table_version(path)
+        return self._open(path).version() if version is None else version
 
     def last_commit_value(self, path: str, key: str) -> str | None:
         """`key` from the metadata of the table's last data-writing commit."""
