@@ -71,12 +71,12 @@ def local_table_exists(path: str) -> bool:
 
 
 def local_table_version(path: str) -> int | None:
-    """A local table's newest version, from its log's commit file names (None when it has none):
-    what loading the table says, for a listing instead of a replay of its log (10 ms a table
-    under `build --watch`, where every refresh asks it of every input). Commits are written
-    whole under their name (a rename), and the newest is never cleaned up."""
+    """A local table's newest version, from its log's commit file names (None when it has none,
+    or is not local): what loading the table says, for a listing instead of a replay of its log
+    (10 ms a table under `build --watch`, where every refresh asks it of every input). Commits
+    are written whole under their name (a rename), and the newest is never cleaned up."""
     log = Path(path) / "_delta_log"
-    if not log.is_dir():
+    if is_remote(str(path)) or not log.is_dir():
         return None
     return max((int(m.group(1)) for p in log.iterdir() if (m := re.match(COMMIT, p.name))),
                default=None)

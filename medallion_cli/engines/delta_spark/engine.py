@@ -108,7 +108,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         return by_log(self._log()) if answer is None else answer[0]
 
     def table_version(self, path: str) -> int:
-        version = None if is_remote(str(path)) else local_table_version(path)
+        version = local_table_version(path)
         if version is not None:
             return version
         return self._from_log(path, lambda table: table.version(), lambda log: log.version(path))

@@ -147,7 +147,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
     # process per query and reads rows through Python.
 
     def table_version(self, path: str) -> int:
-        version = None if is_remote(str(path)) else local_table_version(path)
+        version = local_table_version(path)
         return self._open(path).version() if version is None else version
 
     def last_commit_value(self, path: str, key: str) -> str | None:
