@@ -28,6 +28,8 @@ from pathlib import Path
 import setups
 from generate import generate
 
+from medallion_cli.core.locations import local_table_version
+
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("medallion_project.yml", "profiles", "models", "macros", "seeds")
 
@@ -118,24 +120,15 @@ def shows(table: str, column: str, value) -> bool:
     return dataset.count_rows(filter=pc.field(column) == value) > 0
 
 
-def newest_version(table: Path, known: int) -> int:
-    """The table's newest version at or after `known`, from the names of its log's commits (a
-    stat per commit)."""
-    version = known
-    while (table / "_delta_log" / f"{version + 1:020d}.json").exists():
-        version += 1
-    return version
-
-
-def first_seen(table: Path, column: str, value, since: int) -> None:
+def first_seen(table: Path, column: str, value, since: int | None) -> None:
     """Wait until the table shows the row: opened and searched once per new commit, not at
     every poll (a search of bronze_orders took 77 ms of CPU: searched every 50 ms, most of a
-    core, on the two cores the watch it measures runs on)."""
-    version = since
+    core, on the two cores the watch it measures runs on). since: its version before."""
+    searched = since
     while True:
-        newest = newest_version(table, version)
-        if newest > version:
-            version = newest
+        newest = local_table_version(table)
+        if newest != searched:
+            searched = newest
             if shows(str(table), column, value):
                 return
         time.sleep(0.05)
@@ -156,7 +149,7 @@ def _freshness(project: Path, samples: int, setup: str) -> list[dict]:
             event = {"order_id": order_id, "customer_id": 1, "product_id": "P-100",
                      "quantity": 1, "status": "placed", "op": "I",
                      "updated_at": f"{day}T12:00:00Z"}
-            since = {table: newest_version(warehouse / table, -1) for _, table, _ in HOPS}
+            since = {table: local_table_version(warehouse / table) for _, table, _ in HOPS}
             landed = time.perf_counter()
             (project / "landing/orders" / f"fresh_{n}.json").write_text(json.dumps(event) + "\n")
             seen = {}

@@ -20,11 +20,10 @@ import pyarrow as pa
 
 from ...core.config import CHANGE_FEED_COLUMNS
 from ...core.failures import changed_upstream
-from ...core.locations import join
+from ...core.locations import COMMIT, join
 from ...spark.object_store import read_bytes
 from ..deltars import open_table
 
-LOG_FILE = r"^(\d{20})\.json$"
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = CHANGE_FEED_COLUMNS
 
 
@@ -38,7 +37,7 @@ def commit_stream(spark, path: str):
 
     log = (spark.readStream.format("text").option("wholetext", "true")
            .load(join(str(path), "_delta_log", "*.json")))
-    version = F.regexp_extract(F.col("_metadata.file_name"), LOG_FILE, 1)
+    version = F.regexp_extract(F.col("_metadata.file_name"), COMMIT, 1)
     return log.select(version.alias("version")).where("version <> ''").select(
         F.col("version").cast("bigint").alias("version"))
 
