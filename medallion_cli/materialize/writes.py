@@ -69,7 +69,7 @@ def _write(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str, re
     if replace:
         return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
                                 txn=txn, properties=cfg.delta_properties(df.columns))
-    evolve = bool(refuse_new_columns(node, df.columns, ctx.engine.read_table(path).columns))
+    evolve = bool(refuse_new_columns(node, df.columns, ctx.engine.table_columns(path)))
     if cfg.strategy == "append":
         return ctx.engine.write(df, path, "append", metadata=metadata, merge_schema=evolve,
                                 txn=txn, properties=cfg.delta_properties(df.columns))
