@@ -24,6 +24,7 @@ from ..core.nodes import CompiledNode
 from ..dag.graph import Graph
 from ..engines.base import WriteResult
 from ..spark.connect import is_connect
+from ..spark.progress import follow_progress
 from .checkpoints import (
     caught_up,
     prepare_checkpoint,
@@ -40,7 +41,7 @@ from .micro_batch import committed_batch, write_batch
 from .rows import model_rows
 from .server_batches import collect, server_batch, start_stream, worker_trouble
 from .tally import BatchReport, StreamTally
-from .throughput import progress_listener, progress_reports, stream_stats
+from .throughput import progress_reports, stream_stats
 from .writes import refuse_new_columns
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
@@ -115,9 +116,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
               .option("checkpointLocation", str(checkpoint))
               .queryName(name))
     if continuous:
-        listener, streams = progress_listener(name, on_progress), ctx.engine.spark.streams
-        streams.addListener(listener)
-        tally.detach_listener = lambda: streams.removeListener(listener)
+        tally.detach_listener = follow_progress(ctx.engine.spark, name, on_progress)
         writer = writer.trigger(processingTime=watch_trigger(ctx.graph, node))
     else:
         writer = writer.trigger(availableNow=True)
@@ -193,7 +192,8 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
                      f"{RESCUED_COLUMN}")
     changed_files = changed_note(ctx.project.checkpoint_path(node.file), str(ctx.project.root))
     message = "; ".join(facts + list(start.notes) + [changed_files] * bool(changed_files))
-    status = "warn" if start.changed or changed_files else "success" if tally.batches else "up_to_date"
+    status = ("warn" if start.changed or changed_files
+              else "success" if tally.batches else "up_to_date")
     stats = stream_stats(progress_reports(query), tally.rows_read)
     record_ran_once(ctx, node)
     if status != "warn":  # a warning is said again until it no longer holds

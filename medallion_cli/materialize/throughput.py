@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from typing import Callable
 
 
 def progress_reports(query) -> list[dict]:
@@ -43,24 +42,3 @@ def kafka_lag(report: dict) -> dict:
             lag[source.get("description", "kafka")] = int(float(behind))
     return lag
 
-
-def progress_listener(name: str, on_progress: Callable[[dict], None]):
-    """A listener passing each progress report of the query named `name` to `on_progress`, as
-    a plain dict, as soon as Spark makes it (after each micro-batch)."""
-    from ..spark.pyspark_api import StreamingQueryListener
-
-    class Listener(StreamingQueryListener):
-        def onQueryStarted(self, event):
-            pass
-
-        def onQueryProgress(self, event):
-            if event.progress.name == name:
-                on_progress(json.loads(event.progress.json))
-
-        def onQueryIdle(self, event):
-            pass
-
-        def onQueryTerminated(self, event):
-            pass
-
-    return Listener()

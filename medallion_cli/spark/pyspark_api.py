@@ -27,6 +27,7 @@ _NAMES = {
     "SparkContext": "pyspark:SparkContext",
     "StreamingQueryListener": "pyspark.sql.streaming:StreamingQueryListener",
     "launch_gateway": "pyspark.java_gateway:launch_gateway",
+    "ensure_callback_server_started": "pyspark.java_gateway:ensure_callback_server_started",
     "find_spark_home": "pyspark.find_spark_home:_find_spark_home",
     "read_int": "pyspark.serializers:read_int",
     "UTF8Deserializer": "pyspark.serializers:UTF8Deserializer",

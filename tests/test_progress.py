@@ -1,0 +1,42 @@
+"""A streaming query's progress reports reach Python as plain dicts, cheaply (spark/progress.py)."""
+
+import time
+
+import pyspark.errors.exceptions.captured as captured
+
+from medallion_cli.spark.progress import follow_progress
+
+
+def test_each_progress_report_arrives_as_its_json_without_a_java_exception(spark, monkeypatch):
+    """Engine-free: the reports are the Spark session's, whichever engine keeps the tables.
+    pyspark's own listener turned each report into objects over py4j, and each of a report's
+    maps ended with a Java exception that pyspark converted (170 ms a report under --watch)."""
+    converted = []
+    convert = captured.convert_exception
+    monkeypatch.setattr(captured, "convert_exception",
+                        lambda error: converted.append(error) or convert(error))
+    reports: list[dict] = []
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+             .writeStream.foreachBatch(lambda batch, batch_id: None)
+             .trigger(processingTime="200 milliseconds").queryName("progress_followed").start())
+    other = (spark.readStream.format("rate").load().writeStream
+             .foreachBatch(lambda batch, batch_id: None)
+             .trigger(processingTime="200 milliseconds").queryName("not_followed").start())
+    stop = follow_progress(spark, "progress_followed", reports.append)
+    try:
+        deadline = time.monotonic() + 60
+        while len(reports) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop()
+        query.stop()
+        other.stop()
+    assert len(reports) >= 3
+    assert {r["name"] for r in reports} == {"progress_followed"}
+    assert all(isinstance(r["batchId"], int) and "triggerExecution" in r["durationMs"]
+               for r in reports)
+    assert reports[-1]["sources"][0]["description"].startswith("RateStreamV2")
+    assert converted == []
+    stopped_at = len(reports)
+    time.sleep(1)
+    assert len(reports) == stopped_at  # stop() removed the listener
