@@ -19,6 +19,12 @@ from .context import BuildContext, input_table
 from .kafka import read_kafka
 from .landing import inferred_schema, read_landing
 
+# A micro-batch input with at most this many rows is computed as one partition: Spark then
+# knows that every key is in it and needs no shuffle for the model's windows, grouping and
+# MERGE (a 1-row silver batch under --watch: 3 Spark jobs instead of 5, 0.6 s instead of 1 s).
+# Joins with larger inputs are shuffled as before.
+ONE_PARTITION_ROWS = 10_000
+
 
 def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False):
     """A declared source as a DataFrame: a Delta table, or landing files read with their schema.
@@ -142,14 +148,15 @@ def committed_inputs(ctx: BuildContext, node: CompiledNode, tables: dict[str, st
                      batch_id: int):
     """(relation -> the rows a micro-batch of commits stands for, rows read). The query's first
     batch reads each table as of the newest commit it took; later ones what their commits added
-    (or, for a change feed, their changes)."""
+    (or, for a change feed, their changes); those of few rows as one partition."""
     feeds = {changes_relation(name) for name in node.change_refs}
     versions: dict[str, list[int]] = {relation: [] for relation in tables}
     for row in batch.collect():  # one small row per commit
         versions[row["relation"]].append(row["version"])
     inputs, rows_read = {}, 0
     for relation, path in tables.items():
-        inputs[relation], count = ctx.engine.read_commits(
+        rows, count = ctx.engine.read_commits(
             path, versions[relation], from_snapshot=batch_id == 0, changes=relation in feeds)
+        inputs[relation] = rows.coalesce(1) if count <= ONE_PARTITION_ROWS else rows
         rows_read += count
     return inputs, rows_read
