@@ -1,5 +1,9 @@
 """A streaming query's progress reports reach Python as plain dicts, cheaply (spark/progress.py)."""
 
+import json
+import subprocess
+import sys
+import textwrap
 import time
 
 import pyspark.errors.exceptions.captured as captured
@@ -40,3 +44,33 @@ def test_each_progress_report_arrives_as_its_json_without_a_java_exception(spark
     stopped_at = len(reports)
     time.sleep(1)
     assert len(reports) == stopped_at  # stop() removed the listener
+
+
+def test_over_spark_connect_the_followed_querys_reports_arrive_as_dicts(spark_connect):
+    """Engine-free, as above; in a process of its own: a Connect client switches pyspark to
+    Connect there."""
+    probe = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        import json, time
+        from medallion_cli.core.project import Target
+        from medallion_cli.spark.connect import client_session
+        from medallion_cli.spark.progress import follow_progress
+        spark = client_session(Target("connect", "delta-spark", "w", "local[1]", {{}}, 1,
+                                      spark_remote={spark_connect.url!r}))
+        def started(name):
+            return (spark.readStream.format("rate").load().writeStream.format("noop")
+                    .trigger(processingTime="200 milliseconds").queryName(name).start())
+        reports = []
+        query, other = started("progress_followed"), started("not_followed")
+        stop = follow_progress(spark, "progress_followed", reports.append)
+        deadline = time.monotonic() + 120
+        while len(reports) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        stop()
+        query.stop()
+        other.stop()
+        print(json.dumps([[r["name"], r["batchId"]] for r in reports]))
+        """)], capture_output=True, text=True, timeout=300)
+    reports = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert len(reports) >= 3, probe.stderr
+    assert {name for name, _ in reports} == {"progress_followed"}
+    assert all(isinstance(batch, int) for _, batch in reports)

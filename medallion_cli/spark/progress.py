@@ -19,26 +19,34 @@ from .connect import is_connect
 LISTENER_INTERFACE = "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
 
 
-class _ReportsAsJson:
-    """The Java side's listener interface (implemented through py4j's callback server): the
-    reports of the query named `name` as dicts, other events ignored."""
+class _ProgressOnly:
+    """Both sessions' listeners: the reports of the query named `name`, as dicts, passed to
+    `on_progress`; other events ignored."""
 
     def __init__(self, name: str, on_progress: Callable[[dict], None]):
         self.name, self.on_progress = name, on_progress
 
-    def onQueryStarted(self, event):  # noqa: N802 - the Java interface's names
-        pass
+    def pass_on(self, name: str, report_json: Callable[[], str]) -> None:
+        if name == self.name:
+            self.on_progress(json.loads(report_json()))
 
-    def onQueryProgress(self, event):  # noqa: N802
-        progress = event.progress()
-        if progress.name() == self.name:
-            self.on_progress(json.loads(progress.json()))
+    def onQueryStarted(self, event):  # noqa: N802 - the listener interface's names
+        pass
 
     def onQueryIdle(self, event):  # noqa: N802
         pass
 
     def onQueryTerminated(self, event):  # noqa: N802
         pass
+
+
+class _ReportsAsJson(_ProgressOnly):
+    """Spark's listener interface in a classic session, implemented through py4j's callback
+    server: a report's JSON is asked for only when it is the followed query's."""
+
+    def onQueryProgress(self, event):  # noqa: N802
+        progress = event.progress()
+        self.pass_on(progress.name(), progress.json)
 
     class Java:
         implements = [LISTENER_INTERFACE]
@@ -62,20 +70,10 @@ def follow_progress(spark, name: str, on_progress: Callable[[dict], None]) -> Ca
 def _follow_over_connect(spark, name: str, on_progress: Callable[[dict], None]):
     from .pyspark_api import StreamingQueryListener
 
-    class Listener(StreamingQueryListener):
-        def onQueryStarted(self, event):  # noqa: N802
-            pass
-
+    class Listener(_ProgressOnly, StreamingQueryListener):
         def onQueryProgress(self, event):  # noqa: N802
-            if event.progress.name == name:
-                on_progress(json.loads(event.progress.json))
+            self.pass_on(event.progress.name, lambda: event.progress.json)
 
-        def onQueryIdle(self, event):  # noqa: N802
-            pass
-
-        def onQueryTerminated(self, event):  # noqa: N802
-            pass
-
-    listener = Listener()
+    listener = Listener(name, on_progress)
     spark.streams.addListener(listener)
     return lambda: spark.streams.removeListener(listener)
