@@ -10,7 +10,8 @@ from deltalake import DeltaTable
 
 from medallion_cli import commands
 from medallion_cli.core.errors import MedallionError
-from medallion_cli.run.runner import NodeResult, execute
+from medallion_cli.run.runner import NodeResult
+from medallion_cli.run.scheduler import execute
 
 
 def land(root, rel, rows):

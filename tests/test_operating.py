@@ -20,7 +20,7 @@ from medallion_cli.cli.group import main
 from medallion_cli.commands import maintain as maintenance
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.load.project import load_project
-from medallion_cli.run.runner import NOT_STARTED, STOPPED
+from medallion_cli.run.scheduler import NOT_STARTED, STOPPED
 
 
 def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(tmp_path):
@@ -437,7 +437,8 @@ def test_ctrl_c_while_a_result_is_said_still_cancels_what_runs():
     import signal
     import threading
 
-    from medallion_cli.run.runner import NodeResult, execute
+    from medallion_cli.run.runner import NodeResult
+    from medallion_cli.run.scheduler import execute
 
     cancelled = threading.Event()
 

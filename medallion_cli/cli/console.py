@@ -16,7 +16,8 @@ from dataclasses import asdict
 import click
 
 from ..commands.plan import Reporter
-from ..run.runner import NOT_STARTED, STOPPED, NodeResult, interrupted
+from ..run.runner import NodeResult
+from ..run.scheduler import NOT_STARTED, STOPPED, interrupted
 
 STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",
                 "skipped": "SKIP"}

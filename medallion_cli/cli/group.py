@@ -14,7 +14,7 @@ import click
 
 from .. import __version__, commands
 from ..core.errors import MedallionError
-from ..run.runner import interrupted
+from ..run.scheduler import interrupted
 
 
 def common_options(func):

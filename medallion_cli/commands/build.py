@@ -18,13 +18,8 @@ from ..report.artifacts import (
 )
 from ..run.locking import warehouse_lock
 from ..run.new_input import new_landing_bytes
-from ..run.runner import (
-    NodeResult,
-    check_node,
-    execute,
-    interrupted,
-    run_project_hooks,
-)
+from ..run.runner import NodeResult, check_node, run_project_hooks
+from ..run.scheduler import execute, interrupted
 from ..spark.session import node_sessions_released
 from .invocation import (
     COMMAND_KINDS,
@@ -57,7 +52,8 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
     if inv.full_refresh:
         check_flow_refresh(graph, chosen)
     test_names = selected_tests(inv, loaded) if command == "build" and not inv.empty else []
-    steps = plan(graph, tests, chosen, test_names)
+    steps = plan(graph, tests, chosen, test_names,
+                 loaded.engine.capabilities.stages_writes)
     write_compiled(loaded.project, graph.nodes, [graph.nodes[n] for n in chosen])
     project = loaded.project
     hooks = 0 if inv.empty else len(project.on_run_start) + len(project.on_run_end)
@@ -89,11 +85,11 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
         failed = next((r.name for r in results if r.failed), None)
         # a failed start hook builds nothing: every node is skipped (so `retry` runs them)
         run_one = runner(run.ctx, tests, skip_passed) if not failed else (
-            lambda name: NodeResult(name, *steps.labels[name], "skipped",
-                                    message=f"{failed} failed"))
+            lambda name, gate=None: NodeResult(name, *steps.labels[name], "skipped",
+                                               message=f"{failed} failed"))
         results += execute(steps.order, steps.parents, run_one, steps.labels,
                            inv.threads or project.target.threads, run.result, run.begin,
-                           inv.fail_fast, ctx.engine.cancel_jobs)
+                           inv.fail_fast, ctx.engine.cancel_jobs, gates=steps.gates)
         stopped = interrupted(results)
         if not stopped:
             results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)

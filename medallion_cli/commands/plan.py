@@ -41,14 +41,23 @@ class Plan:
     order: list[str]
     parents: dict[str, set[str]]
     labels: dict[str, tuple[str, str]]
+    gates: dict[str, set[str]]  # node -> the tests among its parents it computes beside
 
 
-def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names: list[str]) -> Plan:
+# What computes all it writes before its first commit, and runs nothing before (a pre_hook).
+GATED_MATERIALIZATIONS = ("table", "incremental")
+
+
+def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names: list[str],
+         stages_writes: bool = False) -> Plan:
     """Nodes in DAG order with each test right after the last node it reads. A node also waits
     for the tests on its parents (when everything those tests read is upstream of it), so an
-    error-severity test failure skips what is built on the data it found wrong."""
+    error-severity test failure skips what is built on the data it found wrong. stages_writes
+    (the engine's capability): a table or incremental model without a pre_hook computes
+    beside those tests instead, its commit held for their verdict (run/scheduler.py)."""
     position = {n: i for i, n in enumerate(nodes)}
     parents = {n: set(graph.parents(n)) for n in nodes}
+    gates: dict[str, set[str]] = {}
     placed: dict[int, list[str]] = {}
     upstream: dict[str, set[str]] = {}  # ancestors, walked once per node that needs them
     for t in test_names:
@@ -63,19 +72,23 @@ def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names:
                 upstream[child] = graph.ancestors(child)
             if refs <= upstream[child]:
                 parents[child].add(t)
+                config = graph.nodes[child].config
+                if stages_writes and config.materialized in GATED_MATERIALIZATIONS \
+                        and not config.pre_hook:
+                    gates.setdefault(child, set()).add(t)
     order = placed.get(-1, [])
     for i, n in enumerate(nodes):
         order += [n] + placed.get(i, [])
     labels = {n: (graph.nodes[n].file.kind, graph.nodes[n].config.materialized) for n in nodes}
     labels.update({t: ("test", "test") for t in test_names})
-    return Plan(order, parents, labels)
+    return Plan(order, parents, labels, gates)
 
 
 def runner(ctx: BuildContext, tests: dict[str, DataTest],
            skip_passed: bool = False) -> Callable[[str], NodeResult]:
     passes = TestPasses(tests)  # the tests on one table counted in one pass
-    return lambda name: (run_data_test(ctx, tests[name], skip_passed, passes) if name in tests
-                         else run_node(ctx, name))
+    return lambda name, gate=None: (run_data_test(ctx, tests[name], skip_passed, passes)
+                                    if name in tests else run_node(ctx, name, gate))
 
 
 def _context(loaded: Loaded, inv: Invocation, selected=(),

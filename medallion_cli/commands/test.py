@@ -9,11 +9,8 @@ import time
 from ..report.artifacts import (
     write_run_results,
 )
-from ..run.runner import (
-    NodeResult,
-    execute,
-    timed,
-)
+from ..run.runner import NodeResult, timed
+from ..run.scheduler import execute
 from ..run.unittests import load_unit_tests, run_unit_test
 from ..spark.session import node_sessions_released
 from .invocation import Invocation, load, selected_nodes, selected_tests

@@ -29,7 +29,8 @@ from ..materialize.context import BuildContext
 from ..materialize.streaming import start_query
 from ..materialize.tally import BatchReport, StreamTally
 from ..materialize.throughput import progress_reports
-from ..run.runner import NOT_STARTED, STOPPED, NodeResult, execute, own_session
+from ..run.runner import NodeResult, own_session
+from ..run.scheduler import NOT_STARTED, STOPPED, execute
 from .invocation import (
     COMMAND_KINDS,
     Invocation,
@@ -227,10 +228,11 @@ def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: l
                  and n not in held]
         tests = [t for t in selected_tests(quiet, again) if not set(again.tests[t].refs) & held
                  ] if command == "build" else []
-        steps = plan(again.graph, again.tests, names, tests)
+        steps = plan(again.graph, again.tests, names, tests,
+                     watch_ctx.engine.capabilities.stages_writes)
         execute(steps.order, steps.parents, runner(watch_ctx, again.tests, skip_passed=True),
                 steps.labels, quiet.threads or again.project.target.threads, told,
-                on_interrupt=watch_ctx.engine.cancel_jobs, stop=stop)
+                on_interrupt=watch_ctx.engine.cancel_jobs, stop=stop, gates=steps.gates)
 
     with stop_on_signals() as stops:
         return watch(ctx, chosen, results, reload, refresh, on_result, on_batch, stops)

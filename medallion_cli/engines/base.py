@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..core.errors import MedallionError
 from ..spark.conf import LongQueries
@@ -77,6 +77,10 @@ class Capabilities:
     # Lake for Spark reads the target twice and materializes the source) groups that reach most
     # files are replaced by a rewrite
     merges_wide_cheaply: bool
+    # A write computes its rows (staged) before it commits them, calling before_commit in
+    # between: a model can compute while the data tests on its inputs run, its commit held for
+    # their verdict; elsewhere (a write is one Spark command) it starts after them
+    stages_writes: bool
 
 
 class TableIO(Protocol):
@@ -87,8 +91,9 @@ class TableIO(Protocol):
     spark: SparkSession  # started on first use (spark/session.py)
     start_seconds: float | None
 
-    def for_node(self) -> Engine:
-        """The engine with a Spark session of its own for one node, made when first used."""
+    def for_node(self, before_commit: Callable[[], None] | None = None) -> Engine:
+        """The engine with a Spark session of its own for one node, made when first used;
+        before_commit: called before each of the node's commits (where stages_writes)."""
 
     def table_exists(self, path: str) -> bool: ...
 

@@ -1,21 +1,16 @@
-"""Running selected nodes in DAG order, in parallel where the DAG allows.
-
-A node runs once all its selected parents finished; when one fails (a data test with error
-severity included), everything downstream of it is skipped rather than built on bad or stale data.
+"""Running one node (a model, a seed, a data test, a hook) into its result; the order they
+run in is scheduler.py's.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..core.errors import StartError
 from ..core.failures import error_message
-from ..core.processes import deferred_ctrl_c
 from ..load.datatests import DataTest, run_test
 from ..materialize.batch import build_batch
 from ..materialize.clustering import check_clustering, cluster_table
@@ -59,16 +54,24 @@ class NodeResult:
         return self.status == "error"
 
 
+class HeldBack(Exception):
+    """A node's gate closed: a data test on its inputs failed while it computed, so it commits
+    nothing (the message says which, as for a node skipped before it started)."""
+
+
 def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult],
           origin: str | None = None) -> NodeResult:
     """Run `work`, timing it; an exception becomes an error result instead of stopping the run,
     but for Spark failing to start, which stops it. origin: the node's file, named by an error
-    that does not name one (Spark's)."""
+    that does not name one (Spark's). A node held back at its gate is skipped."""
     start = time.perf_counter()
     try:
         result = work()
     except StartError:
         raise
+    except HeldBack as held:
+        return NodeResult(name, kind, materialized, "skipped", time.perf_counter() - start,
+                          message=str(held))
     except Exception as exc:
         message = error_message(exc)
         if origin and not getattr(exc, "path", None) and origin not in message:
@@ -78,18 +81,20 @@ def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult
     return replace(result, seconds=time.perf_counter() - start)
 
 
-def own_session(ctx: BuildContext) -> BuildContext:
+def own_session(ctx: BuildContext, gate: Callable[[], None] | None = None) -> BuildContext:
     """The context with a Spark session of its own (one SparkContext for all), made when the
-    node first uses Spark, timing its own phases."""
-    return replace(ctx, engine=ctx.engine.for_node(), phases=Phases())
+    node first uses Spark, timing its own phases. gate: called before the node's commits."""
+    return replace(ctx, engine=ctx.engine.for_node(gate), phases=Phases())
 
 
-def run_node(ctx: BuildContext, name: str) -> NodeResult:
+def run_node(ctx: BuildContext, name: str, gate: Callable[[], None] | None = None) -> NodeResult:
+    """Build a model or seed. gate (scheduler.py): the node started beside data tests on its
+    inputs; each commit, and its result, waits for their verdict (HeldBack when one failed)."""
     node = ctx.graph.nodes[name]
     build = build_streaming if node.config.materialized == "streaming" else build_batch
 
     def work() -> NodeResult:
-        node_ctx = own_session(ctx)
+        node_ctx = own_session(ctx, gate)
         node = rendered_to_run(node_ctx, ctx.graph.nodes[name])
         origin = node.file.rel_path
         run_hooks(node_ctx, node.config.pre_hook, "pre_hook", origin, node,
@@ -97,6 +102,8 @@ def run_node(ctx: BuildContext, name: str) -> NodeResult:
         registered = check_name(node_ctx, node)
         check_clustering(node_ctx.engine, node.config.cluster_by, origin)
         outcome = build(node_ctx, node)
+        if gate:  # a build that committed nothing has its verdict too
+            gate()
         notes = (cluster_table(node_ctx, node), register(node_ctx, node, registered))
         write = outcome.write
         run_hooks(node_ctx, node.config.post_hook, "post_hook", origin, node,
@@ -192,107 +199,3 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False,
                           message=message, phases=test_ctx.phases.rounded())
 
     return timed(test.name, "test", "test", work, test.origin)
-
-
-NOT_STARTED = "not started: Ctrl-C stopped the run"
-STOPPED = "stopped by Ctrl-C: nothing half-written (what it committed before stays)"
-
-
-def interrupted(results: list[NodeResult]) -> bool:
-    """Whether Ctrl-C stopped the run these results are of."""
-    return any(r.message in (NOT_STARTED, STOPPED) for r in results)
-
-
-def drain(running: dict, finish: Callable[[NodeResult], None],
-          on_interrupt: Callable[[], None] | None) -> None:
-    """Wait for the running nodes. After Ctrl-C (on_interrupt given), Spark jobs they start
-    are cancelled as they come, and a node that fails is said to be stopped."""
-    while running:
-        done, _ = wait(running, timeout=0.5 if on_interrupt else None,
-                       return_when=FIRST_COMPLETED)
-        for future in done:
-            running.pop(future)
-            result = future.result()
-            if on_interrupt and result.failed:
-                result = replace(result, message=STOPPED)
-            finish(result)
-        if on_interrupt and running:
-            on_interrupt()
-
-
-def execute(order: list[str], parents: dict[str, set[str]], run: Callable[[str], NodeResult],
-            labels: dict[str, tuple[str, str]], threads: int = 1,
-            on_result: Callable[[NodeResult], None] = lambda r: None,
-            on_begin: Callable[[str], None] = lambda name: None,
-            fail_fast: bool = False,
-            on_interrupt: Callable[[], None] = lambda: None,
-            stop: threading.Event | None = None) -> list[NodeResult]:
-    """Run nodes (models, seeds, tests) in `order`, each once its `parents` finished; a node with a
-    parent that failed or was skipped is skipped. labels: name -> (kind, materialized).
-    fail_fast: after the first failure start nothing more (what runs finishes: a commit is not
-    cut short) and report the rest skipped. Ctrl-C (KeyboardInterrupt) starts nothing more
-    either, and stops what runs with on_interrupt (which cancels its Spark jobs): a node either
-    committed or left its table as it was. A second Ctrl-C leaves at once. `stop`, when set,
-    stops the run as Ctrl-C does (under --watch, where a signal only sets it)."""
-    waiting = {n: set(parents.get(n, ())) & set(order) for n in order}
-    children: dict[str, list[str]] = {}
-    for name, ps in waiting.items():
-        for p in ps:
-            children.setdefault(p, []).append(name)
-    results: dict[str, NodeResult] = {}
-    # Of the nodes ready at once, those with the longest chain of work after them start first,
-    # so a short branch does not hold a thread while the longest one waits (the build's end is
-    # the longest chain's). A seed (a small CSV, loaded in a moment) counts for no work: of a
-    # seed and a silver model that the same gold model reads, the silver model goes first.
-    below = {name: 0 if labels[name][0] == "seed" else 1 for name in order}
-    for name in reversed(order):
-        below[name] += max((below[c] for c in children.get(name, ())), default=0)
-    by_priority = sorted(order, key=lambda name: -below[name])
-
-    def finish(result: NodeResult) -> None:
-        results[result.name] = result
-        on_result(result)
-        for child in children.get(result.name, ()):
-            if child in results:
-                continue
-            if result.status in ("error", "skipped"):
-                finish(NodeResult(child, *labels[child], "skipped", message=NOT_STARTED
-                                  if result.message in (NOT_STARTED, STOPPED)
-                                  else f"upstream '{result.name}' {result.status}"))
-            else:
-                waiting[child].discard(result.name)
-
-    interrupted = False
-    with deferred_ctrl_c(stop) as stop, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        running = {}
-        while len(results) < len(order):
-            failed = fail_fast and next((r.name for r in results.values() if r.failed), None)
-            if interrupted or failed:
-                drain(running, finish, on_interrupt if interrupted else None)
-                why = (NOT_STARTED if interrupted
-                       else f"--fail-fast: stopped after '{failed}' failed")
-                for name in order:
-                    if name not in results:
-                        finish(NodeResult(name, *labels[name], "skipped", message=why))
-                break
-            for name in by_priority:
-                if len(running) >= max(1, threads):  # a node starts when a thread takes it
-                    break
-                if name not in results and name not in running.values() and not waiting[name]:
-                    on_begin(name)
-                    running[pool.submit(run, name)] = name
-            if not running:
-                break
-            try:
-                done, _ = wait(running, timeout=stop and 0.5, return_when=FIRST_COMPLETED)
-            except KeyboardInterrupt:  # Ctrl-C: stop what runs, start nothing more
-                interrupted = True
-                on_interrupt()
-                continue
-            if stop is not None and stop.is_set():
-                interrupted = True
-                on_interrupt()
-            for future in done:
-                running.pop(future)
-                finish(future.result())
-    return [results[n] for n in order if n in results]

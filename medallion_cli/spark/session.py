@@ -31,10 +31,17 @@ class OnDemandSpark:
         """Before first use: whom to tell about the start, and what work follows it."""
         self.on_start, self.long_queries = on_start, long_queries
 
-    def for_node(self):
+    @staticmethod
+    def before_commit() -> None:
+        """Called by an engine that stages its writes (capabilities.stages_writes) once a
+        write's rows are computed, before it commits them; a node's gate (run/scheduler.py)."""
+
+    def for_node(self, before_commit=None):
         node = copy.copy(self)
         node.__dict__.pop("_session", None)
         node._parent = self
+        if before_commit is not None:
+            node.before_commit = before_commit
         return node
 
     @property

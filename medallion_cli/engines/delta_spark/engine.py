@@ -43,7 +43,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         skips_empty_writes=False,  # an empty append or MERGE still commits
         clustering=None, delta_sql=True, catalog_tables=True, object_stores=("*",),
         jar_bundles=("delta",), long_queries=LONG_QUERIES["delta-spark"],
-        merges_wide_cheaply=False)
+        merges_wide_cheaply=False,
+        stages_writes=False)  # a write (MERGE, saveAsTable) computes and commits in one command
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target

@@ -82,7 +82,8 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         clustering=("the embedded engine cannot cluster tables: delta-rs, which keeps its Delta "
                     "log, cannot write a table with liquid clustering"),
         delta_sql=False, catalog_tables=False, object_stores=S3_SCHEMES, jar_bundles=(),
-        long_queries=LONG_QUERIES["embedded"], merges_wide_cheaply=True)
+        long_queries=LONG_QUERIES["embedded"], merges_wide_cheaply=True,
+        stages_writes=True)
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
@@ -164,6 +165,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         with self._staged(df) as (data, staged):
             if not staged.rows and mode == "append" and dt is not None:
                 return self._unchanged(dt, staged)  # nothing to add: no empty commit
+            self.before_commit()
             if not is_remote(str(path)):
                 Path(path).mkdir(parents=True, exist_ok=True)  # once the rows are computed
             with one_writer(path):
@@ -218,6 +220,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         with self._merge_source(df) as (data, source):
             if not source.rows:
                 return self._unchanged(dt, source)
+            self.before_commit()
             with one_writer(path):
                 self._merge(dt, data, spec, metadata, merge_schema, txn)
         return self._result(path, source)
