@@ -284,7 +284,7 @@ def test_a_commit_that_a_batch_model_reads_wakes_the_refresh_before_the_next_pol
 @pytest.mark.unit
 def test_under_watch_a_model_streaming_from_one_streaming_model_follows_its_commits():
     """Not on the next whole second of its own trigger (Spark fires them all on the same
-    seconds): every 0.25 s, which with one input on a trigger no shorter than its own still
+    seconds): every 0.1 s, which with one input on a trigger no shorter than its own still
     runs it at most once per its interval. Any other model keeps its own trigger. Engine-free:
     the trigger is chosen before either engine's query starts."""
     from medallion_cli.dag.graph import Graph
@@ -316,7 +316,7 @@ def test_under_watch_a_model_streaming_from_one_streaming_model_follows_its_comm
         "after_hourly": FOLLOW_INTERVAL,  # follows an input that commits hourly at most
         "two": "1 second", "after_once": "1 second", "feed": "1 second",
         "unset": FOLLOW_INTERVAL}  # both on the watch's default of 10 seconds
-    assert FOLLOW_INTERVAL == "250 milliseconds"
+    assert FOLLOW_INTERVAL == "100 milliseconds"
 
 
 @pytest.mark.unit
