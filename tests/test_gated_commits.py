@@ -141,3 +141,22 @@ def test_a_failing_test_leaves_the_table_of_what_it_gates_as_it_was(project, eng
     else:  # a write is one command: the model waits for the test
         assert "start names" not in events
     assert not list((root / "warehouse/_staging").glob("*/*"))  # no staged files left over
+
+
+def test_a_property_the_held_back_model_adds_is_not_set_either(project, engine_name):
+    """A table property new in the model's config is set by a commit of its own before the
+    rows': that commit waits for the verdict too."""
+    from conftest import delta_table
+
+    root = project(PEOPLE)
+    commands.build(commands.Invocation(project_dir=str(root)), "build")
+    (root / "models/people.sql").write_text(
+        "select * from values (1, 'ann'), (1, 'amy') as t(id, name)")
+    (root / "models/names.sql").write_text(
+        "{{ config(table_properties={'delta.checkpointInterval': 5}) }}\n"
+        + PEOPLE["models/names.sql"])
+    results = commands.build(commands.Invocation(project_dir=str(root), threads=2), "build")
+    assert {r.name: r.status for r in results}["names"] == "skipped"
+    names = delta_table(at(root, "models/names"))
+    assert "delta.checkpointInterval" not in names.metadata().configuration
+    assert names.version() == 0

@@ -85,7 +85,8 @@ def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names:
 
 
 def runner(ctx: BuildContext, tests: dict[str, DataTest],
-           skip_passed: bool = False) -> Callable[[str], NodeResult]:
+           skip_passed: bool = False) -> Callable[..., NodeResult]:
+    """name, and a model's gate where it has one (scheduler.py) -> its result."""
     passes = TestPasses(tests)  # the tests on one table counted in one pass
     return lambda name, gate=None: (run_data_test(ctx, tests[name], skip_passed, passes)
                                     if name in tests else run_node(ctx, name, gate))

@@ -237,6 +237,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         changed = {k: v for k, v in (properties or {}).items()
                    if dt.metadata().configuration.get(k) != v}
         if changed:
+            self.before_commit()  # a commit too: held as the rows' (so before computing them)
             dt.alter.set_table_properties(changed)
             dt = self._open(path)
         return dt
