@@ -8,6 +8,7 @@ Elsewhere (delta-spark: a write is one Spark command) it starts after the tests,
 """
 
 import threading
+import time
 
 import pytest
 from conftest import at, read_delta
@@ -49,11 +50,10 @@ def scheduled(order, parents, gates, run_test, threads=2):
 
 
 def has_started(events, name):
-    deadline = threading.Event()
     for _ in range(WAIT * 100):
         if f"start {name}" in events:
             return True
-        deadline.wait(0.01)
+        time.sleep(0.01)
     return False
 
 

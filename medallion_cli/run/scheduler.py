@@ -97,9 +97,8 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[..., N
         for child in children.get(result.name, ()):
             if child in results:
                 continue
-            if child in running.values():  # started at its gate: it says its own result
-                waiting[child].discard(result.name)
-            elif result.status in ("error", "skipped"):
+            # a child started at its gate says its own result, as its gate tells it
+            if result.status in ("error", "skipped") and child not in running.values():
                 finish(NodeResult(child, *labels[child], "skipped",
                                   message=skipped_after(result)))
             else:
