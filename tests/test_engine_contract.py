@@ -264,11 +264,20 @@ def test_delta_spark_reads_a_log_alike_by_delta_rs_the_jvm_and_sql(spark, tmp_pa
 @pytest.mark.local_spark  # the embedded engine: Spark in this process
 def test_embedded_commits_sparks_files_with_the_statistics_delta_rs_would_write(spark, tmp_path):
     """Embedded only: the other engine's files are Delta Lake for Spark's own. Appends and
-    overwrites commit the Parquet files Spark wrote instead of rewriting them through delta-rs;
-    their statistics must be what delta-rs writes, or readers would skip files wrongly."""
+    overwrites of rows Spark does not estimate small (here: the broadcast threshold off) commit
+    the Parquet files Spark wrote instead of rewriting them through delta-rs; their statistics
+    must be what delta-rs writes, or readers would skip files wrongly."""
+    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        _write_staged_files(spark, engine, tmp_path)
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
+def _write_staged_files(spark, engine, tmp_path):
     from deltalake import DeltaTable, write_deltalake
 
-    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
     df = spark.sql("""select id, cast(id * 7 % 5 as int) as small, concat('k', id) as key,
         case when id % 3 = 0 then null else timestamp'2024-03-01 10:00:00.123456'
              + make_interval(0, 0, 0, id, 0, 0, 0.000789) end as ts,
@@ -319,6 +328,50 @@ def test_embedded_merges_a_small_source_without_staging_it_and_a_large_one_stage
         (0, "k0"), (1, "k1"), (2, "k2"), (4, None), (5, "new"), (6, "new"), (7, "new"), (8, "new")]
     assert counts[0][0] == 6  # 3 updated, 1 deleted, 2 inserted
     assert counts[0][1]["s"] == 5 and counts[0][1]["id"] == 6
+
+
+@pytest.mark.local_spark  # the embedded engine: Spark in this process
+def test_embedded_writes_small_rows_without_staging_them_and_large_ones_staged(
+        spark, tmp_path, monkeypatch):
+    """Embedded only: how its writes hand rows to delta-rs (delta-spark writes them in the JVM).
+    Rows Spark estimates within its broadcast threshold are collected through Arrow, as a small
+    MERGE source is, and written by delta-rs; with the threshold off (-1) Spark stages them as
+    Parquet. Tables, counts and the tables' own file statistics are the same either way."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
+    staged = []
+    stage = engine._staged
+    monkeypatch.setattr(engine, "_staged", lambda df: staged.append(df) or stage(df))
+    first = spark.sql("""select id, if(id = 2, null, concat('k', id)) as s,
+        timestamp'2024-03-01 10:00:00.123456' + make_interval(0, 0, 0, id, 0, 0, 0) as ts,
+        cast(id / 4 as decimal(10, 2)) as amount, named_struct('n', id) as nested
+        from range(5)""")
+    more = first.selectExpr("id + 5 as id", "s", "ts", "amount", "nested")
+    tables, results, stats, files = [], [], [], []
+    for threshold in ("10MB", "-1"):
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+        try:
+            path = tmp_path / "wh" / f"t{len(tables)}"
+            written = [engine.write(first, path, "overwrite"),
+                       engine.write(more, path, "append")]
+        finally:
+            spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        assert len(staged) == (2 if threshold == "-1" else 0)
+        tables.append(rows(engine, path))
+        results.append([(w.version, w.rows, w.non_null) for w in written])
+        files.append([w.files_added for w in written])
+        actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pydict()
+        stats.append((sum(actions["num_records"]), sum(actions["null_count.s"]),
+                      min(actions["min.id"]), max(actions["max.id"])))
+    assert tables[0] == tables[1] and len(tables[0]) == 10
+    assert tables[0][2][1] is None and tables[0][3][3] == D("0.75")
+    assert tables[0][9][4] == {"n": 4} or tuple(tables[0][9][4]) == (4,)
+    assert results[0] == results[1] and [r[:2] for r in results[0]] == [(0, 5), (1, 5)]
+    assert results[0][0][2] == {"id": 5, "s": 4, "ts": 5, "amount": 5}  # nested: not counted
+    assert files[0] == [1, 1]  # delta-rs writes a small result as one file
+    assert stats[0] == stats[1] == (10, 2, 0, 9)
 
 
 @pytest.mark.local_spark  # the embedded engine: Spark in this process

@@ -44,8 +44,8 @@ def without_superseded(events, cfg, tombstones):
     newer = newer_condition(cfg.sequence_by, quote, lambda c: quote(f"_tomb_{c}")) or "true"
     joined = events.join(deleted, keys, "left")
     keep = F.expr(f"_tomb IS NULL OR NOT _tomb_live OR {DELETE_COLUMN} OR ({newer})")
-    return (joined.where(keep).withColumn(TOMBSTONED, F.col("_tomb").isNotNull())
-            .drop("_tomb", "_tomb_live", *[f"_tomb_{c}" for c in cfg.sequence_by]))
+    return joined.where(keep).select(*[F.col(quote(c)) for c in events.columns],
+                                     F.col("_tomb").isNotNull().alias(TOMBSTONED))
 
 
 @dataclass(frozen=True)

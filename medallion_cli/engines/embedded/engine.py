@@ -1,13 +1,13 @@
 """The embedded engine: Spark computes, delta-rs keeps the Delta transaction log.
 
 Reads take the snapshot's file list from delta-rs and hand it to Spark's Parquet reader.
-Writes: Spark writes its result to a staging Parquet folder. Appends and overwrites of
-unpartitioned tables commit those files as they are (moved into the table, added with their
+Writes and MERGE sources: rows Spark estimates small are collected on the driver through Arrow
+and handed to delta-rs whole (collected.py); larger ones Spark writes to a staging Parquet
+folder, so memory stays bounded whatever the size of the result. Appends and overwrites of
+unpartitioned tables commit staged files as they are (moved into the table, added with their
 statistics: staged.py); MERGE, partitioned writes and schema evolution have delta-rs read them
 back as a stream of Arrow batches into its own commit. Either way it is one Delta commit, and
-a failure before the commit leaves the table as it was. Only a MERGE source Spark estimates
-small is collected on the driver (collected.py), so memory stays bounded whatever the size of
-the result.
+a failure before the commit leaves the table as it was.
 """
 
 from __future__ import annotations
@@ -111,9 +111,9 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
             shutil.rmtree(folder, ignore_errors=True)
 
     @contextmanager
-    def _merge_source(self, df):
-        """(Arrow data, its rows and non-null counts): collected when small (collected.py),
-        else staged."""
+    def _handed_over(self, df):
+        """The rows for delta-rs, as (Arrow data, its rows and non-null counts): collected when
+        small (collected.py), else staged."""
         if estimated_small(df):
             source = CollectedRows(df)
             yield source.table, source
@@ -162,15 +162,15 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         dt = self._snapshot(path, properties)
         if replayed(dt, txn):
             return self._unchanged(dt)
-        with self._staged(df) as (data, staged):
-            if not staged.rows and mode == "append" and dt is not None:
-                return self._unchanged(dt, staged)  # nothing to add: no empty commit
+        with self._handed_over(df) as (data, handed):
+            if not handed.rows and mode == "append" and dt is not None:
+                return self._unchanged(dt, handed)  # nothing to add: no empty commit
             self.before_commit()
             if not is_remote(str(path)):
                 Path(path).mkdir(parents=True, exist_ok=True)  # once the rows are computed
             with one_writer(path):
-                if adoptable(dt, staged, mode, partition_by):
-                    return self._adopt(dt, path, staged, mode, metadata, txn, properties)
+                if isinstance(handed, StagedFiles) and adoptable(dt, handed, mode, partition_by):
+                    return self._adopt(dt, path, handed, mode, metadata, txn, properties)
                 write_deltalake(
                     dt if dt is not None else str(path), data, mode=mode,
                     partition_by=list(partition_by) or None,
@@ -179,7 +179,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                     configuration=properties or None if dt is None else None,
                     commit_properties=commit_properties(metadata, txn),
                     storage_options=storage_options(str(path)) if dt is None else None)
-        return self._result(path, staged)
+        return self._result(path, handed)
 
     def _adopt(self, dt: DeltaTable | None, path: str, staged: StagedFiles, mode: str,
                metadata: dict | None, txn: tuple[str, int] | None,
@@ -217,7 +217,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         dt = self._snapshot(path, properties)
         if replayed(dt, txn):
             return self._unchanged(dt)
-        with self._merge_source(df) as (data, source):
+        with self._handed_over(df) as (data, source):
             if not source.rows:
                 return self._unchanged(dt, source)
             self.before_commit()
