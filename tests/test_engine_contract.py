@@ -375,6 +375,37 @@ def test_embedded_writes_small_rows_without_staging_them_and_large_ones_staged(
 
 
 @pytest.mark.local_spark  # the embedded engine: Spark in this process
+def test_embedded_collects_a_join_of_small_inputs_up_to_a_row_cap(spark, tmp_path, monkeypatch):
+    """Embedded only. Spark estimates a join as the product of its inputs' sizes, so a table of
+    orders priced from a catalogue never looks small; when the inputs the query reads are
+    within the broadcast threshold, its rows are collected, at most COLLECT_ROWS of them: a
+    result with more (a join that multiplies rows) is staged instead, whole."""
+    from medallion_cli.engines.embedded import collected
+
+    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
+    staged = []
+    stage = engine._staged
+    monkeypatch.setattr(engine, "_staged", lambda df: staged.append(df) or stage(df))
+    spark.range(40).selectExpr("id", "id % 4 as product").write.parquet(str(tmp_path / "o"))
+    spark.range(4).selectExpr("id as product", "id * 10 as price").write.parquet(
+        str(tmp_path / "p"))
+    orders, products = (spark.read.parquet(str(tmp_path / n)) for n in ("o", "p"))
+    priced = orders.join(products, "product").selectExpr("id", "price")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "64KB")  # over each, under both
+    try:
+        assert not collected.estimated_small(priced)  # Spark's own estimate: the product
+        written = engine.write(priced, tmp_path / "wh/priced", "overwrite")
+        assert (written.rows, staged) == (40, [])
+        monkeypatch.setattr(collected, "COLLECT_ROWS", 39)
+        again = engine.write(priced, tmp_path / "wh/staged", "overwrite")
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    assert again.rows == 40 and len(staged) == 1
+    assert rows(engine, tmp_path / "wh/priced") == rows(engine, tmp_path / "wh/staged") == [
+        (i, i % 4 * 10) for i in range(40)]
+
+
+@pytest.mark.local_spark  # the embedded engine: Spark in this process
 def test_embedded_tables_keep_to_protocol_versions_every_delta_reader_supports(spark, tmp_path):
     from deltalake import DeltaTable
 

@@ -49,7 +49,7 @@ from ..sql import (
     updated_value,
 )
 from .admin import EmbeddedAdmin
-from .collected import CollectedRows, estimated_small
+from .collected import CollectedRows, collected_if_small
 from .reads import EmbeddedReads
 from .staged import StagedFiles, adoptable, remove_dead_staging, staging_folder
 
@@ -114,8 +114,8 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
     def _handed_over(self, df):
         """The rows for delta-rs, as (Arrow data, its rows and non-null counts): collected when
         small (collected.py), else staged."""
-        if estimated_small(df):
-            source = CollectedRows(df)
+        source = collected_if_small(df)
+        if source is not None:
             yield source.table, source
             return
         with self._staged(df) as staged:
