@@ -45,12 +45,14 @@ def estimated_small(df) -> bool:
 def _inputs_small(df) -> bool:
     """Whether the relations the DataFrame reads total within a tenth of the broadcast
     threshold."""
-    limit = _threshold(df) // INPUTS_SHARE
+    limit = _threshold(df)
+    if limit < 0:
+        return False
     leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()
     total = 0
     for i in range(leaves.size()):
         total += int(str(leaves.apply(i).stats().sizeInBytes()))
-        if limit < 0 or total > limit:
+        if total > limit // INPUTS_SHARE:
             return False
     return True
 
