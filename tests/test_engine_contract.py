@@ -1,5 +1,6 @@
 """The engine interface's contract, run against both engines."""
 
+from contextlib import contextmanager
 from decimal import Decimal as D
 from pathlib import Path
 
@@ -261,6 +262,25 @@ def test_delta_spark_reads_a_log_alike_by_delta_rs_the_jvm_and_sql(spark, tmp_pa
     assert client_log(str(tmp_path / "none"), lambda table: table.version(), anywhere=True) is None
 
 
+def embedded_with_staging_seen(tmp_path, monkeypatch):
+    """An embedded engine, and the list of DataFrames it stages as Parquet (not collected)."""
+    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
+    staged = []
+    stage = engine._staged
+    monkeypatch.setattr(engine, "_staged", lambda df: staged.append(df) or stage(df))
+    return engine, staged
+
+
+@contextmanager
+def broadcast_threshold(spark, value: str):
+    """Spark's broadcast threshold, which decides what the embedded engine collects."""
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", value)
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
 @pytest.mark.local_spark  # the embedded engine: Spark in this process
 def test_embedded_commits_sparks_files_with_the_statistics_delta_rs_would_write(spark, tmp_path):
     """Embedded only: the other engine's files are Delta Lake for Spark's own. Appends and
@@ -268,11 +288,8 @@ def test_embedded_commits_sparks_files_with_the_statistics_delta_rs_would_write(
     the Parquet files Spark wrote instead of rewriting them through delta-rs; their statistics
     must be what delta-rs writes, or readers would skip files wrongly."""
     engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
-    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    try:
+    with broadcast_threshold(spark, "-1"):
         _write_staged_files(spark, engine, tmp_path)
-    finally:
-        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
 
 
 def _write_staged_files(spark, engine, tmp_path):
@@ -300,10 +317,7 @@ def test_embedded_merges_a_small_source_without_staging_it_and_a_large_one_stage
     JVM). A source Spark estimates within its broadcast threshold is collected through Arrow;
     with the threshold off (-1) it is staged as Parquet. The tables and counts are the same,
     timestamps, decimals, nulls and nested values included."""
-    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
-    staged = []
-    stage = engine._staged
-    monkeypatch.setattr(engine, "_staged", lambda df: staged.append(df) or stage(df))
+    engine, staged = embedded_with_staging_seen(tmp_path, monkeypatch)
     start = spark.sql("""select id, concat('k', id) as s, timestamp'2024-03-01 10:00:00.123456'
         + make_interval(0, 0, 0, id, 0, 0, 0) as ts, cast(id / 4 as decimal(10, 2)) as amount,
         named_struct('n', id) as nested, false as _medallion_delete from range(6)""")
@@ -311,15 +325,12 @@ def test_embedded_merges_a_small_source_without_staging_it_and_a_large_one_stage
                               "nested", "id = 0 as _medallion_delete")
     tables, counts = [], []
     for threshold in ("10MB", "-1"):
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
-        try:
+        with broadcast_threshold(spark, threshold):
             path = tmp_path / "wh" / f"t{len(tables)}"
             engine.write(start.drop("_medallion_delete"), path, "overwrite")
-            staged.clear()  # the write stages its files, to commit them as they are
+            staged.clear()  # the table's first write: only the merge's source counts here
             merged = engine.merge(source, path,
                                   MergeSpec(("id",), delete_column="_medallion_delete"))
-        finally:
-            spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         assert len(staged) == (threshold == "-1")  # the merge's source staged only then
         tables.append(sorted(tuple(r) for r in engine.read_table(path).collect()))
         counts.append((merged.rows, merged.non_null))
@@ -340,10 +351,7 @@ def test_embedded_writes_small_rows_without_staging_them_and_large_ones_staged(
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
-    staged = []
-    stage = engine._staged
-    monkeypatch.setattr(engine, "_staged", lambda df: staged.append(df) or stage(df))
+    engine, staged = embedded_with_staging_seen(tmp_path, monkeypatch)
     first = spark.sql("""select id, if(id = 2, null, concat('k', id)) as s,
         timestamp'2024-03-01 10:00:00.123456' + make_interval(0, 0, 0, id, 0, 0, 0) as ts,
         cast(id / 4 as decimal(10, 2)) as amount, named_struct('n', id) as nested
@@ -351,13 +359,10 @@ def test_embedded_writes_small_rows_without_staging_them_and_large_ones_staged(
     more = first.selectExpr("id + 5 as id", "s", "ts", "amount", "nested")
     tables, results, stats, files = [], [], [], []
     for threshold in ("10MB", "-1"):
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
-        try:
+        with broadcast_threshold(spark, threshold):
             path = tmp_path / "wh" / f"t{len(tables)}"
             written = [engine.write(first, path, "overwrite"),
                        engine.write(more, path, "append")]
-        finally:
-            spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         assert len(staged) == (2 if threshold == "-1" else 0)
         tables.append(rows(engine, path))
         results.append([(w.version, w.rows, w.non_null) for w in written])
@@ -378,30 +383,23 @@ def test_embedded_writes_small_rows_without_staging_them_and_large_ones_staged(
 def test_embedded_collects_a_join_of_small_inputs_up_to_a_row_cap(spark, tmp_path, monkeypatch):
     """Embedded only. Spark estimates a join as the product of its inputs' sizes, so a table of
     orders priced from a catalogue never looks small; when the inputs the query reads are
-    within the broadcast threshold, its rows are collected, at most COLLECT_ROWS of them: a
-    result with more (a join that multiplies rows) is staged instead, whole. (Within a tenth
-    of it: more rows than that were quicker staged.)"""
+    within a tenth of the broadcast threshold, its rows are collected, at most COLLECT_ROWS of
+    them: a result with more (a join that multiplies rows) is staged instead, whole."""
     from medallion_cli.engines.embedded import collected
 
-    engine = make_engine(Target("t", "embedded", str(tmp_path / "wh"), "local[2]", {}, 1))
-    staged = []
-    stage = engine._staged
-    monkeypatch.setattr(engine, "_staged", lambda df: staged.append(df) or stage(df))
+    engine, staged = embedded_with_staging_seen(tmp_path, monkeypatch)
     spark.range(40).selectExpr("id", "id % 4 as product").write.parquet(str(tmp_path / "o"))
     spark.range(4).selectExpr("id as product", "id * 10 as price").write.parquet(
         str(tmp_path / "p"))
     orders, products = (spark.read.parquet(str(tmp_path / n)) for n in ("o", "p"))
     assert sum(f.stat().st_size for f in tmp_path.glob("[op]/*.parquet")) < 6400
     priced = orders.join(products, "product").selectExpr("id", "price")
-    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "64KB")  # over both, 10x the inputs
-    try:
+    with broadcast_threshold(spark, "64KB"):  # over both, 10x the inputs
         assert not collected.estimated_small(priced)  # Spark's own estimate: the product
         written = engine.write(priced, tmp_path / "wh/priced", "overwrite")
         assert (written.rows, staged) == (40, [])
         monkeypatch.setattr(collected, "COLLECT_ROWS", 39)
         again = engine.write(priced, tmp_path / "wh/staged", "overwrite")
-    finally:
-        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert again.rows == 40 and len(staged) == 1
     assert rows(engine, tmp_path / "wh/priced") == rows(engine, tmp_path / "wh/staged") == [
         (i, i % 4 * 10) for i in range(40)]
