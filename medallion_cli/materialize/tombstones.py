@@ -34,18 +34,16 @@ def without_superseded(events, cfg, tombstones):
     each flagged (TOMBSTONED) when its key has a row in the tombstones table, remembered or past
     the retention: a newer event brings the key back, and the tombstones' write (which reads
     the flag instead of joining the table again) must not add a second row for such a key."""
-    from ..spark.pyspark_api import F
-
     keys = list(cfg.unique_key)
-    deleted = tombstones.select(
-        *keys, *[F.col(c).alias(f"_tomb_{c}") for c in cfg.sequence_by],
-        F.expr(f"{DELETED_AT} >= {retention_cutoff(cfg)}").alias("_tomb_live"),
-        F.lit(True).alias("_tomb"))
+    # As SQL text, which costs a few calls into the JVM where each Column object costs some.
+    deleted = tombstones.selectExpr(
+        *map(quote, keys), *[f"{quote(c)} AS {quote('_tomb_' + c)}" for c in cfg.sequence_by],
+        f"{DELETED_AT} >= {retention_cutoff(cfg)} AS _tomb_live", "true AS _tomb")
     newer = newer_condition(cfg.sequence_by, quote, lambda c: quote(f"_tomb_{c}")) or "true"
     joined = events.join(deleted, keys, "left")
-    keep = F.expr(f"_tomb IS NULL OR NOT _tomb_live OR {DELETE_COLUMN} OR ({newer})")
-    return joined.where(keep).select(*[F.col(quote(c)) for c in events.columns],
-                                     F.col("_tomb").isNotNull().alias(TOMBSTONED))
+    keep = f"_tomb IS NULL OR NOT _tomb_live OR {quote(DELETE_COLUMN)} OR ({newer})"
+    return joined.where(keep).selectExpr(*map(quote, events.columns),
+                                         f"_tomb IS NOT NULL AS {TOMBSTONED}")
 
 
 @dataclass(frozen=True)
