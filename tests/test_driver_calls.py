@@ -6,17 +6,18 @@ Built as SQL text, a step is a few calls whatever its columns. Each test counts 
 checks the rows. No engine is involved (the steps take and give DataFrames), so these run once.
 """
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
 
 import pytest
 from chispa import assert_df_equality
 from py4j.clientserver import ClientServerConnection
+from py4j.protocol import MEMORY_COMMAND_NAME
 from pyspark.errors import ParseException
 
 from medallion_cli.core.config import NodeConfig
 from medallion_cli.materialize.checks import checked_rows
-from medallion_cli.materialize.context import DELETE_COLUMN
+from medallion_cli.materialize.context import DELETE_COLUMN, Phases
 from medallion_cli.materialize.tombstones import TOMBSTONED, without_superseded
 from medallion_cli.materialize.writes import distinct_events
 
@@ -35,7 +36,8 @@ def jvm_calls(monkeypatch):
         made = [0]
 
         def counting(self, command):
-            made[0] += 1
+            # not py4j's own releases of Java objects, which come when Python collects them
+            made[0] += not command.startswith(MEMORY_COMMAND_NAME)
             return original(self, command)
 
         monkeypatch.setattr(ClientServerConnection, "send_command", counting)
@@ -70,7 +72,7 @@ def test_a_merge_batch_is_deduplicated_and_checked_against_tombstones_in_few_cal
     tombstones = spark.createDataFrame(
         [(3, ts("2031-01-01 12:00:00"), now), (4, ts("2031-01-01 12:00:00"), now)],
         "order_id long, updated_at timestamp, _deleted_at timestamp")
-    batch.columns, tombstones.columns  # (the schemas, fetched once either way)
+    without_superseded(distinct_events(batch, CONFIG), CONFIG, tombstones)  # (lookups made once)
     with jvm_calls() as made:
         kept = without_superseded(distinct_events(batch, CONFIG), CONFIG, tombstones)
     expected = spark.createDataFrame([
@@ -80,7 +82,7 @@ def test_a_merge_batch_is_deduplicated_and_checked_against_tombstones_in_few_cal
         f"order_id long, status string, updated_at timestamp, {DELETE_COLUMN} boolean, "
         f"{TOMBSTONED} boolean")
     assert_df_equality(kept, expected, ignore_row_order=True, ignore_nullable=True)
-    # 550 as Column objects (the code before)
+    # 151 as SQL text; 544 as Column objects (the code before)
     assert made[0] <= 200
 
 
@@ -100,21 +102,32 @@ def test_a_batch_is_checked_against_its_expectations_in_few_calls(spark, jvm_cal
              "recent": {"expect": "updated_at > '2030-01-01'", "on_violation": "fail"}}
     node = SimpleNamespace(name="silver_orders", config=NodeConfig(expectations=rules),
                            file=SimpleNamespace(rel_path="models/silver_orders.sql"))
-    ctx = SimpleNamespace(project=SimpleNamespace(
-        quarantine_path=lambda file: str(tmp_path / "quarantine")))
+    quarantined = []
+    ctx = SimpleNamespace(
+        project=SimpleNamespace(quarantine_path=lambda file: str(tmp_path / "quarantine")),
+        phases=Phases(),
+        engine=SimpleNamespace(write=lambda df, *args, **kwargs: quarantined.append(df)))
     batch = events(spark, [(1, "placed", "I", ts("2031-01-01 10:00:00")),
                            (None, "lost", "I", ts("2031-01-01 10:00:00"))])
-    batch.columns
-    with jvm_calls() as made, checked_rows(ctx, node, batch, replace=False,
-                                           settled=False) as checks:
-        rows = checks.rows
-    assert_df_equality(rows, events(spark, [(1, "placed", "I", ts("2031-01-01 10:00:00"))]),
-                       ignore_nullable=True)
-    # 256 as Column objects (the code before)
-    assert made[0] <= 60
+    with checked_rows(ctx, node, batch, replace=False, settled=False):
+        pass  # (lookups made once)
+    with ExitStack() as held:
+        with jvm_calls() as made:
+            checks = held.enter_context(checked_rows(ctx, node, batch, replace=False,
+                                                     settled=False))
+        # 40 as SQL text; 256 as Column objects (the code before)
+        assert made[0] <= 60
+        assert_df_equality(checks.rows, events(
+            spark, [(1, "placed", "I", ts("2031-01-01 10:00:00"))]), ignore_nullable=True)
+        checks.settle()
+        assert checks.counts == {"known_status": 1, "has order id": 1, "recent": 0}
+        assert checks.checked == 2
+        (bad,) = quarantined
+        assert [(r["status"], list(r["_failed_rules"])) for r in bad.collect()] == [
+            ("lost", ["known_status", "has order id"])]
 
 
-def test_a_rule_that_is_not_sql_names_itself(spark, tmp_path):
+def test_a_rule_that_is_not_sql_fails_with_its_text(spark, tmp_path):
     node = SimpleNamespace(name="m", config=NodeConfig(expectations={
         "broken": {"expect": "status in (", "on_violation": "warn"}}),
         file=SimpleNamespace(rel_path="models/m.sql"))
