@@ -6,6 +6,7 @@ Built as SQL text, a step is a few calls whatever its columns. Each test counts 
 checks the rows. No engine is involved (the steps take and give DataFrames), so these run once.
 """
 
+import datetime as dt
 from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
 
@@ -49,13 +50,10 @@ def jvm_calls(monkeypatch):
 
 
 def events(spark, rows):
-    return spark.createDataFrame(rows, EVENTS).selectExpr(
-        "order_id", "status", "op", "cast(updated_at as timestamp) as updated_at")
+    return spark.createDataFrame(rows, EVENTS)
 
 
 def ts(text):
-    import datetime as dt
-
     return dt.datetime.fromisoformat(text)
 
 
