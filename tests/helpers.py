@@ -79,13 +79,23 @@ def page_data(path):
     return json.loads(raw.replace("<\\/", "</"))
 
 
-def medallion(root, *args, crash_at=None, wait=True):
-    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or ""}
-    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root)]
+def medallion(root, *args, crash_at=None, wait=True, env=None, timeout=600, cwd=None,
+              merged=True):
+    """`medallion ARGS --project-dir ROOT` in a process of its own (a fresh Python and JVM): the
+    one way the tests start the CLI where a process must really start, exit, be killed or
+    signalled; everywhere else they call the commands in-process. `env`: variables set for this
+    run only; `crash_at`: the fault point at which the process kills itself; no `root`: no
+    --project-dir (it is in `args`, or the `cwd` is the project). Returns the finished run
+    (stdout and stderr apart), or with wait=False the running process (its output as text,
+    stderr in stdout unless not `merged`)."""
+    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or "", **(env or {})}
+    where = ["--project-dir", str(root)] if root is not None else []
+    command = [sys.executable, "-m", "medallion_cli.cli", *args, *where]
     if not wait:
-        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        return subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, text=True,
+                                stderr=subprocess.STDOUT if merged else subprocess.PIPE)
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 ROOT = Path(__file__).resolve().parent.parent

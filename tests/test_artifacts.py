@@ -5,12 +5,15 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from conftest import DELTA_SPARK_IN_SLOW_TIER
 from helpers import BATCH_1, MODELS, land
 
 from medallion_cli import commands
 from medallion_cli.cli.console import Console
 from medallion_cli.cli.group import main
 from medallion_cli.run.runner import NodeResult
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 
 def test_manifest_and_run_results(project, engine_name):
@@ -53,6 +56,7 @@ def test_manifest_and_run_results(project, engine_name):
     assert rerun["spark_start_seconds"] is None
 
 
+@pytest.mark.one_engine("the JSON log lines are the console's, from the run's results")
 def test_json_log_format(project, engine_name):
     root = project({"models/a.sql": "select 1 as id"})
     result = CliRunner().invoke(main, ["run", "--project-dir", str(root), "--log-format", "json"])
@@ -141,6 +145,7 @@ def test_the_status_line_says_starting_spark_while_the_engine_starts():
     assert text.index("starting Spark") < text.index("running: first_model")
 
 
+@pytest.mark.one_engine("plan_start, shared by both engines, reports the phase")
 def test_a_build_reports_when_the_engine_starts(project, engine_name):
     root = project({"models/a.sql": "select 1 as id"})
     phases = []

@@ -5,13 +5,15 @@ import json
 
 import pytest
 from chispa import assert_df_equality
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 from deltalake import DeltaTable
 
 from medallion_cli import commands
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.run.runner import NodeResult
 from medallion_cli.run.scheduler import execute
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 
 def land(root, rel, rows):
@@ -231,6 +233,7 @@ def test_a_seed_counts_for_no_work_in_the_chain_below():
     assert started == ["silver", "a_seed", "gold"]
 
 
+@pytest.mark.one_engine("fail-fast and retry are the scheduler's and run_results.json's")
 def test_fail_fast_stops_after_the_first_failure_and_retry_runs_the_rest(project, build):
     root = project({"models/a.sql": "select cast('x' as int) as id",  # fails when it runs
                     "models/a_total.sql": "select count(*) as n from {{ ref('a') }}",
@@ -321,6 +324,7 @@ def test_seed_types_reload_and_bad_seed(project, build, spark):
     assert version(root / "warehouse/seeds/prices") == 1
 
 
+@pytest.mark.one_engine("landing files are read by Spark before any engine writes")
 def test_file_sources_carry_source_file_and_keep_bad_rows(project, build):
     root = project({"models/sources.yml": EVENTS,
                     "models/raw.sql": "select * from {{ source('landing', 'events') }}"})
@@ -334,6 +338,7 @@ def test_file_sources_carry_source_file_and_keep_bad_rows(project, build):
     assert all(r["_source_file"].endswith("landing/events/1.json") for r in rows)
 
 
+@pytest.mark.one_engine("the missing table is found before any read or write")
 def test_ref_to_unbuilt_model_says_what_to_run(project, build):
     root = project({"models/a.sql": "select 1 as id", "models/b.sql": "select * from {{ ref('a') }}"})
     result = build(root, select=("b",))["b"]
@@ -341,6 +346,7 @@ def test_ref_to_unbuilt_model_says_what_to_run(project, build):
     assert "'a' has not been built yet" in result.message and "medallion build -s +a" in result.message
 
 
+@pytest.mark.one_engine("raised while loading the project, before an engine is made")
 def test_project_errors_stop_before_anything_runs(project, build):
     root = project({"models/a.sql": "select 1 as id", "models/b.sql": "select * from {{ ref('x') }}"})
     with pytest.raises(MedallionError):
@@ -382,6 +388,7 @@ def test_batch_models_skip_when_inputs_sql_and_config_are_unchanged(project, bui
     assert build(root, full_refresh=True)["report"].status == "success"
 
 
+@pytest.mark.one_engine("a source's files are fingerprinted in Python, whatever the engine")
 def test_a_source_that_is_one_file_is_watched_like_a_folder(project, build):
     """A source table's `path` may name one file: a build with that file unchanged skips the
     model, and an edit to it (same name, new rows) builds the model again."""

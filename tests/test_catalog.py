@@ -8,13 +8,12 @@ The registering builds run as processes of their own: the catalog is chosen when
 """
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
 from conftest import profile_for
 from deltalake import DeltaTable
+from helpers import medallion as run_medallion
 
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.engines import make_engine
@@ -84,8 +83,8 @@ def with_metastore(engine: str, metastore: str = "local", warehouse: str = "ware
 
 
 def medallion(root, *args, expect: int = 0) -> str:
-    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    """What `medallion ARGS` printed, after checking its exit code."""
+    done = run_medallion(root, *args)
     assert done.returncode == expect, done.stdout + done.stderr
     return done.stdout + (done.stderr if expect else "")
 
@@ -137,6 +136,8 @@ def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_o
 
 
 @pytest.mark.parametrize("engine_name", ["delta-spark"])  # registration is delta-spark's
+@pytest.mark.slow("three processes on a metastore for one refusal; the default tier registers "
+                  "tables in the metastore above")
 def test_a_table_the_catalog_manages_under_the_name_is_left_alone_and_named(
         project, engine_name):
     root = project({

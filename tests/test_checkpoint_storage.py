@@ -5,10 +5,12 @@ given as a file:// URI, rebuilt with --full-refresh (and no Hadoop checksum file
 import json
 from types import SimpleNamespace
 
-from conftest import profile_for, read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, profile_for, read_delta
 
 from medallion_cli.load.project import load_project
 from medallion_cli.spark.files import list_files, read_text, remove
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 SOURCES = """\
 sources:

@@ -194,6 +194,7 @@ def test_bad_vars_and_bad_selector_are_usage_errors(project):
     assert invoke("build", "--no-such-flag").exit_code == 2
 
 
+@pytest.mark.one_engine("exit codes and run_results.json follow the nodes' statuses")
 def test_build_exit_codes_and_run_results(project, spark, engine_name):
     root = project({"models/a.sql": "select 1 as id", "seeds/s.csv": "x\n1\n"})
     ok = invoke("build", "--project-dir", root)

@@ -6,11 +6,8 @@ These fit the delta-spark engine only: it is the one that scales past one machin
 engine commits through delta-rs on the driver's disk, which a cluster's executors do not share.)
 """
 
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -22,6 +19,7 @@ from helpers import (
     MODELS,
     expected_state,
     land,
+    medallion,
     sample_copy,
     silver,
     tables_of,
@@ -29,6 +27,10 @@ from helpers import (
 from spark_cluster import SMALL_DATA, add_cluster_target, standalone_cluster
 
 from medallion_cli import commands
+
+# A master and two workers start for the module; the delta-spark engine's reads, writes and
+# exactly-once are the default tier's on a local Spark (test_engine_contract, test_streaming)
+pytestmark = pytest.mark.slow("the standalone cluster and its kill cases")
 
 WORKERS = 2
 
@@ -39,21 +41,17 @@ def cluster(tmp_path_factory):
         yield started
 
 
-def medallion(root, *args, crash_at=None, wait=True):
-    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or "", "MEDALLION_WAREHOUSE": "warehouse"}
-    command = [sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir", str(root),
-               "-t", "on-cluster"]
-    if not wait:
-        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+def on_the_cluster(root, *args, **options):
+    """`medallion ARGS` on the project's on-cluster target (helpers.medallion)."""
+    return medallion(root, *args, "-t", "on-cluster", env={"MEDALLION_WAREHOUSE": "warehouse"},
+                     timeout=900, **options)
 
 
 def test_the_sample_builds_on_the_cluster_with_the_tables_of_a_local_build(
         cluster, tmp_path, local_sample):
     on_cluster = sample_copy(tmp_path / "cluster")
     add_cluster_target(on_cluster / "profiles/profiles.yml", cluster, WORKERS, conf=SMALL_DATA)
-    built = medallion(on_cluster, "build")
+    built = on_the_cluster(on_cluster, "build")
     assert built.returncode == 0, built.stdout + built.stderr
     assert cluster.state()["aliveworkers"] == WORKERS
     assert tables_of(on_cluster / "warehouse") == local_sample.tables("delta-spark")
@@ -69,7 +67,7 @@ def test_exactly_once_when_the_driver_is_killed_after_a_commit(cluster, project)
     assert not [r.message for r in first if r.failed]
     land(root, "002.json", BATCH_2)
     land(root, "003.json", BATCH_3)
-    killed = medallion(root, "build", crash_at="silver_orders:committed:1")
+    killed = on_the_cluster(root, "build", crash_at="silver_orders:committed:1")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     # The next build finds the batch the killed driver committed; it runs in this process too
     # (the replay is the driver's decision, from the shared checkpoint and table).
@@ -97,7 +95,7 @@ def test_exactly_once_when_a_worker_is_killed_mid_batch(cluster, project):
                 for i in range(8)] for f in range(3)]
     for number, batch in enumerate(batches):
         land(root, f"{number:03d}.json", batch)
-    build = medallion(root, "build", wait=False)
+    build = on_the_cluster(root, "build", wait=False)
     checkpoint = root / "warehouse/_checkpoints/bronze/bronze_orders"
     deadline = time.monotonic() + 300
     while not ((checkpoint / "offsets/1").exists() and not (checkpoint / "commits/1").exists()):

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import write_project
+from helpers import medallion
 
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.core.failures import error_message
@@ -182,12 +183,6 @@ def servers(spark_connect):
         yield SimpleNamespace(delta=spark_connect, plain=plain)
     finally:
         plain.stop()
-
-
-def medallion(root, *args, env=None):
-    return subprocess.run([sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir",
-                           str(root)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
 
 
 def one_error_line(run) -> str:

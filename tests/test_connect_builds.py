@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from conftest import read_delta, write_project
 from helpers import (
     BATCH_1,
@@ -95,6 +96,8 @@ def delta_logs(s3, bucket: str, prefix: str) -> list[str]:
                   and not key.startswith(f"{prefix}/_medallion/"))
 
 
+@pytest.mark.slow("the whole sample over Connect and S3: the default tier builds over Connect "
+                  "in test_connect.py and here (Ctrl-C, a server without medallion)")
 def test_the_sample_builds_over_connect_on_s3_with_no_jvm_here_and_the_tables_of_a_local_build(
         s3, tmp_path, local_sample):
     """Landing files and warehouse in a bucket (moto's S3 on loopback). The server reaches it
@@ -150,6 +153,7 @@ if b"foreach_batch_worker" in Path("/proc/self/cmdline").read_bytes():
 """
 
 
+@pytest.mark.slow("a fault case: two servers started, one killed")
 def test_a_server_killed_mid_build_loses_and_doubles_nothing(tmp_path):
     """The server (its JVM) is SIGKILLed once bronze's first batch (of three: one file each)
     is committed: the client says so in one line; against a new server, busy as it starts

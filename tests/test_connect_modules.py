@@ -25,6 +25,10 @@ from pathlib import Path
 
 import pytest
 
+# 6-11 minutes of a fresh pytest over a server: the default tier's Connect tests
+# (test_connect.py, test_connect_builds.py) already build over Spark Connect
+pytestmark = pytest.mark.slow("whole modules rerun over Spark Connect")
+
 MODULES = ("test_engine_contract.py",
            *(f"test_streaming.py::{name}" for name in (
                "test_kill_mid_batch_then_rebuild_equals_uninterrupted_run",
@@ -36,7 +40,7 @@ def test_the_engine_contract_and_streaming_tests_pass_over_spark_connect(spark_c
     env = {**os.environ, "MEDALLION_TEST_SPARK_REMOTE": spark_connect.url}
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider",
+            [sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider", "-m", "",
              "-v", *(str(here / module) for module in MODULES)],
             cwd=here.parent, env=env, capture_output=True, text=True, timeout=1500)
     except subprocess.TimeoutExpired as stuck:  # 5-11 minutes on 2 cores

@@ -38,6 +38,7 @@ STREAMED = ("{{ config(materialized='streaming') }}"
             "select order_id, day from {{ source('landing', 'orders') }}")
 
 
+@pytest.mark.one_engine("the contract is checked on the rows before the engine writes them")
 def test_rows_that_keep_the_contract_are_written(project, build):
     root = project({"seeds/orders.csv": ORDERS, "models/by_day.sql": BY_DAY,
                     "models/properties.yml": PROPERTIES.split("  - name: streamed")[0]})
@@ -46,6 +47,7 @@ def test_rows_that_keep_the_contract_are_written(project, build):
     assert (root / "warehouse/models/by_day/_delta_log").exists()
 
 
+@pytest.mark.one_engine("the contract is refused on the rows, before anything is written")
 def test_rows_that_break_the_contract_are_refused_listing_every_difference(project, build):
     root = project({"seeds/orders.csv": ORDERS, "models/by_day.sql": BROKEN,
                     "models/properties.yml": PROPERTIES, "models/sources.yml": SOURCES,

@@ -10,7 +10,15 @@ import sys
 
 import pytest
 from conftest import read_delta
-from helpers import BATCH_1, BATCH_2, FAILING_CAST, MODELS, expected_state, land
+from helpers import (
+    BATCH_1,
+    BATCH_2,
+    FAILING_CAST,
+    MODELS,
+    expected_state,
+    land,
+    medallion,
+)
 from test_serve import fake_server, served_pid
 
 from medallion_cli.core.errors import MedallionError
@@ -21,9 +29,7 @@ STARTED = "Started medallion's daemon (pid "
 
 
 def run(root, *args, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "medallion_cli.cli", *args, "--project-dir",
-                           str(root)], text=True, capture_output=True, timeout=600,
-                          env={**os.environ, **env})
+    return medallion(root, *args, env=env)
 
 
 def daemon_pid(result: subprocess.CompletedProcess) -> int | None:
@@ -31,6 +37,7 @@ def daemon_pid(result: subprocess.CompletedProcess) -> int | None:
     return served_pid(result, "medallion's daemon")
 
 
+@pytest.mark.one_engine("the daemon's start, reuse and stop are the same whatever it builds")
 def test_a_build_leaves_a_daemon_the_next_commands_run_on_until_it_is_stopped(
         project, engine_name):
     root = project(MODELS)

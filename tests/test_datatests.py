@@ -4,12 +4,14 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 from deltalake import DeltaTable
 
 from medallion_cli import commands
 from medallion_cli.cli.group import main
 from medallion_cli.core.errors import MedallionError
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 PEOPLE = {
     "seeds/countries.csv": "code,name\nNL,Netherlands\nGB,United Kingdom\n",
@@ -49,6 +51,7 @@ models:
 """
 
 
+@pytest.mark.one_engine("data test verdicts are Spark SQL over the tables, whatever the engine")
 def test_generic_tests_count_and_show_failing_rows(project, build):
     root = project(props(GENERIC))
     build(root)
@@ -66,6 +69,7 @@ def test_generic_tests_count_and_show_failing_rows(project, build):
     assert "models/props.yml" in results["unique_people_id"].message
 
 
+@pytest.mark.one_engine("thresholds and test selection are resolved before any engine runs")
 def test_thresholds_and_selection(project, build):
     root = project(props("""\
 models:
@@ -88,6 +92,7 @@ models:
     assert set(data_test_results(root, exclude=("people",))) == set()
 
 
+@pytest.mark.one_engine("custom and singular tests are rendered and counted as on any engine")
 def test_custom_generic_and_singular_tests(project, build):
     root = project({**props("""\
 models:
@@ -201,6 +206,7 @@ models:
     assert read_delta(kept / "unique_people_id") == []  # this run's failures: none
 
 
+@pytest.mark.one_engine("a verdict is kept by table versions (both engines' in test_build.py)")
 def test_build_skips_tests_that_passed_on_unchanged_inputs(project, build):
     """A data test is a query over tables: on the same SQL and table versions it gives the same
     verdict, so a build reports a pass as up to date, and a warning again as it was, instead of
@@ -262,6 +268,7 @@ models:
     ("models:\n  - name: people\n    columns:\n      - name: id\n        tests:\n"
      "          - unique: {config: {severity: fatal}}\n", "severity must be 'error' or 'warn'"),
 ])
+@pytest.mark.one_engine("raised loading or running the test, before any engine write")
 def test_test_errors_name_the_yaml_file_and_key(project, build, yaml_text, message):
     root = project(props(yaml_text))
     if "idd" in yaml_text:  # a wrong column is found when the test runs
@@ -275,6 +282,7 @@ def test_test_errors_name_the_yaml_file_and_key(project, build, yaml_text, messa
     assert "models/props.yml" in str(err.value) and message in str(err.value)
 
 
+@pytest.mark.one_engine("a test's SQL error is Spark's analysis error, whatever the engine")
 def test_broken_singular_test_says_which_test(project, build):
     root = project({**PEOPLE, "tests/broken.sql": "select nope from {{ ref('people') }}"})
     build(root, select=("people",))
@@ -465,6 +473,7 @@ def test_unit_test_errors(project, spark):
     assert result.status == "error" and "gives no rows for: countries" in result.message
 
 
+@pytest.mark.one_engine("exit codes and CLI output of data tests do not depend on the engine")
 def test_cli_test_exit_codes(project, build):
     root = project(props("models:\n  - name: people\n    columns:\n      - name: name\n"
                          "        tests:\n          - not_null: {config: {severity: warn}}\n"))

@@ -15,6 +15,8 @@ MODELS = {
 }
 
 
+@pytest.mark.one_engine("defer picks the upstream's relation while rendering, before an engine "
+                        "runs")
 def test_defer_reads_unbuilt_parents_from_the_state_runs_tables(project, build, tmp_path):
     prod = project(MODELS)
     build(prod)

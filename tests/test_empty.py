@@ -1,9 +1,13 @@
 """`build --empty`, as dbt's: every model's SQL, config columns, expectations and contract are
 checked over inputs with no rows, across the DAG, and nothing is written."""
 
+import pytest
 from click.testing import CliRunner
+from conftest import DELTA_SPARK_IN_SLOW_TIER
 
 from medallion_cli.cli.group import main
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 
 def read_delta_columns(path):
@@ -53,6 +57,7 @@ def test_empty_build_checks_every_model_and_writes_nothing(project, build):
             name, columns)
 
 
+@pytest.mark.one_engine("--empty checks SQL over empty rows in Spark and writes nothing")
 def test_empty_build_names_each_broken_model_and_skips_what_follows(project, build):
     broken = {**MODELS,
               "models/silver/silver_orders.sql": MODELS["models/silver/silver_orders.sql"]

@@ -124,6 +124,22 @@ def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, lake):
     assert (merged.version, merged.rows) == (1, 3)
 
 
+def test_merge_replaces_whole_groups(engine, spark, tmp_path):
+    """MergeSpec.replace_groups (incremental gold kept per group): per group of the source, a
+    marker row (delete column true) deletes every stored row of the group and the group's new
+    rows are inserted; groups the source lacks keep their rows."""
+    path = str(tmp_path / "wh/t")
+    engine.write(spark.createDataFrame([(1, 1, "a"), (1, 2, "b"), (2, 3, "c")],
+                                       "g long, id long, v string"), path, "overwrite")
+    source = spark.createDataFrame(
+        [(1, None, None, True), (1, 4, "x", False), (3, None, None, True), (3, 5, "y", False)],
+        "g long, id long, v string, _medallion_delete boolean")
+    merged = engine.merge(source, path, MergeSpec(("g",), delete_column="_medallion_delete",
+                                                  replace_groups=True))
+    assert rows(engine, path) == [(1, 4, "x"), (2, 3, "c"), (3, 5, "y")]
+    assert merged.version == 1
+
+
 def test_merge_adds_changes_to_stored_sums_and_counts(engine, spark, tmp_path):
     """MergeSpec.added: the source holds changes (rows, a count, a nullable sum) added to the
     stored values; a group whose rows come to 0 is deleted, and one with none to add is not

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import profile_for
+from conftest import DELTA_SPARK_IN_SLOW_TIER, profile_for
 
 from medallion_cli.cli.group import main
 from medallion_cli.spark import jars
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 MODELS = {"models/a.sql": "select 1 as id"}
 
@@ -35,6 +37,7 @@ def closed_port() -> int:
 
 
 @pytest.mark.unit
+@pytest.mark.one_engine("start_spark checks the master first, before any JVM, for either engine")
 def test_an_unreachable_master_is_one_line(project, engine_name):
     master = f"spark://127.0.0.1:{closed_port()}"
     # Spark starts when a node first needs it: nodes that need it at once, on two threads,
@@ -48,6 +51,7 @@ def test_an_unreachable_master_is_one_line(project, engine_name):
 
 
 @pytest.mark.unit
+@pytest.mark.one_engine("start_spark looks for Java before any JVM starts, for either engine")
 def test_no_java_is_one_line_saying_what_to_install(project, engine_name, monkeypatch,
                                                      tmp_path):
     monkeypatch.delenv("JAVA_HOME", raising=False)

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
+from conftest import DELTA_SPARK_IN_SLOW_TIER
 from deltalake import DeltaTable
 from helpers import CHROMIUM, page_data
 
@@ -15,6 +16,8 @@ from medallion_cli import cli, commands
 from medallion_cli.commands import inspect
 from medallion_cli.report.eventlog import EVENT_COLUMNS
 from medallion_cli.report.status import node_runs
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 FILES = {
     "models/silver/fresh_orders.sql": """\
@@ -142,6 +145,8 @@ def status(root, *args):
     return CliRunner().invoke(cli.main, ["status", "--project-dir", str(root), *args])
 
 
+@pytest.mark.one_engine("status and docs read the event log with no engine; what each "
+                        "engine records there: test_a_build_records_runs_nodes_...")
 def test_status_gates_on_freshness_without_starting_spark(project, build, monkeypatch):
     root = project(orders_as_of_now()[0])
     before = status(root)
@@ -185,6 +190,8 @@ def test_freshness_config_mistakes_name_the_file(project):
     assert "freshness needs event_time" in status(root).output
 
 
+@pytest.mark.one_engine("status reads the event log with no engine: its header, columns "
+                        "and exit code")
 def test_status_has_a_header_tells_writes_from_checks_and_fails_on_a_failed_table(project,
                                                                                  build):
     root = project({"models/a.sql": "select 1 as id", "models/b.sql": "select 2 as id"})

@@ -1,11 +1,14 @@
 """run_query() in models, as dbt's `{% if execute %}`: parsed with execute false, rendered again
 when the model runs, over the tables built before it in the same build."""
 
+import pytest
 from chispa import assert_df_equality
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 from deltalake import DeltaTable
 
 from medallion_cli import commands
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 MODEL = """\
     -- depends_on: {{ ref('thresholds') }}
@@ -42,6 +45,7 @@ def test_run_query_sees_the_tables_built_before_the_model_in_the_same_build(
     assert compiled.nodes[0].executes and "where amount > 0" in compiled.nodes[0].sql
 
 
+@pytest.mark.one_engine("the refusal is the render's, raised before the model's table is written")
 def test_a_ref_named_only_under_execute_is_refused_before_anything_is_written(project, build):
     root = project({**FILES, "models/gold/big_orders.sql": MODEL.split("\n", 1)[1]})
     result = build(root)["big_orders"]
@@ -51,6 +55,8 @@ def test_a_ref_named_only_under_execute_is_refused_before_anything_is_written(pr
     assert not (root / "warehouse/gold/big_orders").exists()
 
 
+@pytest.mark.one_engine("the failure is Spark SQL's over the refs, said by run_query's "
+                        "wrapper: the same for any engine")
 def test_a_failing_run_query_names_the_model(project, build):
     root = project({**FILES, "models/gold/big_orders.sql": MODEL.replace("where name", "where nme")})
     result = build(root)["big_orders"]

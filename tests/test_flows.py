@@ -6,11 +6,13 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 
 from medallion_cli import commands
 from medallion_cli.cli.group import main
 from medallion_cli.core.errors import MedallionError
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 SOURCES = """\
 sources:
@@ -86,6 +88,7 @@ def test_flows_append_to_one_table_exactly_once_and_the_backfill_runs_once(proje
     assert regions(root) == {"eu": 3, "us": 2, "archive": 4}
 
 
+@pytest.mark.one_engine("the selection is refused before anything runs; ls lists the graph")
 def test_refreshing_a_table_without_its_flows_is_refused(project, build):
     root = project(FILES)
     listing = CliRunner().invoke(main, ["ls", "--project-dir", str(root)]).output.splitlines()
@@ -117,6 +120,8 @@ def test_a_flow_is_not_read_as_a_table_of_its_own(project):
     ("materialized='incremental', flow_into='orders'", "flow_into needs materialized 'streaming'"),
     ("materialized='streaming', once=true", "once is for flows"),
 ])
+@pytest.mark.one_engine("config mistakes are refused while the project loads, before any "
+                        "engine runs")
 def test_flow_mistakes_name_the_file(project, build, config, problem):
     root = project({**FILES, "models/bronze/orders_us.sql":
                     "{{ config(" + config + ") }} select * from {{ source('landing', 'us') }}"})

@@ -11,12 +11,14 @@ import threading
 import time
 
 import pytest
-from conftest import at, read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, at, read_delta
 
 from medallion_cli import commands
 from medallion_cli.commands.plan import Reporter
 from medallion_cli.run.runner import NodeResult, timed
 from medallion_cli.run.scheduler import execute
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 LABELS = {"silver": ("model", "table"), "t": ("test", "test"), "gold": ("model", "table"),
           "gold2": ("model", "table"), "platinum": ("model", "table")}

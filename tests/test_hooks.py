@@ -29,6 +29,8 @@ FILES = {
 }
 
 
+@pytest.mark.one_engine("hooks are rendered and run as Spark SQL the same way on both; the "
+                        "outcomes are the runner's")
 def test_hooks_run_around_models_and_the_build_and_say_what_failed(project, build):
     root = project(FILES, project_yml=PROJECT)
     results = build(root)
@@ -53,6 +55,7 @@ def test_hooks_run_around_models_and_the_build_and_say_what_failed(project, buil
     assert not (root / "warehouse/gold/total").exists()
 
 
+@pytest.mark.one_engine("the pre_hook fails before anything is written; YAML read at load")
 def test_a_failing_pre_hook_writes_nothing_and_yaml_takes_dbts_spelling(project, build):
     root = project({**FILES, "models/gold/total.sql": "select 1 as one",
                     "models/props.yml": """\

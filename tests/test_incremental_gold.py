@@ -6,9 +6,12 @@ import json
 import random
 
 import pytest
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 
 from medallion_cli.engines import engine_class
+
+# (the replace_groups MERGE: test_engine_contract.py)
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 SOURCES = """\
 sources:

@@ -6,9 +6,11 @@ each equals the same SQL recomputed in full."""
 import json
 
 import pytest
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 
 from medallion_cli.engines import engine_class
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 SOURCES = """\
 sources:

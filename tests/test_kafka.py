@@ -3,8 +3,11 @@ values that do not fit kept apart and counted, each record once."""
 
 import uuid
 
-from conftest import read_delta
+import pytest
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 from helpers import produce
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 
 def kafka_project(project, kafka, topic):
@@ -55,6 +58,8 @@ def test_kafka_records_land_in_bronze_once_with_their_position(project, build, k
         root / "warehouse/bronze/bronze_orders")) == [0, 1, 2, 3]
 
 
+@pytest.mark.slow("a fault case: builds killed in processes of their own while a producer "
+                  "runs; the default tier reads Kafka exactly once in-process (above)")
 def test_every_record_lands_once_while_builds_are_killed_and_a_producer_keeps_producing(
         project, build, kafka):
     import threading
@@ -91,6 +96,8 @@ def test_every_record_lands_once_while_builds_are_killed_and_a_producer_keeps_pr
     assert ids == list(range(total))
 
 
+@pytest.mark.one_engine("the loss fails Spark's Kafka source before any batch is written; "
+                        "the message is medallion's, the same for any engine")
 def test_records_gone_from_kafka_before_they_were_read_fail_the_build_in_one_line(
         project, build, kafka):
     from confluent_kafka import TopicPartition

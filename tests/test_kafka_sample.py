@@ -9,7 +9,9 @@ import shutil
 import uuid
 from pathlib import Path
 
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/kafka_sample"
 

@@ -7,7 +7,9 @@ import os
 import time
 
 import pytest
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 SOURCES = """\
 sources:
@@ -98,6 +100,7 @@ def test_json_fields_outside_the_schema(project, build, mode):
     assert json.loads(rows[1]["_rescued_data"]) == {"tag": {"x": [1, 2]}, "n": 5}
 
 
+@pytest.mark.one_engine("rescued fields are found by Spark expressions before the engine writes")
 def test_fields_outside_the_schema_are_found_however_the_json_is_written(project, build):
     # Flat objects of schema fields are told apart by a regex without listing their keys
     # (json_values.only_keys_pattern); every other text has its keys listed.
@@ -136,6 +139,7 @@ def test_a_field_name_json_escapes_never_counts_as_written_plainly():
     assert not re.search(only_keys_pattern(["a\\b"]), '{"": 2}')
 
 
+@pytest.mark.one_engine("raised while loading the project, before an engine is made")
 def test_a_bad_unknown_fields_value_names_the_file(project, build):
     from medallion_cli.core.errors import MedallionError
     from medallion_cli.load.project import load_project
@@ -163,6 +167,7 @@ def test_a_csv_whose_header_swaps_columns_is_refused_naming_the_file(project, bu
         == [(1, "a")]  # nothing of the bad file landed in the wrong columns
 
 
+@pytest.mark.one_engine("which files a stream reads is Spark's file source's, on any engine")
 def test_a_file_with_an_old_mtime_is_still_read(project, build):
     root = landing_project(project)
     land(root, "events", "1.json", lines({"id": 1, "kind": "new"}))
@@ -189,6 +194,7 @@ def test_an_empty_landed_file_adds_no_commit(project, build):
     assert [r["id"] for r in events(root)] == [1]
 
 
+@pytest.mark.one_engine("the check reads the stream's checkpoint and the files, not the table")
 def test_a_file_that_grew_after_it_was_read_is_reported(project, build):
     root = landing_project(project)
     growing = land(root, "events", "1.json", lines({"id": 1, "kind": "a"}))
@@ -204,6 +210,7 @@ def test_a_file_that_grew_after_it_was_read_is_reported(project, build):
     assert "Land files atomically" in result.message
 
 
+@pytest.mark.one_engine("the batch is held before the engine writes anything")
 def test_a_file_still_being_written_is_left_for_the_next_build_and_then_read_whole(project,
                                                                                    build):
     """A writer that appends to a landed file while a build runs: the build commits none of
@@ -294,6 +301,7 @@ def test_a_landed_file_waits_only_for_the_rest_of_its_quiet_time(tmp_path, monke
         settled(now - 0.1)
 
 
+@pytest.mark.one_engine("Spark's file source refuses the moved checkpoint before any write")
 def test_a_moved_project_says_so_and_loads_nothing_twice(project, build):
     """A checkpoint keeps the whole paths of the files it read: after the project folder moved,
     the stream stops with words saying so, its table as it was."""

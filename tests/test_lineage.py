@@ -82,6 +82,8 @@ FILES = {
 }
 
 
+@pytest.mark.one_engine("events are made from the run's results and the models' SQL, and sent "
+                        "the same on both")
 def test_a_build_sends_valid_lineage_events_over_http(project, build, engine_name, receiver):
     url, received = receiver
     profile = profile_for(engine_name) + f"""\

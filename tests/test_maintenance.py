@@ -5,7 +5,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 from deltalake import DeltaTable
 from helpers import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, silver
 
@@ -13,6 +13,9 @@ from medallion_cli.cli.group import main
 from medallion_cli.commands import maintain as maintenance
 from medallion_cli.commands.invocation import Invocation
 from medallion_cli.core.errors import MedallionError
+
+# (history, restore, optimize, vacuum: test_engine_contract.py)
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 
 def files_on_disk(path):
@@ -85,6 +88,7 @@ def test_time_travel_errors(streamed, project):
         maintenance.show_inline(Invocation(project_dir=str(root)), "select nope from range(1)")
 
 
+@pytest.mark.one_engine("a view's and --inline SQL is rendered and run by Spark, any engine")
 def test_show_a_view_and_inline_sql(streamed, project):
     """dbt's `show`: a view's rows are its SQL run now; --inline runs SQL with ref() and
     macros over the built tables."""
@@ -126,6 +130,7 @@ def test_cli_maintenance_commands_start_no_jvm(streamed, engine_name):
     assert "v2     " in out.stdout and "MERGE" in out.stdout
 
 
+@pytest.mark.one_engine("the retention is refused before an engine is asked to vacuum")
 def test_cli_vacuum_refuses_short_retention(streamed):
     result = CliRunner().invoke(main, ["vacuum", "--retain", "1h", "--project-dir", str(streamed)])
     assert result.exit_code == 2 and "--allow-short-retention" in result.output
@@ -157,6 +162,7 @@ OPERATIONS = """\
 """
 
 
+@pytest.mark.one_engine("macros, run_query and their errors are rendering's, not an engine's")
 def test_run_operation_calls_a_macro_with_run_query_and_log(streamed):
     """dbt's run-operation: a macro with --args, run_query() over the built tables, log()."""
     (streamed / "macros").mkdir(exist_ok=True)

@@ -5,6 +5,8 @@ import json
 import os
 from dataclasses import replace
 
+import pytest
+
 from medallion_cli import commands
 from medallion_cli.commands import invocation
 from medallion_cli.engines.delta_spark.engine import DeltaSparkEngine
@@ -51,6 +53,8 @@ def new_bytes(root, full_refresh=False) -> int:
                                        invocation.selected_nodes(inv, loaded), full_refresh)
 
 
+@pytest.mark.one_engine("new bytes come from file sizes and _delta_log times before Spark "
+                        "starts; both engines' limits are patched alike")
 def test_a_build_reads_as_new_what_its_tables_have_not_taken_in(project, build, monkeypatch):
     """And a build tells its engine, before Spark starts, whether that is much (here Spark has
     started already: the JVM options for long queries are test_engine_start's)."""

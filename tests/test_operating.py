@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 from helpers import BATCH_1, BATCH_2, MODELS, land
 
 from medallion_cli import commands
@@ -21,6 +21,8 @@ from medallion_cli.commands import maintain as maintenance
 from medallion_cli.core.errors import MedallionError
 from medallion_cli.load.project import load_project
 from medallion_cli.run.scheduler import NOT_STARTED, STOPPED
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 
 def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(tmp_path):
@@ -53,6 +55,7 @@ def test_secret_settings_stay_off_the_command_line_and_spark_binds_to_loopback(t
     assert (seen["host"], seen["bind"]) == ("127.0.0.1", "127.0.0.1")
 
 
+@pytest.mark.one_engine("masking is done in rendering and artifacts, not by an engine")
 def test_secret_env_vars_are_masked_in_artifacts_but_used(project, build, monkeypatch):
     monkeypatch.setenv("MEDALLION_SECRET_TOKEN", "s3cr3t-value")
     monkeypatch.setenv("PLAIN_VALUE", "plain-value")
@@ -233,6 +236,7 @@ def test_history_counts_what_a_merge_inserted_updated_and_deleted(project, build
         result.output
 
 
+@pytest.mark.one_engine("a unit test runs the SQL on given rows: no table is read or written")
 def test_unit_test_differences_say_expected_and_actual(project, engine_name):
     root = project({"models/a.sql": "select id, id * 2 as doubled from {{ ref('b') }}",
                     "models/b.sql": "select 1 as id",
@@ -338,6 +342,8 @@ def wait_for_archive(archives: Path) -> list[Path]:
     raise AssertionError(f"no archive in {archives}: {list(archives.iterdir())}")
 
 
+@pytest.mark.slow("four fresh JVMs for how fast a JVM starts; every process the default tier "
+                  "starts maps the archive as users' commands do")
 def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_path):
     """One engine only: both engines start the driver JVM with the same start_spark() (the
     archive's key includes the Delta JARs, so each engine records its own). One JVM records an

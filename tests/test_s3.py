@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import sysconfig
 import time
 import urllib.error
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from helpers import s3_tables, sample_copy
+from helpers import medallion, s3_tables, sample_copy
 
 from medallion_cli.spark.object_store import (
     DELTARS_PATIENCE,
@@ -44,9 +43,6 @@ def sample_on_s3(s3, folder: Path, name: str, engine_name: str) -> tuple[Path, s
     return sample, bucket, env
 
 
-BUILD = [sys.executable, "-m", "medallion_cli.cli", "build"]
-
-
 # The fault tests build the sample's orders path, landing to its first gold table (7 of its
 # 25 nodes: a seed, three models and silver's tests; the tests that also read a table off the
 # path are left out, as silver_customers and gold_daily_revenue are not built), each build a
@@ -60,13 +56,18 @@ ORDERS_TABLES = {"bronze/bronze_orders", "silver/silver_orders",
                  "seeds/products", "gold/gold_order_lines"}
 
 
+# The S3 fault cases (a kill, a store cut, a store throttling), each several builds of a sample
+# copy in processes of their own: the slow tier's. The default tier builds the sample on S3 on
+# both engines (the first test here) and kills builds on a local folder (test_streaming.py).
+FAULT_CASE = pytest.mark.slow("S3 fault cases: several processes and JVM starts each")
+
+
 def build_in(sample: Path, env: dict, timeout: int = 900, only: Sequence[str] = (),
              **more: str):
     """`medallion build` of a copy of the sample in a process of its own, as a user runs it,
     of the `only` nodes (selection arguments; none: all), with `more` variables set for this
     run only (e.g. MEDALLION_WAREHOUSE)."""
-    return subprocess.run([*BUILD, *only], cwd=sample, env={**env, **more}, capture_output=True,
-                          text=True, timeout=timeout)
+    return medallion(None, "build", *only, cwd=sample, env={**env, **more}, timeout=timeout)
 
 
 # Tables of an uninterrupted build of the sample on S3, per engine: what the kill and cut tests
@@ -87,6 +88,9 @@ def uninterrupted(s3, folder: Path, engine_name: str) -> dict:
     return {table: rows for table, rows in built.items() if table in ORDERS_TABLES}
 
 
+@pytest.mark.slow("the whole sample on S3 in a process of its own; the default tier writes, "
+                  "merges and streams on S3 on both engines (test_engine_contract.py, "
+                  "test_streaming.py) and starts a build on S3 here (two builds at once)")
 def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, engine_name,
                                                          local_sample):
     on_s3_copy, bucket, env = sample_on_s3(s3, tmp_path, "lake", engine_name)
@@ -209,6 +213,7 @@ def test_a_missing_bucket_is_one_line_naming_the_store_before_any_model_runs(s3,
     assert "Running" not in out.stdout and "Traceback" not in out.stderr
 
 
+@FAULT_CASE
 def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubled(
         s3, tmp_path, engine_name):
     """SIGKILL after silver_orders' first Delta commit, before its checkpoint knew: the next
@@ -229,8 +234,7 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
 @pytest.mark.parametrize("engine_name", ["embedded"])  # the lease is the same on both engines
 def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_path, engine_name):
     sample, bucket, env = sample_on_s3(s3, tmp_path, "two", engine_name)
-    watching = subprocess.Popen([*BUILD, "--watch"], cwd=sample, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watching = medallion(None, "build", "--watch", cwd=sample, env=env, wait=False)
     try:
         deadline = time.monotonic() + 600
         while "Contents" not in s3.client().list_objects_v2(Bucket=bucket,
@@ -250,6 +254,7 @@ def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_pa
     assert len(orders) == 13  # the sample's order lines, each once (2 malformed kept raw)
 
 
+@FAULT_CASE
 def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3, tmp_path,
                                                                               engine_name):
     """The store's connection is cut once silver_orders has committed (a relay in front of
@@ -262,8 +267,8 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
     sample, bucket, env = sample_on_s3(s3, tmp_path, "cut", engine_name)
     env["AWS_ENDPOINT_URL"] = relay.endpoint
     env["MEDALLION_WAREHOUSE"] = f"s3://{bucket}/cut"
-    cut_build = subprocess.Popen([*BUILD, *ORDERS_PATH], cwd=sample, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=env)
+    cut_build = medallion(None, "build", *ORDERS_PATH, cwd=sample, env=env, wait=False,
+                          merged=False)
     deadline = time.monotonic() + 600
     while "Contents" not in s3.client().list_objects_v2(
             Bucket=bucket, Prefix="cut/silver/silver_orders/_delta_log/"):
@@ -300,6 +305,7 @@ def throttles(s3, bucket: str, prefix: str) -> bool:
     return False
 
 
+@FAULT_CASE
 def test_a_store_throttling_some_keys_is_retried_then_one_line_per_node_and_nothing_lost(
         s3, tmp_path, engine_name):
     """S3 throttles by prefix (503 SlowDown): a store that keeps refusing writes under silver/

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from conftest import read_delta
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 from helpers import BATCH_1, BATCH_2, MODELS, land, medallion
 
 from medallion_cli import commands
@@ -15,6 +15,8 @@ from medallion_cli.core.errors import MedallionError
 from medallion_cli.core.failures import CONCURRENT_COMMIT, error_message
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 WATCHED = "name: w\nprofile: test\nmodels:\n  trigger: 1 second\n"
 

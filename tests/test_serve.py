@@ -7,13 +7,20 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import profile_for, read_delta
-from helpers import BATCH_1, BATCH_2, FAILING_CAST, MODELS, expected_state, land
+from helpers import (
+    BATCH_1,
+    BATCH_2,
+    FAILING_CAST,
+    MODELS,
+    expected_state,
+    land,
+    medallion,
+)
 
 from medallion_cli.serve.protocol import server_kind
 
@@ -23,17 +30,12 @@ SLOW = """\
 """
 
 
-def medallion(*args) -> list[str]:
-    return [sys.executable, "-m", "medallion_cli.cli", *args]
-
-
 def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(medallion(*args), text=True, capture_output=True, timeout=600)
+    return medallion(None, *args)
 
 
 def start_server(root) -> subprocess.Popen:
-    server = subprocess.Popen(medallion("serve", "--project-dir", str(root)), text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = medallion(root, "serve", wait=False)
     deadline = time.monotonic() + 300
     while not (root / "target/serve.json").is_file():
         if server.poll() is not None or time.monotonic() > deadline:
@@ -73,6 +75,8 @@ def python_threads(pid: int) -> int:
     return counts[-1]
 
 
+@pytest.mark.one_engine("the server's routing, waiting, Ctrl-C and secret do not depend on the "
+                        "engine it builds with")
 def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_name):
     other_target = profile_for(engine_name) + """\
     other:
@@ -110,14 +114,11 @@ def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_n
 
         # Commands that come while another runs say that they wait; Ctrl-C stops one waiting
         # (the server passes it over), and Ctrl-C in the running one cancels its Spark jobs.
-        slow = subprocess.Popen(medallion("run", "-s", "slow", *on), text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        slow = medallion(None, "run", "-s", "slow", *on, wait=False, merged=False)
         time.sleep(5)
-        waiting = subprocess.Popen(medallion("build", "--exclude", "slow", *on), text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        waiting = medallion(None, "build", "--exclude", "slow", *on, wait=False, merged=False)
         assert "is busy: `medallion run -s slow" in waiting.stderr.readline()
-        quitting = subprocess.Popen(medallion("seed", *on), text=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        quitting = medallion(None, "seed", *on, wait=False, merged=False)
         note = quitting.stderr.readline()
         assert note.startswith(f"Note: the server (medallion serve, pid {server.pid}) is busy: "
                                f"`medallion run -s slow {' '.join(on)}` has run for "), note

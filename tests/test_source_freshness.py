@@ -9,9 +9,12 @@ import time
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from conftest import DELTA_SPARK_IN_SLOW_TIER
 from deltalake import write_deltalake
 
 from medallion_cli.cli.group import main
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 SOURCES = """\
 sources:
@@ -42,6 +45,8 @@ def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
+@pytest.mark.one_engine("levels come from file times, delta-rs's history and a Spark read of "
+                        "JSON; no engine writes")
 def test_source_freshness_levels_bases_and_exit_code(project, spark, engine_name):
     root = project({"models/sources.yml": SOURCES, "models/m.sql": "select 1 as id"})
     hours_ago = lambda h: dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=h)  # noqa: E731

@@ -2,10 +2,7 @@
 compaction, SCD2, malformed rows, schema changes, full refresh, and crashes mid-batch."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
 from conftest import ON_BOTH_STORES, REMOTE, at, delta_table, read_delta
@@ -18,6 +15,7 @@ from helpers import (
     SOURCES,
     expected_state,
     land,
+    medallion,
     silver,
 )
 
@@ -31,6 +29,9 @@ def versions(root):
 
 
 @ON_BOTH_STORES
+@pytest.mark.slow_case("delta-spark's reads and writes on S3 are the engine contract's "
+                       "(test_engine_contract.py, on both stores)", engine_name="delta-spark",
+                       store="s3")
 def test_land_build_land_more_build(project, build):
     root = project(MODELS)
     land(root, "001.json", BATCH_1)
@@ -154,6 +155,8 @@ def test_full_refresh_resets_table_and_checkpoint(project, build):
     assert silver(root) == expected_state(BATCH_1)
 
 
+@pytest.mark.one_engine("no streamed table: both engines take the same path to this check "
+                        "on the model's rows")
 def test_streaming_model_needs_a_streaming_input(project, build):
     root = project({"models/a.sql": "select 1 as id",
                     "models/b.sql": "{{ config(materialized='streaming') }}"
@@ -202,16 +205,10 @@ def test_streaming_files_and_tables_in_one_model(project, build, engine_name):
     assert "bronze model of their own" in result.message
 
 
-def run_build(root, crash_at=None):
-    env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or ""}
-    return subprocess.run([sys.executable, "-m", "medallion_cli.cli", "build", "--project-dir",
-                           str(root)], env=env, capture_output=True, text=True, timeout=600)
-
-
 def killed_at(root, crash_at: str) -> bool:
     """Build with the process that reaches `crash_at` killed there; True when that was the
     server's Python worker running the batch (over Spark Connect), which the build outlives."""
-    killed = run_build(root, crash_at)
+    killed = medallion(root, "build", crash_at=crash_at)
     if REMOTE and ":stopped:" not in crash_at:
         assert killed.returncode == 1, killed.stdout + killed.stderr
         died = [line for line in killed.stdout.splitlines() if "Python worker" in line]
@@ -226,16 +223,21 @@ def killed_at(root, crash_at: str) -> bool:
 OVER_CONNECT_AS_COMMITTED = pytest.mark.same_path_over_connect("silver_orders:committed:1")
 
 
+# The default tier kills a build at the hardest point on each engine (committed, not yet in
+# the checkpoint); the rest of the matrix is the slow tier's
+KILL_MATRIX = pytest.mark.slow("the rest of the kill matrix")
+
+
 @pytest.mark.parametrize("crash_at", [
     # killed before the batch wrote anything
-    pytest.param("silver_orders:batch_start:1", marks=OVER_CONNECT_AS_COMMITTED),
+    pytest.param("silver_orders:batch_start:1", marks=[OVER_CONNECT_AS_COMMITTED, KILL_MATRIX]),
     # killed after the Delta commit, before the checkpoint knew (on S3, the commit's hardest
     # case: test_s3.py's build killed on S3, the sample's silver_orders, at its first commit)
     "silver_orders:committed:1",
     # killed mid-ingest, after some files committed
-    pytest.param("bronze_orders:committed:2", marks=OVER_CONNECT_AS_COMMITTED),
-    "bronze_orders:stopped:2",  # killed once its query ran 2 batches, as the event log may
-                                # still be writing them
+    pytest.param("bronze_orders:committed:2", marks=[OVER_CONNECT_AS_COMMITTED, KILL_MATRIX]),
+    # killed once its query ran 2 batches, as the event log may still be writing them
+    pytest.param("bronze_orders:stopped:2", marks=KILL_MATRIX),
 ])
 def test_kill_mid_batch_then_rebuild_equals_uninterrupted_run(project, build, crash_at):
     root = project(MODELS)

@@ -48,6 +48,9 @@ def build_and_test(project: Path, target: str | None = None):
     return built, tested
 
 
+@pytest.mark.slow("the default tier builds a generated project (test_init_with_custom_values); "
+                  "this adds its delta-spark build and its own pytest run, as .ci/run does "
+                  "from a wheel")
 def test_no_input_project_builds_and_tests_green(tmp_path, spark, monkeypatch):
     monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
     project = Path(cookiecutter(str(ROOT), no_input=True, output_dir=str(tmp_path)))

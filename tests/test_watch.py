@@ -3,8 +3,6 @@
 import json
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -12,12 +10,14 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from conftest import read_delta
-from helpers import MODELS, land
+from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
+from helpers import MODELS, land, medallion
 
 from medallion_cli.commands.watch import stop_gracefully
 from medallion_cli.engines import engine_class
 from medallion_cli.materialize.tally import BatchReport, StreamTally
+
+pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 WATCHED = {**MODELS, "models/gold/order_count.sql": """\
     select status, count(*) as n from {{ ref('silver_orders') }} group by status
@@ -34,13 +34,18 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+# A failed node's first retry after this many seconds (then 1 s, 2 s...), not 2 s: a test sees
+# three tries in SEVERAL_TRIES where it would wait 14 s (nothing outside the process tells a
+# try that failed the same way, which is the point: it is not said again)
+BACKOFF = {"MEDALLION_WATCH_BACKOFF": "0.5"}
+SEVERAL_TRIES = 4
+
+
 @contextmanager
-def watching(root):
+def watching(root, env=None):
     """`medallion build --watch` in a subprocess: yields (output lines so far, a function that
     gives (exit code, whole output) once it stopped); Ctrl-C (SIGINT) stops it at the end."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "medallion_cli.cli", "build", "--watch", "--project-dir", str(root)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = medallion(root, "build", "--watch", wait=False, env=env)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
     reader.start()
@@ -81,11 +86,13 @@ def test_watch_keeps_gold_fresh_and_stops_cleanly_on_ctrl_c(project, engine_name
     assert "Done." in output and "Watched for " in output
 
 
+@pytest.mark.one_engine("the tie check is on the model's rows (writes.py); the backoff and "
+                        "its message are the watch loop's, the same for any engine")
 def test_a_failing_query_under_watch_is_retried_with_backoff_said_once_and_exits_non_zero(
         project, engine_name):
     root = project(WATCHED, project_yml=PROJECT)
     land(root, "001.json", [{"order_id": 1, "status": "placed", "op": "I", "seq": 1}])
-    with watching(root) as (lines, stopped):
+    with watching(root, env=BACKOFF) as (lines, stopped):
         wait_for(lambda: any("3 of 3" in line for line in lines), 180, "the first pass")
         # Two different rows with one key and sequence in one batch: silver's batch fails, and
         # fails again each time the query starts over on it.
@@ -93,14 +100,14 @@ def test_a_failing_query_under_watch_is_retried_with_backoff_said_once_and_exits
                                 {"order_id": 1, "status": "lost", "op": "U", "seq": 2}])
         wait_for(lambda: any("ERROR" in line and "silver_orders" in line for line in lines),
                  180, "the failure")
-        time.sleep(10)  # tried again at 2 s and 4 s after it: the same error, not said again
+        time.sleep(SEVERAL_TRIES)  # tried again: the same error, not said again
     code, output = stopped()
     assert code == 1, output
     errors = [i for i, line in enumerate(lines) if "ERROR" in line and "silver_orders" in line]
     assert len(errors) == 1, output
     said = lines[errors[0] + 1]  # the failure's one line, under its result line
     assert "order_id" in said and "breaks such ties" in said
-    assert "tried again after a backoff of 2 s" in lines[errors[0] + 2]
+    assert "tried again after a backoff of 0.5 s, doubling to 15 s" in lines[errors[0] + 2]
     assert re.match(r"\d\d:\d\d:\d\d ", lines[errors[0]])  # when, on every line
     assert "Traceback" not in output and "\tat " not in output
     assert re.search(r"Watched for \d+m \d+s: 0 refresh\(es\), \d+ micro-batch\(es\), \d+ data "
@@ -129,11 +136,11 @@ def test_watch_retries_a_broken_model_once_fixed_and_tests_what_it_refreshes(pro
     silver = root / "models/silver/silver_orders.sql"
     good = silver.read_text()
     silver.write_text(good.replace("select order_id, status", "select order_id, statuz as status"))
-    with watching(root) as (lines, stopped):
+    with watching(root, env=BACKOFF) as (lines, stopped):
         wait_for(lambda: any("ERROR" in line and "silver_orders" in line for line in lines), 180,
                  "silver to fail")
         land(root, "002.json", [{"order_id": 2, "status": "paid", "op": "I", "seq": 1}])
-        time.sleep(8)  # tried again, and failed the same way: not said again
+        time.sleep(SEVERAL_TRIES)  # tried again, and failed the same way: not said again
         assert sum("ERROR" in line and "silver_orders" in line for line in lines) == 1
         assert read_delta(root / "warehouse/gold/order_count") == [{"status": "placed", "n": 1}]
         silver.write_text(good)
@@ -147,6 +154,8 @@ def test_watch_retries_a_broken_model_once_fixed_and_tests_what_it_refreshes(pro
     assert "Watched for " in output and "1 node(s) failed (silver_orders)" in output
 
 
+@pytest.mark.one_engine("start_spark keeps Ctrl-C from pyspark for either engine; streaming "
+                        "under --watch on both: test_watch_keeps_gold_fresh_and_stops_...")
 def test_ctrl_c_ends_a_watch_that_started_spark_itself(project, build, engine_name):
     """Nothing new at first: the first pass starts no Spark, so the watch starts it on its
     main thread, where pyspark would install its own Ctrl-C handler (calling the JVM from the
@@ -342,3 +351,18 @@ def test_under_watch_a_warning_recalled_on_unchanged_inputs_is_not_said_again():
           said.append, lambda report: None, stops)
     assert [(r.name, r.message) for r in said if r.kind == "test"] == [
         ("t", "warned: 3 failing rows")]
+
+
+@pytest.mark.unit
+def test_the_watch_backoff_doubles_to_30_times_its_first_wait_which_a_variable_sets(monkeypatch):
+    from medallion_cli.commands.watch import restart_backoff, retried
+    from medallion_cli.core.errors import MedallionError
+
+    monkeypatch.delenv("MEDALLION_WATCH_BACKOFF", raising=False)
+    assert restart_backoff() == (2, 4, 8, 16, 32, 60)
+    assert "after a backoff of 2 s, doubling to 60 s" in retried(restart_backoff())
+    monkeypatch.setenv("MEDALLION_WATCH_BACKOFF", "0.5")
+    assert restart_backoff() == (0.5, 1, 2, 4, 8, 15)
+    monkeypatch.setenv("MEDALLION_WATCH_BACKOFF", "soon")
+    with pytest.raises(MedallionError, match="MEDALLION_WATCH_BACKOFF='soon' is not a number"):
+        restart_backoff()

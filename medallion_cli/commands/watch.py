@@ -15,6 +15,7 @@ not made) and every query after the batch it has in flight; a second one stops t
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -42,9 +43,25 @@ from .invocation import (
 from .plan import plan, runner
 
 POLL_SECONDS = 2.0
-RETRIED = "\n(tried again after a backoff of 2 s, doubling to a minute; what reads it waits)"
-# Seconds before a failed node is tried again, by how many times in a row it failed.
-RESTART_BACKOFF = (2, 4, 8, 16, 32, 60)
+# Seconds before a failed node is first tried again (2 unless set); each try in a row that
+# fails doubles it, to 30 times as long (a minute). Tests set it short.
+BACKOFF_VARIABLE = "MEDALLION_WATCH_BACKOFF"
+
+
+def restart_backoff() -> tuple[float, ...]:
+    """Seconds before a failed node is tried again, by how many times in a row it failed."""
+    setting = os.environ.get(BACKOFF_VARIABLE, "2")
+    try:
+        first = float(setting)
+    except ValueError:
+        raise MedallionError(f"{BACKOFF_VARIABLE}={setting!r} is not a number of seconds",
+                             hint=f"unset it, or set e.g. {BACKOFF_VARIABLE}=2") from None
+    return (first, first * 2, first * 4, first * 8, first * 16, first * 30)
+
+
+def retried(backoff: tuple[float, ...]) -> str:
+    return (f"\n(tried again after a backoff of {backoff[0]:g} s, doubling to "
+            f"{backoff[-1]:g} s; what reads it waits)")
 
 
 @dataclass(frozen=True)
@@ -89,11 +106,12 @@ class Failing:
     said: str
 
 
-def note_failure(failing: dict[str, Failing], name: str, message: str) -> bool:
+def note_failure(failing: dict[str, Failing], name: str, message: str,
+                 backoff: tuple[float, ...]) -> bool:
     """Record a failure and its backoff; True when its error is new (to be printed)."""
     before = failing.get(name)
     times = before.times + 1 if before else 1
-    wait = RESTART_BACKOFF[min(times, len(RESTART_BACKOFF)) - 1]
+    wait = backoff[min(times, len(backoff)) - 1]
     failing[name] = Failing(times, time.monotonic() + wait, message)
     return before is None or before.said != message
 
@@ -121,9 +139,10 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
     ctx = replace(ctx, full_refresh=False)  # --full-refresh applies to the first pass only
     queries: dict[str, tuple] = {}
     failing: dict[str, Failing] = {}
+    backoff = restart_backoff()
     for result in first_pass:  # printed already; tried again after a backoff
         if result.failed:
-            note_failure(failing, result.name, result.message)
+            note_failure(failing, result.name, result.message, backoff)
     reported: list[NodeResult] = []
     # Streaming models a batch model reads: their commits wake the refresh.
     read_by_batch = {n for n in streaming if any(
@@ -139,9 +158,9 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
             # verdict recalled on unchanged inputs was said when it was reached.
             return
         if result.failed:
-            if not note_failure(failing, result.name, result.message):
+            if not note_failure(failing, result.name, result.message, backoff):
                 return  # the same error again: said once
-            result = replace(result, message=result.message + RETRIED)
+            result = replace(result, message=result.message + retried(backoff))
         elif result.status in ("success", "warn"):
             failing.pop(result.name, None)
         if result.status not in ("up_to_date", "skipped"):
