@@ -12,7 +12,6 @@ a comment saying why. Both engines share the one SparkSession: it starts with De
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import textwrap
@@ -24,6 +23,11 @@ import pytest
 from medallion_cli import commands
 from medallion_cli.core.project import Target
 from medallion_cli.spark import jars
+
+# The tiers, their marks and the workers' order (tiers.py); its mark for files whose
+# delta-spark cases are the slow tier's is the test files' to import from here
+pytest_plugins = ["tiers"]
+from tiers import DELTA_SPARK_IN_SLOW_TIER  # noqa: E402,F401
 
 # A run over Spark Connect (test_connect_builds.py starts one): the tests reach Spark through
 # this server, a third way beside a local Spark and the standalone cluster. The delta-spark
@@ -86,78 +90,11 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# Tiers (docs/testing.md): a test is in the default tier (the README's test command) unless it
-# is marked `slow`. A test marked `one_engine("why")` checks a behaviour that does not depend on
-# the engine: the default tier runs it on the embedded engine and the slow tier on delta-spark.
-# `slow_case("why", name=value, ...)` puts the cases whose parameters have those values (the
-# fixtures' too, e.g. engine_name and store) in the slow tier.
-ONE_ENGINE_SLOW = "delta-spark"
-# In a file marked so, the delta-spark cases are the slow tier's: the file checks behaviours
-# whose engine-specific paths (reads, writes, MERGE, streams exactly once, admin) the engine
-# contract runs on both engines in the default tier (test_engine_contract.py,
-# test_merge_semantics.py, test_streaming.py, test_cross_engine.py, test_cdc*.py)
-DELTA_SPARK_IN_SLOW_TIER = pytest.mark.slow_case(
-    "a repeat on delta-spark of what the engine contract covers in the default tier",
-    engine_name="delta-spark")
-# Each test's seconds (setup, call and teardown) in the last full run, refreshed with
-# `pytest -m "" --store-durations` (durations.json beside this file); a test not in it yet
-# counts as DEFAULT_SECONDS.
-DURATIONS = Path(__file__).with_name("durations.json")
-DEFAULT_SECONDS = 5.0
-SECONDS: dict[str, float] = {}  # this run's, as the controller hears of them
-
-
-def pytest_addoption(parser):
-    parser.addoption("--store-durations", action="store_true",
-                     help="write each test's seconds to tests/durations.json at the end")
-
-
-def tier_marks(item) -> None:
-    """The slow mark on the cases that one_engine and slow_case name."""
-    params = getattr(item, "callspec", None)
-    for mark in item.iter_markers():
-        if mark.name not in ("one_engine", "slow_case"):
-            continue
-        if not mark.args:
-            raise pytest.UsageError(f"{item.nodeid}: {mark.name} needs its reason, e.g. "
-                                    f"@pytest.mark.{mark.name}(\"the same on both engines\")")
-        case = {"engine_name": ONE_ENGINE_SLOW} if mark.name == "one_engine" else mark.kwargs
-        if params is not None and all(params.params.get(k) == v for k, v in case.items()):
-            item.add_marker(pytest.mark.slow(mark.args[0]))
-
-
-def stored_seconds() -> dict[str, float]:
-    return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
-
-
-def marks_deselect(config, item) -> bool:
-    """Whether the run's `-m` expression leaves this test out (so it weighs nothing)."""
-    from _pytest.mark.expression import Expression
-
-    expression = config.getoption("markexpr")
-    if not expression:
-        return False
-    names = {mark.name for mark in item.iter_markers()}
-    return not Expression.compile(expression).evaluate(lambda name, **_: name in names)
-
-
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks given here
 def pytest_collection_modifyitems(config, items):
-    """Tier marks, then files in the order the workers should take them: longest first by the
-    stored durations of the tests selected (a worker takes a whole file; the longest started
-    last would leave the other worker idle at the end). A REMOTE run leaves out what it cannot
-    run or ran already: the embedded engine's tests, the unit tier, tables on S3, tests that
-    need a JVM in this process (marked local_spark, saying why), and tests whose path over
-    Spark Connect another test there takes (marked same_path_over_connect, naming it)."""
-    for item in items:
-        tier_marks(item)
-    seconds = stored_seconds()
-    per_file: dict[str, float] = {}
-    for item in items:
-        if not marks_deselect(config, item):
-            per_file[item.path.name] = per_file.get(item.path.name, 0.0) + seconds.get(
-                item.nodeid, DEFAULT_SECONDS)
-    items.sort(key=lambda item: -per_file.get(item.path.name, 0.0))  # stable within a file
+    """A REMOTE run leaves out what it cannot run or ran already: the embedded engine's tests,
+    the unit tier, tables on S3, tests that need a JVM in this process (marked local_spark,
+    saying why), and tests whose path over Spark Connect another test there takes (marked
+    same_path_over_connect, naming it). (tiers.py orders and tiers the tests before this.)"""
     if not REMOTE:
         return
     for item in items:
@@ -171,21 +108,6 @@ def pytest_collection_modifyitems(config, items):
         elif same_path is not None:
             item.add_marker(pytest.mark.skip(
                 reason=f"over Spark Connect, the path {same_path.args[0]} takes there"))
-
-
-def pytest_runtest_logreport(report):
-    SECONDS[report.nodeid] = SECONDS.get(report.nodeid, 0.0) + report.duration
-
-
-def pytest_sessionfinish(session):
-    """With --store-durations, the controller (not an xdist worker) merges this run's seconds
-    into durations.json: tests that did not run keep theirs."""
-    config = session.config
-    if not config.getoption("store_durations") or hasattr(config, "workerinput"):
-        return
-    merged = {**stored_seconds(), **{nodeid: round(value, 2) for nodeid, value
-                                     in SECONDS.items()}}
-    DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
 
 
 PROFILE = profile_for("embedded")  # for tests that do not build

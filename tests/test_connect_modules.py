@@ -40,7 +40,8 @@ def test_the_engine_contract_and_streaming_tests_pass_over_spark_connect(spark_c
     env = {**os.environ, "MEDALLION_TEST_SPARK_REMOTE": spark_connect.url}
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider", "-m", "",
+            [sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider",
+             "-m", "slow or not slow",
              "-v", *(str(here / module) for module in MODULES)],
             cwd=here.parent, env=env, capture_output=True, text=True, timeout=1500)
     except subprocess.TimeoutExpired as stuck:  # 5-11 minutes on 2 cores

@@ -47,9 +47,11 @@ TEST_CONFIG_KEYS = ("severity", "error_if", "warn_if", "tags", "enabled", "name"
 README_COMMANDS = (
     "# set up, then build the sample project (embedded engine: nothing but pip, works offline)\n"
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/medallion build\n",
-    "# set up, then run the tests: both engines, and a Spark cluster and the tools they need "
-    "started on\n"
-    "# loopback (Delta's JARs are fetched with Maven, `mvn`, on first use)\n"
+    "# set up, then run the tests (the default tier: every behaviour once, the engine contract "
+    "on both\n"
+    "# engines, with S3, Kafka and Spark Connect started on loopback; Delta's JARs are fetched "
+    "with\n"
+    "# Maven, `mvn`, on first use). `-m slow` runs the slow tier: docs/testing.md\n"
     "python3 -m venv .venv && .venv/bin/pip install -e \".[test]\" && .venv/bin/python -m "
     "pytest\n",
     "# set up, then build the sample with Delta Lake for Spark (the delta-spark engine; "

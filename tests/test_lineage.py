@@ -166,8 +166,9 @@ def test_a_receiver_that_is_down_costs_a_warning_not_the_build(project, engine_n
         port = closed.server_address[1]  # bound, then closed: nothing listens there
     profile = profile_for(engine_name) + f"""\
       lineage:
-        transport: {{type: http, url: "http://127.0.0.1:{port}", timeout: 2}}
-"""
+        transport: {{type: http, url: "http://127.0.0.1:{port}", timeout: 2,
+                     retry: {{connect: 1, backoff_factor: 0.1}}}}
+"""  # (openlineage-python's own retries, a profile setting: 5 with backoff would take 18 s)
     root = project({"seeds/skus.csv": "sku\nA\n"}, profile=profile)
     warnings = []
     results = commands.build(commands.Invocation(project_dir=str(root)), "build",

@@ -70,20 +70,12 @@ def build_in(sample: Path, env: dict, timeout: int = 900, only: Sequence[str] = 
     return medallion(None, "build", *only, cwd=sample, env={**env, **more}, timeout=timeout)
 
 
-# Tables of an uninterrupted build of the sample on S3, per engine: what the kill and cut tests
-# end with (each file's tests run on one worker, so this is built once per engine there: by the
-# first test, or else here, of the orders path only).
-UNINTERRUPTED: dict[str, dict] = {}
 
 
-def uninterrupted(s3, folder: Path, engine_name: str) -> dict:
-    """The orders path's tables as an uninterrupted build of the sample on S3 leaves them."""
-    if engine_name not in UNINTERRUPTED:
-        sample, bucket, env = sample_on_s3(s3, folder, "whole", engine_name)
-        out = build_in(sample, env, only=ORDERS_PATH)
-        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-        UNINTERRUPTED[engine_name] = s3_tables(s3, f"s3://{bucket}/lake")
-    built = UNINTERRUPTED[engine_name]
+def uninterrupted(local_sample, engine_name: str) -> dict:
+    """The orders path's tables as an uninterrupted build leaves them: the sample's, built in
+    a local folder once a run (the first test shows a build on S3 leaves the same tables)."""
+    built = local_sample.tables(engine_name)
     assert ORDERS_TABLES <= set(built), sorted(built)
     return {table: rows for table, rows in built.items() if table in ORDERS_TABLES}
 
@@ -106,7 +98,7 @@ def test_the_sample_builds_from_s3_as_from_a_local_folder(s3, tmp_path, engine_n
 
     local = local_sample.tables(engine_name)
     local_warehouse = local_sample.warehouse(engine_name)
-    built = UNINTERRUPTED[engine_name] = s3_tables(s3, f"s3://{bucket}/lake")
+    built = s3_tables(s3, f"s3://{bucket}/lake")
     assert sorted(built) == sorted(local)
     for table, rows in local.items():
         assert built[table] == rows, table
@@ -215,7 +207,7 @@ def test_a_missing_bucket_is_one_line_naming_the_store_before_any_model_runs(s3,
 
 @FAULT_CASE
 def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubled(
-        s3, tmp_path, engine_name):
+        s3, tmp_path, engine_name, local_sample):
     """SIGKILL after silver_orders' first Delta commit, before its checkpoint knew: the next
     build (taking over the dead build's lease at once: same machine) replays that batch as
     already committed, and every table of the orders path equals an uninterrupted build's on
@@ -228,7 +220,7 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
     again = build_in(sample, env, only=ORDERS_PATH)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "1 replayed batch(es) already committed" in again.stdout
-    assert s3_tables(s3, f"s3://{bucket}/killed") == uninterrupted(s3, tmp_path, engine_name)
+    assert s3_tables(s3, f"s3://{bucket}/killed") == uninterrupted(local_sample, engine_name)
 
 
 @pytest.mark.parametrize("engine_name", ["embedded"])  # the lease is the same on both engines
@@ -255,8 +247,8 @@ def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_pa
 
 
 @FAULT_CASE
-def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3, tmp_path,
-                                                                              engine_name):
+def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(
+        s3, tmp_path, engine_name, local_sample):
     """The store's connection is cut once silver_orders has committed (a relay in front of
     moto, which keeps its data): the build gives up within its retries, each failed node in
     one line naming the store; with the store back, the next build ends with the tables of an
@@ -291,7 +283,7 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(s3
 
     again = build_in(sample, env, only=ORDERS_PATH)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert s3_tables(s3, f"s3://{bucket}/cut") == uninterrupted(s3, tmp_path, engine_name)
+    assert s3_tables(s3, f"s3://{bucket}/cut") == uninterrupted(local_sample, engine_name)
 
 
 def throttles(s3, bucket: str, prefix: str) -> bool:
@@ -307,7 +299,7 @@ def throttles(s3, bucket: str, prefix: str) -> bool:
 
 @FAULT_CASE
 def test_a_store_throttling_some_keys_is_retried_then_one_line_per_node_and_nothing_lost(
-        s3, tmp_path, engine_name):
+        s3, tmp_path, engine_name, local_sample):
     """S3 throttles by prefix (503 SlowDown): a store that keeps refusing writes under silver/
     fails those nodes in one line each naming the store, bronze commits, gold is skipped; once
     the store only answers a few requests that way, each 2 s late, they are retried and the next
@@ -319,7 +311,7 @@ def test_a_store_throttling_some_keys_is_retried_then_one_line_per_node_and_noth
         return build_in(sample, env, only=ORDERS_PATH,
                         MEDALLION_WAREHOUSE=f"s3://{bucket}/{prefix}")
 
-    expected = uninterrupted(s3, tmp_path, engine_name)
+    expected = uninterrupted(local_sample, engine_name)
     try:
         s3.fault(503, under="busy/silver/")  # refused as the project loads
         refused = build_on("busy")

@@ -115,7 +115,9 @@ def test_commands_run_on_the_served_spark_and_can_be_cancelled(project, engine_n
         # Commands that come while another runs say that they wait; Ctrl-C stops one waiting
         # (the server passes it over), and Ctrl-C in the running one cancels its Spark jobs.
         slow = medallion(None, "run", "-s", "slow", *on, wait=False, merged=False)
-        time.sleep(5)
+        started = next((line for line in iter(slow.stdout.readline, "")
+                        if line.startswith("Running")), None)  # the server runs it
+        assert started, slow.communicate()
         waiting = medallion(None, "build", "--exclude", "slow", *on, wait=False, merged=False)
         assert "is busy: `medallion run -s slow" in waiting.stderr.readline()
         quitting = medallion(None, "seed", *on, wait=False, merged=False)
