@@ -97,6 +97,8 @@ def queried(root, *queries) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("engine_name", ["delta-spark"])  # registration is delta-spark's: above
+@pytest.mark.slow("four JVMs on a Derby metastore (70 s); the default tier checks the catalog's "
+                  "settings and refusals in-process (below)")
 def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_on_them(
         project, engine_name):
     root = project(FILES, profile=with_metastore(engine_name))
@@ -136,8 +138,7 @@ def test_tables_and_views_are_registered_with_their_docs_and_compiled_sql_runs_o
 
 
 @pytest.mark.parametrize("engine_name", ["delta-spark"])  # registration is delta-spark's
-@pytest.mark.slow("three processes on a metastore for one refusal; the default tier registers "
-                  "tables in the metastore above")
+@pytest.mark.slow("three processes on a metastore for one refusal")
 def test_a_table_the_catalog_manages_under_the_name_is_left_alone_and_named(
         project, engine_name):
     root = project({

@@ -42,6 +42,8 @@ def started(tmp_path, records) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow("three fresh JVMs for how fast a JVM starts; every process the default tier "
+                  "starts goes through the same launch")
 def test_the_driver_starts_with_spark_submits_recorded_command_from_the_second_start(tmp_path):
     records = tmp_path / "launch"
     first = started(tmp_path, records)
