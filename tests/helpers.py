@@ -80,20 +80,22 @@ def page_data(path):
 
 
 def medallion(root, *args, crash_at=None, wait=True, env=None, timeout=600, cwd=None,
-              merged=True):
+              merged=True, quiet=False):
     """`medallion ARGS --project-dir ROOT` in a process of its own (a fresh Python and JVM): the
     one way the tests start the CLI where a process must really start, exit, be killed or
     signalled; everywhere else they call the commands in-process. `env`: variables set for this
     run only; `crash_at`: the fault point at which the process kills itself; no `root`: no
     --project-dir (it is in `args`, or the `cwd` is the project). Returns the finished run
     (stdout and stderr apart), or with wait=False the running process (its output as text,
-    stderr in stdout unless not `merged`)."""
+    stderr in stdout unless not `merged`; none kept when `quiet`, for a process no one reads,
+    which must not fill a pipe)."""
     env = {**os.environ, "MEDALLION_CRASH_AT": crash_at or "", **(env or {})}
     where = ["--project-dir", str(root)] if root is not None else []
     command = [sys.executable, "-m", "medallion_cli.cli", *args, *where]
     if not wait:
-        return subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, text=True,
-                                stderr=subprocess.STDOUT if merged else subprocess.PIPE)
+        out = subprocess.DEVNULL if quiet else subprocess.PIPE
+        return subprocess.Popen(command, env=env, cwd=cwd, stdout=out, text=True,
+                                stderr=subprocess.STDOUT if merged else out)
     return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -208,7 +208,7 @@ def test_a_server_is_reached_with_no_jvm_in_the_client_and_checked_by_debug(tmp_
         """)], capture_output=True, text=True, timeout=300)
     version, children = probe.stdout.split()
     assert version.startswith("4.1.") and children == "0", probe.stderr
-    checked = medallion(root, "debug")
+    checked = medallion(root, "debug", timeout=300)
     assert f"Spark Connect server {servers.delta.url}" in checked.stdout
     assert f"Spark {version}" in checked.stdout
     assert "none needed here" in checked.stdout  # no JARs: the server has its own
@@ -226,7 +226,7 @@ def test_connection_problems_are_one_line_each(tmp_path, servers):
     for n, (remote, said) in enumerate(cases):
         remote, _, extra = remote.partition("|")
         root = write_project(tmp_path / f"p{n}", MODEL, profile=profile(remote, extra=extra))
-        run = medallion(root, "build")
+        run = medallion(root, "build", timeout=300)
         line = one_error_line(run)
         assert run.returncode != 0 and said in line, line
         assert "s3cret" not in run.stdout + run.stderr

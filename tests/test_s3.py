@@ -57,8 +57,9 @@ ORDERS_TABLES = {"bronze/bronze_orders", "silver/silver_orders",
 
 
 # The S3 fault cases (a kill, a store cut, a store throttling), each several builds of a sample
-# copy in processes of their own: the slow tier's. The default tier builds the sample on S3 on
-# both engines (the first test here) and kills builds on a local folder (test_streaming.py).
+# copy in processes of their own: the slow tier's. The default tier writes, merges and streams
+# on S3 on both engines (test_engine_contract.py, test_streaming.py), starts a build on S3 here
+# (two builds at once) and kills builds on a local folder (test_streaming.py).
 FAULT_CASE = pytest.mark.slow("S3 fault cases: several processes and JVM starts each")
 
 
@@ -68,8 +69,6 @@ def build_in(sample: Path, env: dict, timeout: int = 900, only: Sequence[str] = 
     of the `only` nodes (selection arguments; none: all), with `more` variables set for this
     run only (e.g. MEDALLION_WAREHOUSE)."""
     return medallion(None, "build", *only, cwd=sample, env={**env, **more}, timeout=timeout)
-
-
 
 
 def uninterrupted(local_sample, engine_name: str) -> dict:
@@ -226,7 +225,7 @@ def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubl
 @pytest.mark.parametrize("engine_name", ["embedded"])  # the lease is the same on both engines
 def test_two_builds_at_once_on_s3_the_second_refused_naming_the_first(s3, tmp_path, engine_name):
     sample, bucket, env = sample_on_s3(s3, tmp_path, "two", engine_name)
-    watching = medallion(None, "build", "--watch", cwd=sample, env=env, wait=False)
+    watching = medallion(None, "build", "--watch", cwd=sample, env=env, wait=False, quiet=True)
     try:
         deadline = time.monotonic() + 600
         while "Contents" not in s3.client().list_objects_v2(Bucket=bucket,

@@ -363,6 +363,8 @@ def test_the_watch_backoff_doubles_to_30_times_its_first_wait_which_a_variable_s
     assert "after a backoff of 2 s, doubling to 60 s" in retried(restart_backoff())
     monkeypatch.setenv("MEDALLION_WATCH_BACKOFF", "0.5")
     assert restart_backoff() == (0.5, 1, 2, 4, 8, 15)
-    monkeypatch.setenv("MEDALLION_WATCH_BACKOFF", "soon")
-    with pytest.raises(MedallionError, match="MEDALLION_WATCH_BACKOFF='soon' is not a number"):
-        restart_backoff()
+    for setting in ("soon", "0", "-1"):
+        monkeypatch.setenv("MEDALLION_WATCH_BACKOFF", setting)
+        with pytest.raises(MedallionError,
+                           match=f"MEDALLION_WATCH_BACKOFF='{setting}' is not a number"):
+            restart_backoff()

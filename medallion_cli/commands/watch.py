@@ -54,8 +54,10 @@ def restart_backoff() -> tuple[float, ...]:
     try:
         first = float(setting)
     except ValueError:
-        raise MedallionError(f"{BACKOFF_VARIABLE}={setting!r} is not a number of seconds",
-                             hint=f"unset it, or set e.g. {BACKOFF_VARIABLE}=2") from None
+        first = 0.0  # not a number: refused as one below 0 is
+    if not first > 0:  # 0 or less would try a failing node again at every poll
+        raise MedallionError(f"{BACKOFF_VARIABLE}={setting!r} is not a number of seconds above 0",
+                             hint=f"unset it, or set e.g. {BACKOFF_VARIABLE}=2")
     return (first, first * 2, first * 4, first * 8, first * 16, first * 30)
 
 
