@@ -326,3 +326,43 @@ def test_a_process_whose_jvm_runs_claims_no_class_archive_for_another_kind(
     start_spark(target_for("other_kind", "embedded", str(tmp_path / "warehouse")))
     assert class_archive._claims == held
     assert not list(tmp_path.glob("*.claim"))
+
+
+HOLDS_MANY_FILES = """
+import os, resource, sys
+from medallion_cli import commands
+root = sys.argv[1]
+commands.build(commands.Invocation(project_dir=root, select=("numbers",)), "build")  # Spark runs
+wanted = 1100  # past select()'s limit of 1024, as a long --watch or serve may be
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(wanted + 100, resource.getrlimit(
+    resource.RLIMIT_NOFILE)[0]), resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(wanted)]
+results = commands.build(commands.Invocation(project_dir=root), "build")
+print(sorted((r.name, r.status) for r in results))
+"""
+
+
+@pytest.mark.one_engine("py4j's callback server is the driver's, the same for either engine")
+def test_a_stream_started_by_a_process_holding_many_files_is_not_left_waiting(project,
+                                                                              tmp_path):
+    """A streaming model's batches are Python functions Spark calls back through py4j's
+    callback server. Started when first needed by a process holding over 1024 files, its
+    accept loop (select()) died at once, and the query waited for ever; it starts with Spark."""
+    import subprocess
+    import sys
+
+    root = project({
+        "models/numbers.sql": "{{ config(materialized='table') }}select 1 as id",
+        "models/sources.yml": "sources:\n  - name: landing\n    path: landing\n    tables:\n"
+                              "      - {name: events, format: json, schema: 'id bigint'}\n",
+        "models/events.sql": "{{ config(materialized='streaming') }}\n"
+                             "select * from {{ source('landing', 'events') }}"})
+    (root / "landing/events").mkdir(parents=True)
+    (root / "landing/events/1.json").write_text('{"id": 1}\n')
+    try:
+        run = subprocess.run([sys.executable, "-c", HOLDS_MANY_FILES, str(root)],
+                             capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the streaming model's query waited for ever for its first batch")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "('events', 'success')" in run.stdout, run.stdout + run.stderr[-3000:]

@@ -5,6 +5,7 @@ a local build gives, and other engines (Polars, DuckDB) read what medallion wrot
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sysconfig
 import time
@@ -398,3 +399,27 @@ def test_the_test_s3_server_leaves_no_folder_behind_once_stopped():
     assert folder.is_dir()
     server.stop()
     assert not folder.exists() and server.process.poll() is not None
+
+
+@pytest.mark.unit
+def test_the_relay_closes_each_connection_it_relayed():
+    """The relay in front of the test S3 server keeps no socket of a finished connection (it
+    kept both of each: 1,400 in one test process, which broke py4j's callback server there)."""
+    from medallion_cli.testing.s3_server import Cuttable
+
+    upstream = socket.create_server(("127.0.0.1", 0))
+    relay = Cuttable(f"http://127.0.0.1:{upstream.getsockname()[1]}")
+    try:
+        for _ in range(20):
+            with socket.create_connection(("127.0.0.1", relay.port)) as client:
+                served, _ = upstream.accept()
+                client.sendall(b"ping")
+                assert served.recv(4) == b"ping"
+                served.close()
+        deadline = time.monotonic() + 30
+        while relay.open and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert relay.open == []
+    finally:
+        relay.cut()
+        upstream.close()

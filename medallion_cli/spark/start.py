@@ -191,8 +191,20 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     spark.sparkContext.setLogLevel("WARN" if log_file else "ERROR")
     quiet_python_error_log(quiet=log_file is not None)
     _set_after_start(spark, target, conf)
+    _callbacks_ready()
     check_file_system(spark, target)
     return spark
+
+
+def _callbacks_ready() -> None:
+    """py4j's callback server (foreachBatch functions, query listeners) started now, from one
+    thread, rather than by pyspark when first needed: two queries starting at once could both
+    start it, and its accept loop uses select(), which fails on a socket numbered past 1023, as
+    a long-lived process (--watch, serve) may open it by then: every query would then wait
+    for ever for its first batch's function."""
+    from .pyspark_api import SparkContext, ensure_callback_server_started
+
+    ensure_callback_server_started(SparkContext._gateway)
 
 
 def _session(target: Target, conf: dict[str, str], log_file: Path | None):

@@ -145,8 +145,11 @@ class Cuttable:
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        """One direction of a connection; when either side ends, both sockets are closed
+        (the other direction's pump then ends too): a relay that only shut them down kept
+        every connection's two sockets open, 1,400 in a test process, whose py4j callback
+        server then got a socket numbered past select()'s limit and never answered."""
         try:
             while data := source.recv(65536):
                 sink.sendall(data)
@@ -158,6 +161,9 @@ class Cuttable:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                sock.close()
+                if sock in self.open:
+                    self.open.remove(sock)
 
 
 FAULTS = "/_medallion_faults"
