@@ -4,6 +4,7 @@ models can read it as a source, and `medallion status` gating on freshness from 
 import datetime as dt
 import json
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -217,3 +218,12 @@ def test_status_has_a_header_tells_writes_from_checks_and_fails_on_a_failed_tabl
     assert status(root, "-s", "a").exit_code == 0
     [b] = json.loads(status(root, "-s", "b", "--output", "json").output)
     assert b["failed"] and b["last_run"]["status"] == "error" and b["version"] == 0
+    # a table deleted after a build wrote it is missing, not up to date
+    [table_a] = root.glob("warehouse/*/a")
+    shutil.rmtree(table_a)
+    gone = status(root, "-s", "a")
+    assert gone.exit_code == 1, gone.output
+    [line] = [line for line in gone.output.splitlines() if line.startswith("a ")]
+    assert "MISSING" in line and "its table is gone: the next build rebuilds it" in line
+    [a] = json.loads(status(root, "-s", "a", "--output", "json").output)
+    assert a["missing"] and a["version"] is None and a["last_written"]["version"] == 0

@@ -2,6 +2,7 @@
 compaction, SCD2, malformed rows, schema changes, full refresh, and crashes mid-batch."""
 
 import json
+import shutil
 import signal
 
 import pytest
@@ -72,6 +73,31 @@ def test_no_new_data_makes_no_new_versions_and_compaction_is_not_reread(project,
     land(root, "003.json", BATCH_3)
     build(root)
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
+
+
+def test_a_deleted_table_is_rebuilt_from_its_inputs_and_its_readers_start_over(project, build):
+    """A streaming table deleted by hand (its checkpoint left) is rebuilt from every input
+    file, not called up to date nor continued from the checkpoint (which would leave the rows
+    before it out); silver, whose checkpoint knew the old table's versions, starts over too."""
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    build(root)
+    land(root, "002.json", BATCH_2)
+    build(root)
+    shutil.rmtree(at(root, "bronze/bronze_orders"))
+    again = build(root)
+    assert again["bronze_orders"].status == "success", again["bronze_orders"].message
+    assert "rebuilt from its inputs: its table was gone" in again["bronze_orders"].message
+    assert again["silver_orders"].status == "success", again["silver_orders"].message
+    assert ("recomputed from its inputs: bronze_orders's table was rebuilt"
+            in again["silver_orders"].message)
+    assert len(read_delta(at(root, "bronze/bronze_orders"))) == len(BATCH_1 + BATCH_2)
+    assert silver(root) == expected_state(BATCH_1 + BATCH_2)
+    land(root, "003.json", BATCH_3)  # and both go on from their new checkpoints
+    last = build(root)
+    assert "recomputed" not in last["bronze_orders"].message + last["silver_orders"].message
+    assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
+    assert len(read_delta(at(root, "bronze/bronze_orders"))) == len(BATCH_1 + BATCH_2 + BATCH_3)
 
 
 # (SCD2 on S3, and over Spark Connect: test_merge_semantics.py's SCD2 test, the same path)

@@ -83,6 +83,38 @@ def reader_changed(ctx: BuildContext, checkpoint: str) -> bool:
     return recorded["reader"] != _delta_reader(ctx.engine)
 
 
+def table_gone(ctx: BuildContext, node: CompiledNode, checkpoint: str) -> bool:
+    """Whether a streaming model's table is missing (deleted by hand, or a warehouse restored
+    without it) while its checkpoint says its inputs were read. A flow's table is its target's,
+    which rebuilds it and restarts the flow (restart_readers)."""
+    return (not node.config.flow_into and read_json(ctx, join(checkpoint, "metadata")) is not None
+            and not ctx.engine.table_exists(ctx.project.table_path(node.file)))
+
+
+def restart_readers(ctx: BuildContext, node: CompiledNode) -> None:
+    """A table rebuilt from nothing has versions its streaming readers' checkpoints do not
+    know, and has lost the rows flows appended to it: each flow and streaming reader, and
+    their own streaming readers, is marked to start over when it next runs (in this build,
+    after it, or in a later one), as a --full-refresh of them all would."""
+    def streaming_children(name: str) -> list[str]:
+        return [child for child in ctx.graph.children.get(name, ())
+                if ctx.graph.nodes[child].config.materialized == "streaming"]
+
+    waiting = [n.name for n in ctx.graph.nodes.values() if n.config.flow_into == node.name]
+    waiting += streaming_children(node.name)
+    marked: set[str] = set()
+    while waiting:
+        name = waiting.pop()
+        if name in marked:
+            continue
+        marked.add(name)
+        checkpoint = ctx.project.checkpoint_path(ctx.graph.nodes[name].file)
+        if read_json(ctx, join(checkpoint, "metadata")) is not None:  # not one never built
+            write_text(ctx.engine, checkpoint + REFRESH_SUFFIX, json.dumps(
+                {"reason": f"{node.name}'s table was rebuilt", "restart": True}))
+        waiting += streaming_children(name)
+
+
 def prepare_checkpoint(ctx: BuildContext, node: CompiledNode,
                        tables: dict[str, str]) -> QueryStart:
     """Decide whether the query starts over (and set its checkpoint up for that), and what has
@@ -94,12 +126,19 @@ def prepare_checkpoint(ctx: BuildContext, node: CompiledNode,
         reason = "--full-refresh"
     elif pending is not None:
         reason = pending.get("reason", "refresh")
-        notes.append(f"finished a refresh ({reason}) that an earlier build did not complete")
+        notes.append(f"recomputed from its inputs: {reason}" if pending.get("restart") else
+                     f"finished a refresh ({reason}) that an earlier build did not complete")
     elif tables and reader_changed(ctx, checkpoint):
         reason = "engine switch"
         notes.append(f"recomputed from its inputs: its checkpoint was made by the other "
                      f"engine, whose reader of Delta tables the {ctx.engine.name} engine cannot "
                      "resume")
+    elif table_gone(ctx, node, checkpoint):
+        reason = "its table was missing"
+        notes.append("rebuilt from its inputs: its table was gone, though its checkpoint had "
+                     "read them (going on from the checkpoint would have left the rows before "
+                     "it out)")
+        restart_readers(ctx, node)
     if reason:
         write_text(ctx.engine, checkpoint + REFRESH_SUFFIX, json.dumps({"reason": reason}))
         remove(ctx.engine, checkpoint)
@@ -129,7 +168,8 @@ def caught_up(ctx: BuildContext, node: CompiledNode) -> tuple[bool, str | None]:
     would find no data, at the cost of a query start. Never when a refresh is due."""
     state = inputs_fingerprint(ctx, definition(node), node.refs, node.sources)
     checkpoint = ctx.project.checkpoint_path(node.file)
-    if state is None or refresh_due(ctx, node):
+    if (state is None or refresh_due(ctx, node)
+            or not ctx.engine.table_exists(ctx.project.table_path(node.file))):
         return False, state
     recorded = read_json(ctx, join(checkpoint, CAUGHT_UP_FILE))
     return (recorded is not None and recorded.get("state") == state

@@ -66,6 +66,11 @@ class TableStatus:
                      and r.version is not None), None)
 
     @property
+    def missing(self) -> bool:
+        """A run wrote its table, and there is none now (deleted, or never restored)."""
+        return self.version is None and self.last_written is not None
+
+    @property
     def failed(self) -> bool:
         """Its latest run failed: the table is as it was before that run."""
         return bool(self.runs) and self.runs[0].status == "error"
@@ -82,6 +87,7 @@ class TableStatus:
                 "last_success": run(self.last_success), "last_failure": run(self.last_failure),
                 "last_written": run(self.last_written),
                 "last_run": run(self.runs[0] if self.runs else None), "failed": self.failed,
+                "missing": self.missing,
                 "newest_event": self.newest_event.isoformat() if self.newest_event else None,
                 "age_seconds": self.age_seconds, "freshness": self.freshness,
                 "reason": self.reason, "runs": [run(r) for r in self.runs]}
@@ -176,12 +182,15 @@ def status_lines(statuses: list[TableStatus]) -> list[str]:
     row = "{:<32} {:<20} {:<20} {:<32} {}"
     lines = [row.format(*HEADER)]
     for s in statuses:
-        table = f"v{s.version}, {s.rows} rows" if s.version is not None else "no table"
+        table = (f"v{s.version}, {s.rows} rows" if s.version is not None
+                 else "MISSING" if s.missing else "no table")
         written = f"{s.last_written.when:%Y-%m-%d %H:%M:%S}" if s.last_written else "never"
         latest = s.runs[0] if s.runs else None
         ran = (f"{latest.when:%Y-%m-%d %H:%M:%S} {RUN_WORDS.get(latest.status, latest.status)}"
                if latest else "none logged")
         fresh = f"{s.freshness.upper()}: {s.reason}" if s.freshness else s.reason
+        if s.missing:
+            fresh = "its table is gone: the next build rebuilds it from its inputs"
         lines.append(row.format(s.name, table, written, ran, fresh))
         if s.last_failure:
             message = (s.last_failure.message or "").splitlines()[0] if s.last_failure.message \
@@ -192,8 +201,10 @@ def status_lines(statuses: list[TableStatus]) -> list[str]:
 
 
 def exit_code(statuses: list[TableStatus]) -> int:
-    """1 when a table's latest run failed or a table is past an error_after limit."""
-    return 1 if any(s.failed for s in statuses) or worst(statuses) == "error" else 0
+    """1 when a table's latest run failed, a table once written is missing, or a table is past
+    an error_after limit."""
+    return 1 if (any(s.failed or s.missing for s in statuses)
+                 or worst(statuses) == "error") else 0
 
 
 def worst(statuses: list[TableStatus]) -> str:
