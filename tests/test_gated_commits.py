@@ -113,6 +113,47 @@ def test_models_waiting_at_their_gates_leave_a_thread_for_the_tests():
     assert events.index("end t") < events.index("start gold2")
 
 
+@pytest.mark.unit
+def test_a_result_that_cannot_be_said_stops_the_run_and_leaves_no_thread_waiting():
+    """Saying a result failed (its output closed: `medallion build | head`) while a model waited
+    at the gate of two tests: the run stops, the test still running is waited for and the
+    model's gate learns it, so nothing waits for ever (the process held the warehouse's lock)."""
+    labels = {"silver": ("model", "table"), "t1": ("test", "test"), "t2": ("test", "test"),
+              "gold": ("model", "table")}
+    order = ["silver", "t1", "t2", "gold"]
+    parents = {"t1": {"silver"}, "t2": {"silver"}, "gold": {"silver", "t1", "t2"}}
+    said_t1, gold_waits, outcome = threading.Event(), threading.Event(), []
+
+    def run(name, gate=None):
+        def work():
+            if name == "t2":  # ends once saying t1's result failed
+                said_t1.wait(WAIT)
+            if gate:
+                gold_waits.set()
+                gate()
+            return NodeResult(name, *labels[name], "success")
+        return timed(name, *labels[name], work)
+
+    def say(result):
+        if result.name == "t1":
+            gold_waits.wait(WAIT)
+            said_t1.set()
+            raise BrokenPipeError(32, "Broken pipe")
+
+    def scheduler():
+        try:
+            execute(order, parents, run, labels, 3, on_result=say,
+                    gates={"gold": {"t1", "t2"}})
+        except BrokenPipeError as exc:
+            outcome.append(exc)
+
+    running = threading.Thread(target=scheduler, daemon=True)
+    running.start()
+    running.join(WAIT)
+    assert not running.is_alive(), "the run waits for ever for a node at its gate"
+    assert outcome and isinstance(outcome[0], BrokenPipeError)
+
+
 PEOPLE = {
     "models/people.sql": "select * from values (1, 'ann'), (2, 'bob') as t(id, name)",
     "models/names.sql": "select id, upper(name) as name from {{ ref('people') }}",

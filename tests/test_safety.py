@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
-from helpers import BATCH_1, BATCH_2, MODELS, land, medallion
+from helpers import BATCH_1, BATCH_2, MODELS, expected_state, land, medallion, silver
 
 from medallion_cli import commands
 from medallion_cli.core.errors import MedallionError
@@ -62,6 +62,22 @@ def committing_the_same_batch_meanwhile(spark, path, engine_name):
         return value
 
     return spark.range(1).select(sneak("id").alias("id"))
+
+
+def test_a_build_whose_output_is_closed_stops_at_once_and_lets_the_warehouse_go(project,
+                                                                                build):
+    """`medallion build 2>&1 | head -1`: once the reader has left, the build stops as on
+    Ctrl-C (nothing half-written), exits 141 as a process SIGPIPE ends, and holds no lock (a
+    thread left writing, or waiting for a node at its gate, once held it for 10 minutes)."""
+    root = project(MODELS)
+    land(root, "001.json", BATCH_1)
+    running = medallion(root, "build", wait=False)  # stderr into the same pipe
+    assert running.stdout.readline().startswith("Running ")
+    running.stdout.close()
+    assert running.wait(timeout=300) == 141
+    finished = build(root)  # the lock is free; what the stopped build left is finished
+    assert not [r.message for r in finished.values() if r.failed]
+    assert silver(root) == expected_state(BATCH_1)
 
 
 def test_a_commit_whose_app_transaction_was_taken_meanwhile_adds_nothing(

@@ -8,6 +8,8 @@ only. --log-format json writes one JSON object per event (start, result, batch, 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -60,6 +62,20 @@ def watch_summary(results: list[NodeResult], first_pass: int, batches: int,
             f"{len(failed)} node(s) failed" + (f" ({', '.join(failed)})" if failed else ""))
 
 
+# The exit code of a run whose output was closed: as a process killed by SIGPIPE (128 + 13)
+CLOSED_OUTPUT = 141
+
+
+def closed_output(on_stderr: bool = False) -> None:
+    """The reader of stdout (or stderr) left: what would still be written there goes to
+    /dev/null (so no flush fails again, at exit either), and the run is stopped as Ctrl-C
+    stops it: nothing half-written, the lock let go."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, (sys.stderr if on_stderr else sys.stdout).fileno())
+    os.close(devnull)
+    signal.raise_signal(signal.SIGINT)
+
+
 class Console:
     def __init__(self, log_format: str = "text", debug: bool = False, watch: bool = False,
                  live: bool | None = None):
@@ -75,6 +91,19 @@ class Console:
         self.stop = threading.Event()
         self.began = time.monotonic()
         self.batches = 0  # micro-batches under --watch
+        self.closed = False  # the output's reader left
+
+    def _echo(self, text: str, **style) -> None:
+        """click.secho, until the output is closed (`medallion build | head` once head has
+        its lines): then nothing more is written, and the run stops as on Ctrl-C, since a
+        thread stuck writing, or a build no one reads, would hold the warehouse's lock."""
+        if self.closed:
+            return
+        try:
+            click.secho(text, **style)
+        except BrokenPipeError:
+            self.closed = True
+            closed_output(style.get("err", False))
 
     def reporter(self) -> Reporter:
         return Reporter(self.start, self.begin, self.result, self.batch, self.phase, self.warn)
@@ -84,12 +113,12 @@ class Console:
             return self._emit("warning", message=message)
         with self.lock:
             if self.live:
-                click.echo(ERASE_LINE, nl=False, color=True)
-            click.secho(f"Warning: {message}", fg="yellow", err=True)
+                self._echo(ERASE_LINE, nl=False, color=True)
+            self._echo(f"Warning: {message}", fg="yellow", err=True)
 
     def _emit(self, event: str, **fields) -> None:
         at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        click.echo(json.dumps({"event": event, "at": at, **fields}, default=str))
+        self._echo(json.dumps({"event": event, "at": at, **fields}, default=str))
 
     def _line(self, text: str) -> None:
         if self.watch:  # a session of hours: each line says when
@@ -97,15 +126,15 @@ class Console:
             text = "\n".join(stamp + line for line in text.split("\n"))
         with self.lock:
             if self.live:
-                click.echo(ERASE_LINE, nl=False, color=True)
-            click.echo(text)
+                self._echo(ERASE_LINE, nl=False, color=True)
+            self._echo(text)
 
     def start(self, total: int, target: str) -> None:
         self.total = total
         if self.json:
             return self._emit("start", nodes=total, target=target)
         then = ", then watching for new data until Ctrl-C" if self.watch else ""
-        click.echo(f"Running {total} node(s) on target '{target}'{then}" if total
+        self._echo(f"Running {total} node(s) on target '{target}'{then}" if total
                    else "Nothing selected.")
         if self.live and total:
             threading.Thread(target=self._tick, daemon=True).start()
@@ -130,7 +159,7 @@ class Console:
                     status = f"  [{self.done}/{self.total}] running: {busy}"
                 else:
                     continue
-                click.echo(ERASE_LINE + status[:150], nl=False, color=True)
+                self._echo(ERASE_LINE + status[:150], nl=False, color=True)
 
     def result(self, result: NodeResult) -> None:
         with self.lock:
@@ -180,10 +209,14 @@ class Console:
             facts += f", lag {sum(report.kafka_lag.values())}"
         self._line(f"  (watch)  STREAM     {report.model} batch {report.batch_id}: {facts}")
 
+    def say_aborted(self) -> None:
+        self._echo("\nAborted by Ctrl-C: what finished is committed; the rest is as it was",
+                   fg="yellow", err=True)
+
     def finish(self, results: list[NodeResult]) -> None:
         self.stop.set()
         if self.live:
-            click.echo(ERASE_LINE, nl=False, color=True)
+            self._echo(ERASE_LINE, nl=False, color=True)
         stopped = interrupted(results)
         if self.json:
             return self._emit("done", counts=counts(results), interrupted=stopped)
@@ -191,15 +224,15 @@ class Console:
             return
         tally = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts(results).items())
         if not stopped:
-            click.echo("Done. " + tally)
+            self._echo("Done. " + tally)
             if self.watch:
-                click.echo(watch_summary(results, self.total, self.batches,
+                self._echo(watch_summary(results, self.total, self.batches,
                                          time.monotonic() - self.began))
             return
         committed = [f"{r.name} v{r.version}" for r in results
                      if r.status == "success" and r.version is not None]
         left = sum(r.message in (NOT_STARTED, STOPPED) for r in results)
-        click.echo(f"Stopped by Ctrl-C. {tally}\n"
+        self._echo(f"Stopped by Ctrl-C. {tally}\n"
                    f"  committed: {', '.join(committed) or 'nothing'}\n"
                    f"  {left} node(s) stopped or not started, their tables as they were: "
                    "medallion retry runs them")

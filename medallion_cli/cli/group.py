@@ -72,16 +72,18 @@ def common_options(func):
 
 def _report(task, debug: bool, log_format: str = "text", watch: bool = False) -> None:
     """Run a task that reports node results, print them as they come, exit 1 on any failure."""
-    from .console import Console
+    from .console import CLOSED_OUTPUT, Console
 
     console = Console(log_format, debug, watch)
     try:
         results = task(console.reporter())
     except KeyboardInterrupt:  # a second Ctrl-C, or one outside running nodes: leave now
-        click.secho("\nAborted by Ctrl-C: what finished is committed; the rest is as it was",
-                    fg="yellow", err=True)
-        os._exit(130)  # not waiting for the nodes' threads
+        if not console.closed:
+            console.say_aborted()
+        os._exit(CLOSED_OUTPUT if console.closed else 130)  # not waiting for the nodes' threads
     console.finish(results)
+    if console.closed:
+        sys.exit(CLOSED_OUTPUT)
     sys.exit(130 if interrupted(results) else 1 if any(r.failed for r in results) else 0)
 
 

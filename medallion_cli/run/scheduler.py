@@ -89,10 +89,13 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[..., N
                 raise HeldBack(skipped_after(failed[0]))
         return gate
 
-    def finish(result: NodeResult) -> None:
+    def record(result: NodeResult) -> None:
         with verdicts:
             results[result.name] = result
             verdicts.notify_all()
+
+    def finish(result: NodeResult) -> None:
+        record(result)
         on_result(result)
         for child in children.get(result.name, ()):
             if child in results:
@@ -114,39 +117,47 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[..., N
 
     interrupted = False
     with deferred_ctrl_c(stop) as stop, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        while len(results) < len(order):
-            failed = fail_fast and next((r.name for r in results.values() if r.failed), None)
-            if interrupted or failed:
-                why = (NOT_STARTED if interrupted
-                       else f"--fail-fast: stopped after '{failed}' failed")
-                # what has not started first: a node waiting at its gate learns its verdict
-                for name in order:
-                    if name not in results and name not in running.values():
-                        finish(NodeResult(name, *labels[name], "skipped", message=why))
-                drain(running, finish, on_interrupt if interrupted else None)
-                break
-            for name in by_priority:
-                if len(running) >= max(1, threads):  # a node starts when a thread takes it
+        try:
+            while len(results) < len(order):
+                failed = fail_fast and next((r.name for r in results.values() if r.failed), None)
+                if interrupted or failed:
+                    why = (NOT_STARTED if interrupted
+                           else f"--fail-fast: stopped after '{failed}' failed")
+                    # what has not started first: a node waiting at its gate learns its verdict
+                    for name in order:
+                        if name not in results and name not in running.values():
+                            finish(NodeResult(name, *labels[name], "skipped", message=why))
+                    drain(running, finish, on_interrupt if interrupted else None)
                     break
-                if startable(name):
-                    on_begin(name)
-                    job = (pool.submit(run, name, gate_of(name)) if name in gates
-                           else pool.submit(run, name))
-                    running[job] = name
-            if not running:
-                break
-            try:
-                done, _ = wait(running, timeout=stop and 0.5, return_when=FIRST_COMPLETED)
-            except KeyboardInterrupt:  # Ctrl-C: stop what runs, start nothing more
-                interrupted = True
-                on_interrupt()
-                continue
-            if stop is not None and stop.is_set():
-                interrupted = True
-                on_interrupt()
-            for future in done:
-                running.pop(future)
-                finish(future.result())
+                for name in by_priority:
+                    if len(running) >= max(1, threads):  # a node starts when a thread takes it
+                        break
+                    if startable(name):
+                        on_begin(name)
+                        job = (pool.submit(run, name, gate_of(name)) if name in gates
+                               else pool.submit(run, name))
+                        running[job] = name
+                if not running:
+                    break
+                try:
+                    done, _ = wait(running, timeout=stop and 0.5, return_when=FIRST_COMPLETED)
+                except KeyboardInterrupt:  # Ctrl-C: stop what runs, start nothing more
+                    interrupted = True
+                    on_interrupt()
+                    continue
+                if stop is not None and stop.is_set():
+                    interrupted = True
+                    on_interrupt()
+                for future in done:
+                    running.pop(future)
+                    finish(future.result())
+        except Exception:  # a result that could not be said: nothing left waiting for ever
+            on_interrupt()
+            for name in order:  # what has not started, and what waits at a gate, learn it now
+                if name not in results and name not in running.values():
+                    record(NodeResult(name, *labels[name], "skipped", message=NOT_STARTED))
+            drain(running, record, on_interrupt)
+            raise
     return [results[n] for n in order if n in results]
 
 
