@@ -70,7 +70,7 @@ def input_table(ctx: BuildContext, name: str) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # "success" | "up_to_date" | "warn"
+    status: str  # "success" | "up_to_date" | "warn" | "error" (committed, but input left out)
     write: WriteResult | None = None
     message: str = ""
     expectations: dict = field(default_factory=dict)  # rule -> rows that failed it

@@ -260,15 +260,16 @@ def _is_commit(path: Path) -> bool:
             and re.match(COMMIT_OR_CHECKPOINT, path.name) is not None)
 
 
-def changed_note(checkpoint: str, root: str) -> str | None:
+def changed_note(checkpoint: str, root: str, model: str) -> str | None:
     changed = changed_after_read(checkpoint)
     if not changed:
         return None
     shown = ", ".join(_relative(p, root) for p in changed[:3]) + (
         f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-    return (f"landed file(s) changed after they were read: {shown}; bytes written after the read "
-            "were not loaded. Land files atomically (write elsewhere, then move), and land the "
-            "complete file again under a new name")
+    return (f"landed file(s) changed after they were read: {shown}; what was written after the "
+            f"read is not in the table. Read every file whole again with medallion build "
+            f"--full-refresh -s {model}+ (landing them again under new names would double "
+            "the rows read), and land files atomically: write elsewhere, then move")
 
 
 def _relative(path: str, root: str) -> str:

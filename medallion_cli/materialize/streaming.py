@@ -192,13 +192,16 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if tally.rescued:
         facts.append(f"{tally.rescued} row(s) with fields outside the schema kept in "
                      f"{RESCUED_COLUMN}")
-    changed_files = changed_note(ctx.project.checkpoint_path(node.file), str(ctx.project.root))
+    changed_files = changed_note(ctx.project.checkpoint_path(node.file), str(ctx.project.root),
+                                 node.name)
     message = "; ".join(facts + list(start.notes) + [changed_files] * bool(changed_files))
-    status = ("warn" if start.changed or changed_files
+    # rows a landed file gained after its batch read it are missing from the table: a failure
+    # (its readers are skipped) until a refresh reads the files whole, though the batches stay
+    status = ("error" if changed_files else "warn" if start.changed
               else "success" if tally.batches else "up_to_date")
     stats = stream_stats(progress_reports(query), tally.rows_read)
     record_ran_once(ctx, node)
-    if status != "warn":  # a warning is said again until it no longer holds
+    if status in ("success", "up_to_date"):  # a warning is said again until it no longer holds
         # Only once its batches are in the event log: until then, a build killed meanwhile
         # must start the query again, whose first batch records what the log lacks.
         ctx.after_recorded(lambda: record_caught_up(ctx, node, state))
