@@ -1,7 +1,9 @@
 """Kafka topics as sources, against a real broker on loopback: rows with their Kafka position,
 values that do not fit kept apart and counted, each record once."""
 
+import socket
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
@@ -10,7 +12,10 @@ from helpers import produce
 pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
 
-def kafka_project(project, kafka, topic):
+def kafka_project(project, kafka, topic, timeout_ms=None):
+    # a client's timeout, for one request and for a whole call (no shorter than a request)
+    more_options = "".join(f"\n{' ' * 22}kafka.{key}.timeout.ms: {timeout_ms}"
+                           for key in ("request", "default.api") if timeout_ms)
     return project({
         "models/sources.yml": f"""\
             sources:
@@ -22,7 +27,7 @@ def kafka_project(project, kafka, topic):
                     options:
                       kafka.bootstrap.servers: "{{{{ env_var('TEST_KAFKA', '{kafka.bootstrap}') }}}}"
                       subscribe: {topic}
-                      startingOffsets: earliest
+                      startingOffsets: earliest{more_options}
         """,
         "models/bronze/bronze_orders.sql": """\
             {{ config(materialized='streaming') }}
@@ -119,3 +124,19 @@ def test_records_gone_from_kafka_before_they_were_read_fail_the_build_in_one_lin
     assert "failOnDataLoss: false" in result.message and "\n" not in result.message
     assert sorted(r["order_id"] for r in read_delta(
         root / "warehouse/bronze/bronze_orders")) == list(range(10))  # the table as it was
+
+
+@pytest.mark.one_engine("Spark's Kafka source meets the brokers before any batch is written; "
+                        "the message is medallion's, the same for any engine")
+def test_a_broker_that_does_not_answer_fails_the_build_in_one_line(project, build):
+    """No broker at the address the source names: one line saying so and what to do, after
+    the client's timeout (5 s here; Kafka's default, 60 s, is waited once: PATIENCE)."""
+    with socket.socket() as nobody:  # a port nothing listens on once it is closed
+        nobody.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{nobody.getsockname()[1]}"
+    root = kafka_project(project, SimpleNamespace(bootstrap=address), "orders", timeout_ms=5000)
+    result = build(root)["bronze_orders"]
+    assert result.status == "error"
+    assert result.message.startswith("models/bronze/bronze_orders.sql: no Kafka broker answered")
+    assert "kafka.bootstrap.servers" in result.message and "\n" not in result.message
+    assert not (root / "warehouse/bronze/bronze_orders").exists()

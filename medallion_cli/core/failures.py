@@ -87,6 +87,17 @@ def _kafka_data_loss(text: str) -> str | None:
             "on without them")
 
 
+def _kafka_unreachable(text: str) -> str | None:
+    """Kafka's clients giving up on brokers that never answered (down, or not at the address
+    the source names)."""
+    if "Timed out waiting for a node assignment" not in text:
+        return None
+    return ("no Kafka broker answered (Timed out waiting for a node assignment): start the "
+            "broker, or correct kafka.bootstrap.servers in the source's options so that it names "
+            "one Spark's driver can reach; nothing was read, and the next build goes on from "
+            "where this model stopped")
+
+
 def _moved_files(text: str) -> str | None:
     """Spark's file stream finding, in its checkpoint, files read under another folder than its
     input's now (checkpoints keep whole paths): the project or warehouse moved, or a source's
@@ -176,8 +187,8 @@ def error_message(exc: BaseException) -> str:
         return str(exc)
     text = CONNECT_SESSION.sub("", str(exc)).strip() or type(exc).__name__
     lines = text.splitlines()
-    said = (_csv_header(text) or _kafka_data_loss(text) or _moved_files(text)
-            or _connect_trouble(text) or _store_trouble(text))
+    said = (_csv_header(text) or _kafka_data_loss(text) or _kafka_unreachable(text)
+            or _moved_files(text) or _connect_trouble(text) or _store_trouble(text))
     if said:
         return said
     if "Traceback (most recent call last)" in text:

@@ -22,6 +22,12 @@ KAFKA_OPTION_PREFIXES = ("kafka.", "subscribe", "assign", "starting", "ending", 
                          "failondataloss", "includeheaders", "groupidprefix", "fetchoffset")
 
 
+# Spark asks the brokers for offsets up to fetchOffset.numRetries times (3), each time for up to
+# Kafka's default.api.timeout.ms (60 s): a broker that is down cost 3 minutes before one line
+# said so. Kafka's clients retry inside that minute already; a source's options may say more.
+PATIENCE = {"fetchOffset.numRetries": "1"}
+
+
 def read_kafka(spark, source: SourceTable, streaming: bool):
     """The topic's records as rows: the value's schema columns with `_corrupt_record` and
     `_rescued_data` (or `value` as a string without a schema), then `_key`, `_topic`,
@@ -29,7 +35,7 @@ def read_kafka(spark, source: SourceTable, streaming: bool):
     from ..spark.pyspark_api import F
 
     reader = (spark.readStream if streaming else spark.read).format("kafka")
-    records = reader.options(**source.options).load()
+    records = reader.options(**{**PATIENCE, **source.options}).load()
     position = [F.col(c).alias(alias) for c, alias in POSITION.items() if c != "key"]
     lines = records.select(F.col("value").cast("string").alias("value"),
                            F.col("key").cast("string").alias(POSITION["key"]), *position)
