@@ -120,6 +120,33 @@ def test_init_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
 
 
 @pytest.mark.unit
+def test_init_with_no_terminal_takes_the_defaults_and_asks_nothing(tmp_path):
+    """The README's `medallion init "My Lakehouse" --output-dir DIR` from a script or CI (no
+    terminal): the project is made with the template's defaults, not `Aborted!`."""
+    result = CliRunner().invoke(main, ["init", "My Lakehouse", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "Aborted" not in result.output and "[My Lakehouse]" not in result.output
+    assert "my_lakehouse:" in (tmp_path / "my_lakehouse/profiles/profiles.yml").read_text()
+
+
+@pytest.mark.unit
+def test_init_asks_the_templates_other_questions_and_not_the_name_it_was_given(tmp_path):
+    asked = []
+
+    def ask(key, question, default, choices):
+        asked.append(key)
+        return {"spark_master": "local[2]", "include_examples": "no"}.get(key, default)
+
+    made = commands.init("Ops Lake", output_dir=str(tmp_path), ask=ask)
+    assert made == tmp_path / "ops_lake"
+    assert asked == ["description", "author", "warehouse_path", "trigger_interval",
+                     "spark_master", "include_examples"]  # the template's order, no name
+    assert "'local[2]'" in (made / "profiles/profiles.yml").read_text()
+    assert not list((made / "models").glob("**/*.sql"))
+    assert (made / "README.md").read_text().startswith("# Ops Lake")
+
+
+@pytest.mark.unit
 def test_init_outside_a_template_says_how_to_fix(tmp_path):
     result = CliRunner().invoke(main, ["init", "x", "--template", str(tmp_path / "nowhere"),
                                        "--output-dir", str(tmp_path), "--no-input"])

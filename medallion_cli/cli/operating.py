@@ -212,8 +212,13 @@ def jars(bundles):
 @click.option("--output-dir", default=".", show_default=True, type=click.Path())
 @click.option("--no-input", is_flag=True, help="Take the template's defaults for the rest.")
 def init(name, template, output_dir, no_input):
-    try:
-        created = commands.init(name, template, output_dir, no_input)
+    def ask(key, question, default, choices):
+        return click.prompt(question, default=default,
+                            type=click.Choice(choices) if choices else str)
+
+    try:  # with no terminal to ask on, the template's defaults
+        created = commands.init(name, template, output_dir, no_input,
+                                ask=ask if sys.stdin.isatty() else None)
     except MedallionError as exc:
         click.secho(f"Error: {exc}", fg="red", err=True)
         sys.exit(exc.exit_code)

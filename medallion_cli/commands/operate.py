@@ -4,6 +4,7 @@ serve (its Spark kept running for its commands).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -159,9 +160,32 @@ TEMPLATE_ROOT = (PACKAGED_TEMPLATE if (PACKAGED_TEMPLATE / "cookiecutter.json").
                  else PACKAGED_TEMPLATE.parent.parent)
 
 
+# Asked of `medallion init`'s user: (key, question, default, choices or None) -> the answer
+Ask = Callable[[str, str, str, "list[str] | None"], str]
+
+
+def template_questions(template: str) -> list[tuple[str, str, str, list[str] | None]]:
+    """What a local template asks beyond the project's name (given on the command line, its
+    folder name derived from it): (key, question, default, choices or None), in its order.
+    Values computed from others ("{{ cookiecutter.x }}") are not asked."""
+    spec = json.loads((Path(template) / "cookiecutter.json").read_text())
+    prompts = spec.get("__prompts__", {})
+    questions = []
+    for key, value in spec.items():
+        if key.startswith("_") or key in ("project_name", "project_slug"):
+            continue
+        if isinstance(value, list):
+            questions.append((key, prompts.get(key, key), str(value[0]), [str(v) for v in value]))
+        elif isinstance(value, str) and "{{" not in value:
+            questions.append((key, prompts.get(key, key), value, None))
+    return questions
+
+
 def init(name: str, template: str | None = None, output_dir: str = ".",
-         no_input: bool = False, extra: dict | None = None) -> Path:
-    """Create a new project from the Medallion cookiecutter template; returns its folder."""
+         no_input: bool = False, extra: dict | None = None, ask: Ask | None = None) -> Path:
+    """Create a new project from the Medallion cookiecutter template; returns its folder.
+    `ask` answers the template's other questions (on a terminal); without it, or with
+    no_input, they take the template's defaults. A template by git URL asks them itself."""
     from cookiecutter.exceptions import CookiecutterException
     from cookiecutter.main import cookiecutter
 
@@ -171,11 +195,16 @@ def init(name: str, template: str | None = None, output_dir: str = ".",
                                  hint="pass --template with the template's folder or git URL")
         template = str(TEMPLATE_ROOT)
     slug = re.sub(r"\W+", "_", name.strip().lower()).strip("_")
+    answers = dict(extra or {})
+    local = Path(template, "cookiecutter.json").is_file()
+    if local and ask is not None and not no_input:
+        answers = {key: ask(key, question, default, choices) for key, question, default, choices
+                   in template_questions(template) if key not in answers} | answers
     try:
         with _temporary_files_removed():
-            created = cookiecutter(template, no_input=no_input, output_dir=output_dir,
+            created = cookiecutter(template, no_input=no_input or local, output_dir=output_dir,
                                    extra_context={"project_name": name, "project_slug": slug,
-                                                  **(extra or {})})
+                                                  **answers})
     except CookiecutterException as exc:
         raise MedallionError(f"cannot create the project: {exc}", path=output_dir) from exc
     return Path(created)
