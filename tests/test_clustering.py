@@ -94,6 +94,10 @@ def test_cluster_by_lays_out_tables_on_delta_spark_and_is_refused_on_embedded(
     ("materialized='table', cluster_by='status', zorder_by='status'",
      "cluster_by replaces partition_by and zorder_by"),
     ("materialized='view', cluster_by='status'", "cluster_by lays out a table: a view has none"),
+    # given with no column, these would silently build the model another way
+    ("materialized='table', incremental_by=[]", "config 'incremental_by' names no column"),
+    ("materialized='incremental', strategy='merge', unique_key=''",
+     "config 'unique_key' names no column"),
 ])
 def test_cluster_by_mistakes_are_refused_when_the_project_loads(project, config, problem):
     """Config checks, before any engine: the same on both."""

@@ -87,6 +87,8 @@ def test_table_paths_follow_layer_and_name(project):
      "medallion_project.yml, line 3: unknown key 'modles'. did you mean 'models'", 3),
     ("name: p\nprofile: test\nvarz: {a: 1}\n", None, "unknown key 'varz'. did you mean 'vars'",
      3),
+    ("name: p\nprofile: test\nvarz: {a: 1}\nmodles: {x: 1}\n", None,  # both, not one per try
+     "unknown keys 'varz' (did you mean 'vars'?); 'modles' (did you mean 'models'", 3),
     (None, ("warehouse: warehouse", "warehuose: warehouse"),
      "profile 'test', target 'local': unknown key 'warehuose'. did you mean 'warehouse'", 6),
     (None, ('master: "local[2]"', 'mastr: "local[2]"'),

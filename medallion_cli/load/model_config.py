@@ -23,13 +23,22 @@ from ..core.config import (
 from ..core.errors import MedallionError, closest
 
 
+# Keys whose columns decide how a model is built: given with no name, they are a mistake (the
+# model would silently be built another way), where an empty tags or partition_by clears them.
+NAMES_REQUIRED = ("unique_key", "sequence_by", "incremental_by")
+
+
 def _names(raw: dict, key: str, origin: str) -> tuple[str, ...]:
     """A config value naming columns (or tags): one name, a comma-separated string, or a list
     of names."""
     value = raw.get(key)
     if value is None or isinstance(value, str) or (
             isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
-        return as_tuple(value)
+        names = as_tuple(value)
+        if value is not None and not names and key in NAMES_REQUIRED:
+            raise MedallionError(f"config '{key}' names no column", path=origin,
+                                 hint=f"name the columns, e.g. {key}='id', or leave {key} out")
+        return names
     raise MedallionError(f"config '{key}' is {value!r}", path=origin,
                          hint=f"give a name or a list of names, e.g. {key}='id' or "
                               f"{key}=['a', 'b']")
@@ -80,13 +89,19 @@ def check_keys(raw: dict, origin: str, allowed=SPELLED_KEYS, what: str = "config
     """Reject keys outside `allowed` (the config vocabulary unless told), naming the closest
     one, the line where a YAML mapping has it, and the valid ones. `tolerated` keys pass
     unlisted (another tool's, meaning nothing here)."""
-    for key in raw:
-        if key not in allowed and key not in tolerated:
-            raise MedallionError(
-                f"{where + ': ' if where else ''}unknown {what} '{key}'. "
-                f"{closest(str(key), allowed)}".strip(),
-                path=origin, line=getattr(raw, "lines", {}).get(key),
-                hint=f"{listed}: " + ", ".join(allowed))
+    unknown = [key for key in raw if key not in allowed and key not in tolerated]
+    if not unknown:
+        return
+    if len(unknown) == 1:
+        said = f"unknown {what} '{unknown[0]}'. {closest(str(unknown[0]), allowed)}".strip()
+    else:  # every one at once, each with its closest valid key: not one per try
+        said = f"unknown {what}s " + "; ".join(
+            f"'{key}'" + (f" ({near})" if (near := closest(str(key), allowed)) else "")
+            for key in unknown)
+    raise MedallionError(
+        (f"{where}: " if where else "") + said,
+        path=origin, line=getattr(raw, "lines", {}).get(unknown[0]),
+        hint=f"{listed}: " + ", ".join(allowed))
 
 
 def merge_layers(*layers: dict) -> dict:
