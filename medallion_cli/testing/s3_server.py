@@ -268,4 +268,9 @@ if __name__ == "__main__":
     parser.add_argument("--bucket", help="a bucket to create")
     parser.add_argument("--upload", help="a folder whose files go under s3://BUCKET/<its name>")
     options = parser.parse_args()
+    try:
+        import moto  # noqa: F401  (the test extra's, not the package's)
+    except ImportError:
+        raise SystemExit("moto is not installed here: pip install 'moto[server]' (or the "
+                         "package's test extra, pip install -e '.[test]'), then run this again")
     serve(options.port, options.bucket, options.upload)
