@@ -423,3 +423,19 @@ def test_the_relay_closes_each_connection_it_relayed():
     finally:
         relay.cut()
         upstream.close()
+
+
+@pytest.mark.unit
+def test_the_s3_demo_server_says_how_to_install_moto_where_it_is_missing():
+    """The docs' demo after the README's install (no test extra): one line saying what to
+    install, not a ModuleNotFoundError."""
+    import sys
+
+    without_moto = ("import runpy, sys; sys.modules['moto'] = None; "
+                    "runpy.run_module('medallion_cli.testing.s3_server', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", without_moto, "0"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.strip() == ("moto is not installed here: pip install 'moto[server]' (or "
+                                  "the package's test extra, pip install -e '.[test]'), then "
+                                  "run this again")
