@@ -127,6 +127,8 @@ def test_init_with_no_terminal_takes_the_defaults_and_asks_nothing(tmp_path):
     assert result.exit_code == 0, result.output
     assert "Aborted" not in result.output and "[My Lakehouse]" not in result.output
     assert "my_lakehouse:" in (tmp_path / "my_lakehouse/profiles/profiles.yml").read_text()
+    readme = (tmp_path / "my_lakehouse/README.md").read_text()
+    assert ".venv/bin/python -m pytest" in readme and "tests/test_sample_models.py" in readme
 
 
 @pytest.mark.unit
@@ -143,7 +145,8 @@ def test_init_asks_the_templates_other_questions_and_not_the_name_it_was_given(t
                      "spark_master", "include_examples"]  # the template's order, no name
     assert "'local[2]'" in (made / "profiles/profiles.yml").read_text()
     assert not list((made / "models").glob("**/*.sql"))
-    assert (made / "README.md").read_text().startswith("# Ops Lake")
+    readme = (made / "README.md").read_text()
+    assert readme.startswith("# Ops Lake") and "test_sample_models" not in readme  # no examples
 
 
 @pytest.mark.unit
