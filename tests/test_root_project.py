@@ -113,8 +113,12 @@ def test_sample_data_and_unit_tests_pass(sample, build, spark, engine_name, monk
     target = TARGETS[engine_name][0]
     build(sample, target=target)
     inv = commands.Invocation(project_dir=str(sample), target=target)
-    data_tests = {r.name: r.status for r in commands.test(inv)}
+    tested = commands.test(inv)  # the unit tests first, then the data tests (as dbt's test)
+    assert [(r.kind, r.name, r.status) for r in tested[:1]] == [
+        ("unit", "latest_event_wins_and_deletes_apply", "success")]
+    data_tests = {r.name: r.status for r in tested[1:]}
     assert len(data_tests) == 14 and set(data_tests.values()) == {"success"}
+    assert {r.kind for r in tested[1:]} == {"test"}
     assert "failing_example" not in data_tests  # kept out of the default run
     unit = {r.name: r.status for r in commands.unit_test(inv)}
     assert unit == {"latest_event_wins_and_deletes_apply": "success"}

@@ -87,14 +87,14 @@ def ls(inv, debug):
             click.echo(f"{'':<32} checkpoint: {row.checkpoint}")
 
 
-@main.command(help="Run data tests (generic tests in models/**/*.yml, singular tests in "
+@main.command(help="Run model unit tests (tests/unit/*.yml, on the rows they give, touching no "
+                   "table), then data tests (generic tests in models/**/*.yml, singular tests in "
                    "tests/*.sql) against the built tables; show failing rows; exit 1 when a test "
-                   "with severity error fails. --unit runs model unit tests (tests/unit/*.yml) "
-                   "instead, on the rows they give, touching no table.")
+                   "with severity error fails. --unit runs the unit tests alone.")
 @common_options
 @servable
 @running_options
-@click.option("--unit", is_flag=True, help="Run model unit tests from tests/unit/*.yml.")
+@click.option("--unit", is_flag=True, help="Run only the model unit tests (tests/unit/*.yml).")
 @LOG_FORMAT
 def test(inv, debug, unit, log_format):
     task = commands.unit_test if unit else commands.test
