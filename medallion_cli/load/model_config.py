@@ -23,8 +23,7 @@ from ..core.config import (
 from ..core.errors import MedallionError, closest
 
 
-# Keys whose columns decide how a model is built: given with no name, they are a mistake (the
-# model would silently be built another way), where an empty tags or partition_by clears them.
+# Given with no column, these would build the model another way (an empty tags clears them)
 NAMES_REQUIRED = ("unique_key", "sequence_by", "incremental_by")
 
 
@@ -90,18 +89,14 @@ def check_keys(raw: dict, origin: str, allowed=SPELLED_KEYS, what: str = "config
     one, the line where a YAML mapping has it, and the valid ones. `tolerated` keys pass
     unlisted (another tool's, meaning nothing here)."""
     unknown = [key for key in raw if key not in allowed and key not in tolerated]
-    if not unknown:
-        return
-    if len(unknown) == 1:
-        said = f"unknown {what} '{unknown[0]}'. {closest(str(unknown[0]), allowed)}".strip()
-    else:  # every one at once, each with its closest valid key: not one per try
-        said = f"unknown {what}s " + "; ".join(
-            f"'{key}'" + (f" ({near})" if (near := closest(str(key), allowed)) else "")
-            for key in unknown)
-    raise MedallionError(
-        (f"{where}: " if where else "") + said,
-        path=origin, line=getattr(raw, "lines", {}).get(unknown[0]),
-        hint=f"{listed}: " + ", ".join(allowed))
+    if unknown:  # all at once, each with its closest valid key
+        said = (f"unknown {what} '{unknown[0]}'. {closest(str(unknown[0]), allowed)}".strip()
+                if len(unknown) == 1 else f"unknown {what}s " + "; ".join(
+                    f"'{key}'" + (f" ({near})" if (near := closest(str(key), allowed)) else "")
+                    for key in unknown))
+        raise MedallionError((f"{where}: " if where else "") + said, path=origin,
+                             line=getattr(raw, "lines", {}).get(unknown[0]),
+                             hint=f"{listed}: " + ", ".join(allowed))
 
 
 def merge_layers(*layers: dict) -> dict:
