@@ -330,6 +330,20 @@ def test_one_command_of_a_kind_records_its_class_archive_at_a_time(tmp_path):
     assert choice(command()) == "record"
 
 
+@pytest.mark.unit
+def test_each_installation_of_pyspark_has_an_archive_of_its_own(tmp_path, monkeypatch):
+    """A JVM ignores an archive recorded with another class path: a second virtual environment
+    (another project, a fresh clone) keyed like the first never used one, nor recorded its own."""
+    from medallion_cli.spark import class_archive as archives
+
+    monkeypatch.setenv(archives.CACHE_ENV, str(tmp_path))
+    first = archives.class_archive({})
+    monkeypatch.setattr(archives, "pyspark_home", lambda: "/elsewhere/site-packages/pyspark")
+    second = archives.class_archive({})
+    assert first is not None and second is not None
+    assert first.path != second.path
+
+
 def wait_for_archive(archives: Path) -> list[Path]:
     """The archive once the keeper has put it in place (and removed the recording)."""
     deadline = time.monotonic() + 600

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import distribution, version
 from pathlib import Path
 
 from ..core.processes import ended
@@ -55,6 +55,10 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "medallion" / "classes")
 
 
+def pyspark_home() -> str:
+    return str(distribution("pyspark").locate_file("pyspark"))
+
+
 def class_archive(conf: dict[str, str]) -> ClassArchive | None:
     """The archive for a JVM started with this Spark conf: one to use, or one to record."""
     if any(word in conf.get(OPTIONS, "") for word in TARGET_DECIDES):
@@ -64,8 +68,11 @@ def class_archive(conf: dict[str, str]) -> ClassArchive | None:
         return None
     # The JVM checks an archive against its own version and class path and ignores one that
     # does not match; the key keeps one archive per kind of JVM so none is recorded in vain.
+    # (where pyspark is installed too: its JARs are on the class path, so a second virtual
+    # environment's JVMs could never use the first one's archive, nor record their own)
     kind = "\n".join((str(java), str(java.stat().st_mtime_ns), version("pyspark"),
-                      conf.get("spark.jars", ""), conf.get("spark.driver.extraClassPath", "")))
+                      pyspark_home(), conf.get("spark.jars", ""),
+                      conf.get("spark.driver.extraClassPath", "")))
     root = cache_root()
     path = root / f"{hashlib.sha256(kind.encode()).hexdigest()[:16]}.jsa"
     try:
