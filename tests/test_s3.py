@@ -375,6 +375,21 @@ def test_a_store_answering_5xx_is_one_line_saying_so_whichever_client_met_it(
 
 
 @pytest.mark.unit
+def test_a_missing_bucket_met_by_delta_rs_is_said_so_not_as_a_store_gone():
+    """The embedded engine meets a missing bucket first through delta-rs (is_incremental(),
+    before Spark starts): what it said was 'the object store did not answer ... after retries'."""
+    from medallion_cli.core.failures import error_message
+
+    text = ("Generic S3 error\n  ↳ Error performing list request\n  ↳ Error performing GET "
+            "http://127.0.0.1:9123/no-such-bucket?list-type=2&prefix=lake - Server returned "
+            "non-2xx status code\n<Error><Code>NoSuchBucket</Code><Message>The specified bucket "
+            "does not exist</Message><BucketName>no-such-bucket</BucketName></Error>")
+    assert error_message(OSError(text)) == (
+        "its bucket does not exist (store: http://127.0.0.1:9123): create the bucket (e.g. aws "
+        "s3 mb s3://no-such-bucket), or fix the target's warehouse")
+
+
+@pytest.mark.unit
 def test_a_timeout_is_the_stores_only_where_the_error_names_a_store(monkeypatch):
     from medallion_cli.core.failures import error_message
 

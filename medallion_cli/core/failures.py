@@ -143,6 +143,11 @@ def _store_trouble(text: str) -> str | None:
     named = re.search(r"https?://[\w.-]+(?::\d+)?", text)
     store = (named.group(0) if named else os.environ.get("AWS_ENDPOINT_URL_S3")
              or os.environ.get("AWS_ENDPOINT_URL") or "S3")
+    missing = "NoSuchBucket" in text and re.search(r"<BucketName>([^<]+)</BucketName>", text)
+    if missing:  # an answer, not a store gone: as the delta-spark engine's start says it
+        bucket = missing.group(1)
+        return (f"its bucket does not exist (store: {store}): create the bucket (e.g. aws s3 "
+                f"mb s3://{bucket}), or fix the target's warehouse")
     after = ("after retries; what was committed stays. {check}, then build again: it goes "
              "on from each table's last commit")
     if status:
