@@ -177,3 +177,29 @@ def test_a_state_file_is_written_whole_or_not_at_all(tmp_path):
         writer.kill()
         writer.wait()
     assert state.read_text() == '{"reader": "delta-source"}'
+
+
+@pytest.mark.unit
+def test_a_damaged_delta_log_is_one_line_naming_the_commit_and_how_to_recover(tmp_path):
+    """A commit file truncated (a write cut short, a bad copy): delta-rs's 'Kernel error: Json
+    error' named neither the table nor the file. The line names both, and the remedy it gives
+    (moving the newest commit out) brings the table back as of the commit before."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from medallion_cli.engines.deltars import open_table
+
+    table = tmp_path / "orders"
+    write_deltalake(str(table), pa.table({"id": [1]}))
+    write_deltalake(str(table), pa.table({"id": [2]}), mode="append")
+    commit = table / "_delta_log/00000000000000000001.json"
+    commit.write_text(commit.read_text()[:40])
+    with pytest.raises(MedallionError) as damaged:
+        open_table(str(table))
+    said = str(damaged.value)
+    assert said.startswith(f"{table}: the Delta log of this table cannot be read (Kernel error: "
+                           f"Json error: "), said
+    assert f"{commit} is damaged or was not written whole" in said and "\n  hint: " in said
+    assert "--full-refresh" in said and "Traceback" not in said
+    commit.rename(tmp_path / commit.name)  # out of _delta_log, as the hint says
+    assert open_table(str(table)).to_pyarrow_table().to_pylist() == [{"id": 1}]

@@ -7,11 +7,13 @@ which both engines read.
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
+from pathlib import Path
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from ..core.errors import MedallionError
 from ..core.failures import CONCURRENT_COMMIT
@@ -21,8 +23,36 @@ from .base import commit_metadata
 
 def open_table(path: str, version: int | None = None) -> DeltaTable:
     """The table at a location, local or on S3 (with the AWS settings); TableNotFoundError
-    when there is none."""
-    return DeltaTable(str(path), version=version, storage_options=storage_options(str(path)))
+    when there is none, and one line naming the damaged commit when its log cannot be read."""
+    try:
+        return DeltaTable(str(path), version=version, storage_options=storage_options(str(path)))
+    except DeltaError as exc:
+        if "Json error" not in str(exc):
+            raise
+        reason = str(exc).splitlines()[0]
+        damaged = ", ".join(unreadable_commits(str(path))) or "one of its _delta_log/*.json files"
+        raise MedallionError(
+            f"the Delta log of this table cannot be read ({reason}): {damaged} is damaged or "
+            "was not written whole", path=str(path),
+            hint="put the file back from a copy; or, if it is the newest, move it out of "
+                 "_delta_log (the table is then as of the commit before it); or rebuild the "
+                 "table's model: medallion build --full-refresh -s <model>+") from None
+
+
+def unreadable_commits(path: str) -> list[str]:
+    """A local table's commit files that are not JSON lines (a truncated or garbled write)."""
+    log = Path(path) / "_delta_log"
+    if not log.is_dir():
+        return []
+    damaged = []
+    for commit in sorted(log.glob("*.json")):
+        try:
+            for line in commit.read_text().splitlines():
+                if line.strip():
+                    json.loads(line)
+        except (ValueError, OSError):
+            damaged.append(str(commit))
+    return damaged
 
 
 def writable(dt: DeltaTable, path: str) -> DeltaTable:
