@@ -132,6 +132,12 @@ STORE_CODE = re.compile(r"<Code>(\w+)</Code>|An error occurred \((\w+)\)|"
                         r"\b(SlowDown|InternalError|ServiceUnavailable)\b")
 
 
+# A store's answer that the bucket is not there, and what to do: said alike whichever client met
+# it (S3A at Spark's start, spark/start.py; delta-rs before it, below)
+NO_BUCKET = ("its bucket does not exist",
+             "create the bucket (e.g. aws s3 mb s3://{bucket}), or fix the target's warehouse")
+
+
 def _store_trouble(text: str) -> str | None:
     """An object store that stopped answering, or kept answering 500/503, mid-build, whichever
     client noticed: which it was, where, and what to do."""
@@ -144,10 +150,9 @@ def _store_trouble(text: str) -> str | None:
     store = (named.group(0) if named else os.environ.get("AWS_ENDPOINT_URL_S3")
              or os.environ.get("AWS_ENDPOINT_URL") or "S3")
     missing = "NoSuchBucket" in text and re.search(r"<BucketName>([^<]+)</BucketName>", text)
-    if missing:  # an answer, not a store gone: as the delta-spark engine's start says it
-        bucket = missing.group(1)
-        return (f"its bucket does not exist (store: {store}): create the bucket (e.g. aws s3 "
-                f"mb s3://{bucket}), or fix the target's warehouse")
+    if missing:  # an answer, not a store gone
+        meaning, fix = NO_BUCKET
+        return f"{meaning} (store: {store}): {fix.format(bucket=missing.group(1))}"
     after = ("after retries; what was committed stays. {check}, then build again: it goes "
              "on from each table's last commit")
     if status:

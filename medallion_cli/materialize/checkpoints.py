@@ -73,11 +73,16 @@ def _delta_reader(engine: Engine) -> str:
     return "delta-source" if engine.capabilities.delta_streaming_source else "commit-log"
 
 
+def has_run(ctx: BuildContext, checkpoint: str) -> bool:
+    """Whether a query has run from this checkpoint (Spark writes its metadata first)."""
+    return read_json(ctx, join(checkpoint, "metadata")) is not None
+
+
 def reader_changed(ctx: BuildContext, checkpoint: str) -> bool:
     """Whether the checkpoint was made by the other engine's reader of Delta tables."""
     recorded = read_json(ctx, join(checkpoint, READER_FILE))
     if recorded is None:
-        if read_json(ctx, join(checkpoint, "metadata")) is None:
+        if not has_run(ctx, checkpoint):
             return False  # no checkpoint yet
         recorded = {"reader": "commit-log"}
     return recorded["reader"] != _delta_reader(ctx.engine)
@@ -87,7 +92,7 @@ def table_gone(ctx: BuildContext, node: CompiledNode, checkpoint: str) -> bool:
     """Whether a streaming model's table is missing (deleted by hand, or a warehouse restored
     without it) while its checkpoint says its inputs were read. A flow's table is its target's,
     which rebuilds it and restarts the flow (restart_readers)."""
-    return (not node.config.flow_into and read_json(ctx, join(checkpoint, "metadata")) is not None
+    return (not node.config.flow_into and has_run(ctx, checkpoint)
             and not ctx.engine.table_exists(ctx.project.table_path(node.file)))
 
 
@@ -109,7 +114,7 @@ def restart_readers(ctx: BuildContext, node: CompiledNode) -> None:
             continue
         marked.add(name)
         checkpoint = ctx.project.checkpoint_path(ctx.graph.nodes[name].file)
-        if read_json(ctx, join(checkpoint, "metadata")) is not None:  # not one never built
+        if has_run(ctx, checkpoint):  # not one never built
             write_text(ctx.engine, checkpoint + REFRESH_SUFFIX, json.dumps(
                 {"reason": f"{node.name}'s table was rebuilt", "restart": True}))
         waiting += streaming_children(name)

@@ -115,6 +115,14 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[..., N
         at_gates = sum(1 for n in running.values() if waiting[n])
         return not waiting[name] or at_gates < threads - 1
 
+    def wind_down(say: Callable[[NodeResult], None], why: str,
+                  stopping: Callable[[], None] | None) -> None:
+        # what has not started first: a node waiting at its gate learns its verdict
+        for name in order:
+            if name not in results and name not in running.values():
+                say(NodeResult(name, *labels[name], "skipped", message=why))
+        drain(running, say, stopping)
+
     interrupted = False
     with deferred_ctrl_c(stop) as stop, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         try:
@@ -123,11 +131,7 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[..., N
                 if interrupted or failed:
                     why = (NOT_STARTED if interrupted
                            else f"--fail-fast: stopped after '{failed}' failed")
-                    # what has not started first: a node waiting at its gate learns its verdict
-                    for name in order:
-                        if name not in results and name not in running.values():
-                            finish(NodeResult(name, *labels[name], "skipped", message=why))
-                    drain(running, finish, on_interrupt if interrupted else None)
+                    wind_down(finish, why, on_interrupt if interrupted else None)
                     break
                 for name in by_priority:
                     if len(running) >= max(1, threads):  # a node starts when a thread takes it
@@ -153,10 +157,7 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[..., N
                     finish(future.result())
         except Exception:  # a result that could not be said: nothing left waiting for ever
             on_interrupt()
-            for name in order:  # what has not started, and what waits at a gate, learn it now
-                if name not in results and name not in running.values():
-                    record(NodeResult(name, *labels[name], "skipped", message=NOT_STARTED))
-            drain(running, record, on_interrupt)
+            wind_down(record, NOT_STARTED, on_interrupt)
             raise
     return [results[n] for n in order if n in results]
 

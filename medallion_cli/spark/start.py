@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..core.errors import MedallionError
+from ..core.failures import NO_BUCKET
 from ..core.locations import is_remote
 from ..core.project import Target
 from .class_archive import class_archive, forget, keep_when_recorded, with_archive
@@ -72,8 +73,7 @@ def check_file_system(spark, target: Target) -> None:
 # What a store's refusal means for the user, by the Java exception S3A (or another Hadoop
 # file system) raised, most specific first.
 STORE_REFUSALS = (
-    (("UnknownStoreException", "NoSuchBucket"), "its bucket does not exist",
-     "create the bucket (e.g. aws s3 mb s3://{bucket}), or fix the target's warehouse"),
+    (("UnknownStoreException", "NoSuchBucket"), *NO_BUCKET),
     (("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoAuthWithAWSException",
       "AccessDeniedException"), "the store refused these credentials",
      "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the profile or role in use) and the "
