@@ -337,6 +337,7 @@ def test_each_installation_of_pyspark_has_an_archive_of_its_own(tmp_path, monkey
     from medallion_cli.spark import class_archive as archives
 
     monkeypatch.setenv(archives.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(archives, "java_binary", lambda: Path(sys.executable))  # no Java needed
     first = archives.class_archive({})
     monkeypatch.setattr(archives, "pyspark_home", lambda: "/elsewhere/site-packages/pyspark")
     second = archives.class_archive({})
