@@ -88,25 +88,34 @@ def test_live_status_line_on_a_terminal_and_plain_lines_otherwise():
 
 
 @pytest.mark.unit
-def test_expectation_lines_say_where_failing_rows_went():
+def test_expectation_lines_say_where_failing_rows_went_and_the_summary_names_the_models():
     """drop and warn both count failing rows; their lines say the rows went apart to the
-    quarantine, or into the table all the same."""
+    quarantine, or into the table all the same. The models succeeded (their rows went where
+    their rules said), so the summary's "0 warn" is followed by a line naming them."""
     result = NodeResult("orders", "model", "table", "success", 0.5,
                         expectations={"has_id": 1, "small": 2, "sane": 0},
                         on_violation={"has_id": "drop", "small": "warn", "sane": "drop"},
                         quarantine="warehouse/silver/orders_quarantine")
+    dropped_only = NodeResult("customers", "model", "table", "success", 0.5,
+                              expectations={"has_id": 3}, on_violation={"has_id": "drop"})
+    clean = NodeResult("gold", "model", "table", "success", 0.5,
+                       expectations={"sane": 0}, on_violation={"sane": "warn"})
     runner = CliRunner()
     with runner.isolation() as (out, _, _):
         console = Console(live=False)
-        console.start(1, "local")
+        console.start(3, "local")
         console.result(result)
+        console.finish([result, dropped_only, clean])
         text = out.getvalue().decode()
-    assert text.splitlines()[-3:] == [
+    assert text.splitlines()[-5:] == [
         "      expectation has_id: 1 row(s) failed, kept apart in "
         "warehouse/silver/orders_quarantine",
         "      expectation small: 2 row(s) failed (on_violation warn: written to the table all "
         "the same)",
-        "      expectation sane: 0 row(s) failed"]
+        "      expectation sane: 0 row(s) failed",
+        "Done. 3 success, 0 up to date, 0 warn, 0 error, 0 skipped",
+        "Expectations not met in 2 model(s): orders (rows kept apart, rows written with a "
+        "warning); customers (rows kept apart)"]
 
 
 @pytest.mark.unit

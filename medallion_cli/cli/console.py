@@ -45,6 +45,24 @@ def kept_in(result: NodeResult, rule: str) -> str:
     return ""
 
 
+def unmet_expectations(results: list[NodeResult]) -> str:
+    """The models whose rows failed expectations, as the summary's last line says them: their
+    status is success (the rows went where their rules said), so a count of warnings alone
+    would hide them."""
+    unmet = {}
+    for result in results:
+        actions = {result.on_violation.get(rule) for rule, n in result.expectations.items()
+                   if n} & {"drop", "warn"}  # (a failed `fail` rule failed the model)
+        if actions:
+            unmet[result.name] = ", ".join(text for action, text in (
+                ("drop", "rows kept apart"), ("warn", "rows written with a warning"))
+                if action in actions)
+    if not unmet:
+        return ""
+    return (f"Expectations not met in {len(unmet)} model(s): "
+            + "; ".join(f"{name} ({what})" for name, what in unmet.items()))
+
+
 def watch_summary(results: list[NodeResult], first_pass: int, batches: int,
                   seconds: float) -> str:
     """What a --watch session did after its first pass, in a line, and which nodes failed in
@@ -225,6 +243,8 @@ class Console:
         tally = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts(results).items())
         if not stopped:
             self._echo("Done. " + tally)
+            if unmet_expectations(results):
+                self._echo(unmet_expectations(results), fg="yellow")
             if self.watch:
                 self._echo(watch_summary(results, self.total, self.batches,
                                          time.monotonic() - self.began))
