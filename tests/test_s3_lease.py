@@ -84,6 +84,42 @@ def test_a_build_that_lost_its_lease_says_so_when_it_ends(warehouse, s3, monkeyp
             time.sleep(1)
 
 
+def test_the_fence_stops_a_holder_paused_past_its_lease_before_its_next_commit(warehouse,
+                                                                              monkeypatch):
+    """A paused holder (SIGSTOP, a GC pause, a partition) does not know it lost its lease: the
+    fence asked before each commit goes by the age of its last confirmed renewal, so it stops
+    even before a renewal could be refused; a holder that keeps renewing passes."""
+    monkeypatch.setattr(lease, "LEASE_SECONDS", 1.6)
+    monkeypatch.setattr(lease, "RENEW_SECONDS", 0.4)
+    with warehouse_lock(warehouse, "build") as fence:
+        fence()
+        time.sleep(1.6)  # renewed all along: still its own
+        fence()
+    held = lease.acquire(warehouse, "build")
+    held._stop.set()  # paused: no renewal from now on
+    time.sleep(1.3)  # not yet the lease's 1.6 s, but past what is sure (1.6 - 0.4)
+    with pytest.raises(lease.LeaseLost, match=r"^this build lost the warehouse's lease "
+                       r"\(s3://lease-\w+/lake/_medallion/lock\): its last renewal was 1 s ago "
+                       r"\(the process was paused or cut off from the store\), and after 2 s "
+                       r"another build may take it over; it stopped before its next commit\n"
+                       r"  hint: run the build again"):
+        held.check()
+    held.release()
+
+
+def test_the_fence_stops_a_holder_whose_lease_was_taken_over(warehouse, s3, monkeypatch):
+    monkeypatch.setattr(lease, "RENEW_SECONDS", 0.2)
+    bucket, key = lease._where(warehouse)
+    with pytest.raises(lease.LeaseLost, match="another build took it over") as stopped:
+        with warehouse_lock(warehouse, "build") as fence:
+            s3.client().put_object(Bucket=bucket, Key=key, Body=b'{"command": "intruder"}')
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # until a renewal is refused
+                fence()
+                time.sleep(0.1)
+    assert "run the build again once no other build writes the warehouse" in str(stopped.value)
+
+
 def test_an_unreachable_store_is_one_line(monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")

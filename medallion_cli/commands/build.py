@@ -40,7 +40,9 @@ def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Report
     `watch`, then keep them running and fresh until SIGINT/SIGTERM (see watch.py). The
     warehouse's lock is held throughout: one writer at a time."""
     loaded = load(inv, with_engine=True)
-    with warehouse_lock(loaded.project.target.warehouse, command + (" --watch" if watch else "")):
+    with warehouse_lock(loaded.project.target.warehouse,
+                        command + (" --watch" if watch else "")) as fence:
+        loaded.engine.fence = fence  # asked before each commit: a lost S3 lease stops the run
         return _build(inv, loaded, command, kinds, report, watch)
 
 

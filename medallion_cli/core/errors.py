@@ -28,9 +28,13 @@ class MedallionError(Exception):
         return text
 
 
-class StartError(MedallionError):
+class RunStopped(MedallionError):
+    """An error that stops the whole run as one usage error, not each node that meets it."""
+
+
+class StartError(RunStopped):
     """Spark (or what it needs: Java, a master, the Delta JARs) did not start. Spark starts when
-    a node first needs it, so this stops the whole run as one usage error, not each node."""
+    a node first needs it, so this stops the whole run, not each node."""
 
 
 def closest(name: str, candidates) -> str:

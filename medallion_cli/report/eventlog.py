@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
-from ..core.errors import StartError
+from ..core.errors import RunStopped
 from ..core.failures import error_message
 from ..core.locations import join
 from ..run.runner import NodeResult
@@ -225,7 +225,7 @@ class EventLog:
             rows = pa.Table.from_pylist(events, schema=EVENT_COLUMNS)
             self.engine.append_rows(rows, self.path, txn)
             return True
-        except StartError:  # said once, by the node it stops (the run ends there)
+        except RunStopped:  # said once, by the node it stops (the run ends there)
             return False
         except Exception as exc:  # the data is built; the log only misses these events
             if self.problem is None:

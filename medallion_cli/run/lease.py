@@ -7,8 +7,16 @@ holder renews it every RENEW_SECONDS, each renewal conditional on the version it
 renewing: LEASE_SECONDS after its last renewal, by the store's clock (no two machines' clocks
 are compared), the next build takes the lease over, again conditionally, so two waiting builds
 cannot both take it. A holder on this machine whose process is gone is known to be dead at
-once, as with the local lock: its lease is taken over without waiting. Under the lease every commit is still guarded on its own (delta-rs's
-conditional puts; Delta's app transactions on a replayed batch).
+once, as with the local lock: its lease is taken over without waiting.
+
+A holder that was paused (SIGSTOP, a long GC pause, a network cut) past LEASE_SECONDS may have
+lost its lease without knowing it yet: before each commit both engines ask `Lease.check`, which
+stops the run unless the last renewal the store confirmed was sent less than LEASE_SECONDS -
+RENEW_SECONDS ago by this process's own monotonic clock (a takeover comes LEASE_SECONDS after
+it by the store's). What is left is a pause in the moment between that check and the commit
+(on delta-spark: during the Spark command that computes and commits). Every commit is still
+guarded on its own too (delta-rs's conditional puts; Delta's app transactions on a replayed
+batch).
 """
 
 from __future__ import annotations
@@ -18,16 +26,18 @@ import json
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
-from ..core.errors import MedallionError
+from ..core.errors import MedallionError, RunStopped
 from ..core.processes import running
 from ..spark.object_store import s3_client
 
-LEASE_SECONDS = 60
-RENEW_SECONDS = 15
+# (settable, for tests that pause a holder past its lease without waiting a minute)
+LEASE_SECONDS = float(os.environ.get("MEDALLION_LEASE_SECONDS", "60"))
+RENEW_SECONDS = LEASE_SECONDS / 4
 LOCK_KEY = "_medallion/lock"
 
 
@@ -38,6 +48,10 @@ def _refused(exc) -> bool:
     return status in (409, 412)
 
 
+class LeaseLost(RunStopped):
+    """This build may no longer write the warehouse: another may hold its lease."""
+
+
 @dataclass
 class Lease:
     client: object
@@ -45,20 +59,36 @@ class Lease:
     key: str
     body: bytes
     etag: str
+    confirmed: float  # when (time.monotonic) the last write of it the store accepted was sent
     lost: str | None = None  # why a renewal failed, if one did
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def renew_until_released(self) -> None:
         while not self._stop.wait(RENEW_SECONDS):
+            sent = time.monotonic()
             try:
                 self.etag = self.client.put_object(Bucket=self.bucket, Key=self.key,
                                                    Body=self.body, IfMatch=self.etag)["ETag"]
+                self.confirmed = sent
             except Exception as exc:
                 if getattr(exc, "response", None) and _refused(exc):
                     self.lost = str(exc)
                     return  # another build took it over: it is not ours to renew
                 # the store did not answer: the build's own reads and writes fail on their
                 # own; the next renewal tries again
+
+    def check(self) -> None:
+        """Raise LeaseLost unless the lease is surely still this process's (see above)."""
+        age = time.monotonic() - self.confirmed
+        if self.lost is None and age < LEASE_SECONDS - RENEW_SECONDS:
+            return
+        why = (f"another build took it over ({self.lost.splitlines()[0]})" if self.lost else
+               f"its last renewal was {age:.0f} s ago (the process was paused or cut off from "
+               f"the store), and after {LEASE_SECONDS:.0f} s another build may take it over")
+        raise LeaseLost(
+            f"this build lost the warehouse's lease (s3://{self.bucket}/{self.key}): {why}; "
+            "it stopped before its next commit", hint="run the build again once no other "
+            "build writes the warehouse: each table continues from its last commit")
 
     def release(self) -> None:
         self._stop.set()
@@ -88,13 +118,14 @@ def acquire(warehouse: str, command: str, client=None) -> Lease:
     body = json.dumps({
         "command": command, "pid": os.getpid(), "host": socket.gethostname(),
         "since": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}).encode()
+    sent = time.monotonic()
     try:
         etag = client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")["ETag"]
     except Exception as exc:
         if not (getattr(exc, "response", None) and _refused(exc)):
             raise
         etag = _take_over_lapsed(client, bucket, key, body, warehouse)
-    lease = Lease(client, bucket, key, body, etag)
+    lease = Lease(client, bucket, key, body, etag, confirmed=sent)
     threading.Thread(target=lease.renew_until_released, name="medallion-lease",
                      daemon=True).start()
     return lease
@@ -116,7 +147,7 @@ def _take_over_lapsed(client, bucket: str, key: str, body: bytes, warehouse: str
             f"{_holder_text(holder, expires)} is writing this warehouse; two at once could "
             "write the same rows twice", path=warehouse,
             hint="wait for it to finish, or stop it; a stopped build's lease lapses "
-                 f"{LEASE_SECONDS} s after its last renewal, then run this again")
+                 f"{LEASE_SECONDS:.0f} s after its last renewal, then run this again")
     try:
         return client.put_object(Bucket=bucket, Key=key, Body=body, IfMatch=held["ETag"])["ETag"]
     except Exception as exc:

@@ -35,15 +35,21 @@ def _holder(text: str) -> str:
             f"since {held['since']})")
 
 
+def _held() -> None:
+    """The fence of a lock that cannot be lost while its process lives."""
+
+
 @contextmanager
 def warehouse_lock(warehouse: str, command: str):
-    """Hold the warehouse's lock while the block runs; refuse if another process holds it."""
+    """Hold the warehouse's lock while the block runs; refuse if another process holds it.
+    Yields the fence for the engine to ask before each commit (OnDemandSpark.fence): an S3
+    lease can be lost while the block runs; a lock on a local file cannot."""
     if on_s3(warehouse):
-        with _s3_lease(warehouse, command):
-            yield
+        with _s3_lease(warehouse, command) as fence:
+            yield fence
         return
     if is_remote(warehouse):
-        yield
+        yield _held
         return
     path = Path(warehouse) / LOCK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,7 +70,7 @@ def warehouse_lock(warehouse: str, command: str):
             "since": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}))
         handle.flush()
         try:
-            yield
+            yield _held
         finally:
             handle.truncate(0)
 
@@ -81,7 +87,7 @@ def _s3_lease(warehouse: str, command: str):
                              hint="check the AWS variables and the bucket, then run this "
                                   "again") from exc
     try:
-        yield
+        yield held.check
     finally:
         held.release()
     if held.lost:

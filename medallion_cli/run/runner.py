@@ -9,7 +9,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from ..core.errors import StartError
+from ..core.errors import RunStopped
 from ..core.failures import error_message
 from ..load.datatests import DataTest, run_test
 from ..materialize.batch import build_batch
@@ -60,19 +60,23 @@ class HeldBack(Exception):
 
 
 def timed(name: str, kind: str, materialized: str, work: Callable[[], NodeResult],
-          origin: str | None = None) -> NodeResult:
+          origin: str | None = None, fence: Callable[[], None] = lambda: None) -> NodeResult:
     """Run `work`, timing it; an exception becomes an error result instead of stopping the run,
-    but for Spark failing to start, which stops it. origin: the node's file, named by an error
-    that does not name one (Spark's). A node held back at its gate is skipped."""
+    but for those that stop it (Spark failing to start, the warehouse's lease lost). origin:
+    the node's file, named by an error that does not name one (Spark's). A node held back at
+    its gate is skipped. fence: the engine's (OnDemandSpark.fence), asked when `work` failed:
+    a failure met after the lease was lost (a streaming checkpoint another build wrote) is
+    that loss's."""
     start = time.perf_counter()
     try:
         result = work()
-    except StartError:
+    except RunStopped:
         raise
     except HeldBack as held:
         return NodeResult(name, kind, materialized, "skipped", time.perf_counter() - start,
                           message=str(held))
     except Exception as exc:
+        fence()
         message = error_message(exc)
         if origin and not getattr(exc, "path", None) and origin not in message:
             message = f"{origin}: {message}"
@@ -122,7 +126,8 @@ def run_node(ctx: BuildContext, name: str, gate: Callable[[], None] | None = Non
                           malformed=outcome.malformed, rescued=outcome.rescued,
                           phases=node_ctx.phases.rounded())
 
-    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path)
+    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path,
+                 ctx.engine.fence)
 
 
 def run_project_hooks(ctx: BuildContext, which: str, statements: tuple[str, ...],
@@ -157,7 +162,8 @@ def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
                           message=outcome.message)
 
-    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path)
+    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path,
+                 ctx.engine.fence)
 
 
 def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False,

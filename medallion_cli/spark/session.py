@@ -36,6 +36,16 @@ class OnDemandSpark:
         """Called by an engine that stages its writes (capabilities.stages_writes) once a
         write's rows are computed, before it commits them; a node's gate (run/scheduler.py)."""
 
+    @staticmethod
+    def fence() -> None:
+        """Raises (RunStopped) once this process may no longer write the warehouse: set by the
+        command holding the warehouse's lock (run/locking.py: an S3 lease can be lost)."""
+
+    def about_to_commit(self) -> None:
+        """Called by both engines just before each commit: the node's gate, then the fence."""
+        self.before_commit()
+        self.fence()
+
     def for_node(self, before_commit=None):
         node = copy.copy(self)
         node.__dict__.pop("_session", None)

@@ -165,7 +165,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         with self._handed_over(df) as (data, handed):
             if not handed.rows and mode == "append" and dt is not None:
                 return self._unchanged(dt, handed)  # nothing to add: no empty commit
-            self.before_commit()
+            self.about_to_commit()
             if not is_remote(str(path)):
                 Path(path).mkdir(parents=True, exist_ok=True)  # once the rows are computed
             with one_writer(path):
@@ -209,6 +209,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                            files_added=len(actions), non_null=staged.non_null)
 
     def append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
+        self.fence()
         append_rows(rows, path, txn)
 
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
@@ -220,7 +221,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         with self._handed_over(df) as (data, source):
             if not source.rows:
                 return self._unchanged(dt, source)
-            self.before_commit()
+            self.about_to_commit()
             with one_writer(path):
                 self._merge(dt, data, spec, metadata, merge_schema, txn)
         return self._result(path, source)
@@ -237,7 +238,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         changed = {k: v for k, v in (properties or {}).items()
                    if dt.metadata().configuration.get(k) != v}
         if changed:
-            self.before_commit()  # a commit too: held as the rows' (so before computing them)
+            self.about_to_commit()  # a commit too: held as the rows' (so before computing them)
             dt.alter.set_table_properties(changed)
             dt = self._open(path)
         return dt
