@@ -73,6 +73,20 @@ def build_in(sample: Path, env: dict, timeout: int = 900, only: Sequence[str] = 
     return medallion(None, "build", *only, cwd=sample, env={**env, **more}, timeout=timeout)
 
 
+def orders_path_started(s3, sample: Path, env: dict, table: str) -> subprocess.Popen:
+    """A build of the orders path started in a process of its own, once it has committed to
+    `table` (a path in the bucket of MEDALLION_WAREHOUSE): for a fault to meet it there."""
+    build = medallion(None, "build", *ORDERS_PATH, cwd=sample, env=env, wait=False,
+                      merged=False)
+    bucket = env["MEDALLION_WAREHOUSE"].split("/")[2]
+    deadline = time.monotonic() + 600
+    while "Contents" not in s3.client().list_objects_v2(Bucket=bucket,
+                                                        Prefix=f"{table}/_delta_log/"):
+        assert build.poll() is None and time.monotonic() < deadline, build.communicate()
+        time.sleep(0.1)
+    return build
+
+
 def orders_path_here(sample: Path, env: dict) -> dict:
     """A build of the orders path in the test's process, with the suite's Spark, where no
     process needs to start or die (a build after a fault, to finish what it left): {name:
@@ -279,13 +293,7 @@ def test_a_store_gone_mid_build_fails_in_one_line_and_the_next_build_finishes(
     sample, bucket, env = sample_on_s3(s3, tmp_path, "cut", engine_name)
     env["AWS_ENDPOINT_URL"] = relay.endpoint
     env["MEDALLION_WAREHOUSE"] = f"s3://{bucket}/cut"
-    cut_build = medallion(None, "build", *ORDERS_PATH, cwd=sample, env=env, wait=False,
-                          merged=False)
-    deadline = time.monotonic() + 600
-    while "Contents" not in s3.client().list_objects_v2(
-            Bucket=bucket, Prefix="cut/silver/silver_orders/_delta_log/"):
-        assert cut_build.poll() is None and time.monotonic() < deadline, cut_build.communicate()
-        time.sleep(0.2)
+    cut_build = orders_path_started(s3, sample, env, "cut/silver/silver_orders")
     relay.cut()
     cut_at = time.monotonic()
     out, err = cut_build.communicate(timeout=600)
@@ -328,13 +336,8 @@ def test_a_build_paused_past_its_lease_commits_nothing_after_the_build_that_took
     env["MEDALLION_LEASE_SECONDS"] = "4"
     monkeypatch.setattr(lease, "LEASE_SECONDS", 4.0)  # the next build's, in this process
     monkeypatch.setattr(lease, "RENEW_SECONDS", 1.0)
-    first = medallion(None, "build", *ORDERS_PATH, cwd=sample, env=env, wait=False,
-                      merged=False)
+    first = orders_path_started(s3, sample, env, "lake/bronze/bronze_orders")
     deadline = time.monotonic() + 600
-    while "Contents" not in s3.client().list_objects_v2(
-            Bucket=bucket, Prefix="lake/bronze/bronze_orders/_delta_log/"):
-        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
-        time.sleep(0.1)
     paused = family(first.pid)
     for pid in paused:
         os.kill(pid, signal.SIGSTOP)

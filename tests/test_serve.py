@@ -289,14 +289,19 @@ def test_a_served_command_sends_only_the_variables_the_project_reads(project, mo
 
 
 @pytest.mark.unit
-def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client():
+def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client(monkeypatch):
     """Engine-independent: the server's admission of connections, before any command runs.
-    A peer dribbling a byte every half second, and one sending a line without end, are hung
-    up on within seconds, while a client with the secret is taken in at once meanwhile."""
+    A peer dribbling a byte every fifth of a second, and one sending a line without end, are
+    hung up on within the time a request is given (5 s; 2 s here), while a client with the
+    secret is taken in at once meanwhile."""
     import queue
     import threading
 
-    from medallion_cli.serve.clients import AUTH_SECONDS, MAX_REQUEST, _accept, _Running
+    from medallion_cli.serve import clients as admission
+    from medallion_cli.serve.clients import MAX_REQUEST, _accept, _Running
+
+    monkeypatch.setattr(admission, "AUTH_SECONDS", 2.0)
+    AUTH_SECONDS = admission.AUTH_SECONDS
 
     clients = queue.Queue()
     with socket.create_server(("127.0.0.1", 0)) as listener:
@@ -317,7 +322,7 @@ def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client():
         with pytest.raises(OSError):
             while time.monotonic() - began < 3 * AUTH_SECONDS:
                 slow.sendall(b" ")
-                time.sleep(0.5)
+                time.sleep(0.2)
         assert time.monotonic() - began < 2 * AUTH_SECONDS
         for peer in (slow, endless, client, taken.connection):
             peer.close()
