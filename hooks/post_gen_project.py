@@ -10,12 +10,14 @@ wheel in the project's `wheels/` folder, which requirements.txt points pip at. N
 the machine that generated the project.
 """
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -106,12 +108,48 @@ def wheel_into(project: Path, origin: dict) -> bool:
         folder = REPO  # cookiecutter on a clone, with no medallion-cli installed
     if folder is None or not is_checkout(folder):
         return False
+    wheels.mkdir(exist_ok=True)
+    kept = kept_wheel(folder)
+    if kept is None:
+        build_wheel(folder, wheels)
+    else:
+        for wheel in kept.glob("medallion_cli-*.whl"):
+            shutil.copy2(wheel, wheels / wheel.name)
+    return True
+
+
+def kept_wheel(folder: Path) -> Path | None:
+    """The folder holding a wheel built from the checkout as its files are now, kept under the
+    user's cache by a hash of those files (git's list: tracked, and new but not ignored): a
+    second project from an unchanged clone takes it instead of building it again (3 s). None
+    when the folder is not a git checkout (nothing to key it by)."""
+    listed = git(folder, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    if listed is None:
+        return None
+    digest = hashlib.sha256()
+    for name in sorted(filter(None, set(listed.split("\0")))):
+        file = folder / name
+        if file.is_file():
+            digest.update(name.encode() + b"\0" + file.read_bytes())
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "medallion"
+    kept = cache / "wheels" / digest.hexdigest()[:16]
+    if not list(kept.glob("medallion_cli-*.whl")):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        building = build_wheel(folder, Path(tempfile.mkdtemp(dir=kept.parent)))
+        try:
+            os.replace(building, kept)  # whole or not at all, if two inits build at once
+        except OSError:
+            shutil.rmtree(building, ignore_errors=True)  # the other's is there
+    return kept
+
+
+def build_wheel(folder: Path, into: Path) -> Path:
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                            "-w", str(wheels), str(folder)], capture_output=True, text=True)
+                            "-w", str(into), str(folder)], capture_output=True, text=True)
     if built.returncode != 0:
         sys.exit(f"cannot build a wheel of medallion-cli from {folder} for the project's "
                  f"wheels/ folder:\n{built.stderr.strip()}")
-    return True
+    return into
 
 
 def is_checkout(folder: Path) -> bool:

@@ -132,6 +132,23 @@ def test_init_with_no_terminal_takes_the_defaults_and_asks_nothing(tmp_path):
 
 
 @pytest.mark.unit
+def test_projects_made_from_an_unchanged_clone_share_one_wheel_built_once(tmp_path,
+                                                                         monkeypatch):
+    """From a clone (this checkout, installed editable), the project's wheel is built once and
+    kept in the user's cache by a hash of the clone's files; the next project takes it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for name in ("First", "Second"):
+        result = CliRunner().invoke(main, ["init", name, "--output-dir", str(tmp_path)])
+        assert result.exit_code == 0, result.output
+    [kept] = (tmp_path / "cache/medallion/wheels").iterdir()
+    [wheel] = kept.glob("medallion_cli-*.whl")
+    built_at = wheel.stat().st_mtime_ns
+    for project in ("first", "second"):
+        assert (tmp_path / project / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
+    assert wheel.stat().st_mtime_ns == built_at
+
+
+@pytest.mark.unit
 def test_init_asks_the_templates_other_questions_and_not_the_name_it_was_given(tmp_path):
     asked = []
 
