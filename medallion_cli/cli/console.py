@@ -243,8 +243,9 @@ class Console:
         tally = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts(results).items())
         if not stopped:
             self._echo("Done. " + tally)
-            if unmet_expectations(results):
-                self._echo(unmet_expectations(results), fg="yellow")
+            unmet = unmet_expectations(results)
+            if unmet:
+                self._echo(unmet, fg="yellow")
             if self.watch:
                 self._echo(watch_summary(results, self.total, self.batches,
                                          time.monotonic() - self.began))

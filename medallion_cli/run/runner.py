@@ -162,8 +162,7 @@ def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
         return NodeResult(name, node.file.kind, node.config.materialized, outcome.status,
                           message=outcome.message)
 
-    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path,
-                 ctx.engine.fence)
+    return timed(name, node.file.kind, node.config.materialized, work, node.file.rel_path)
 
 
 def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False,
