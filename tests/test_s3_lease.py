@@ -36,10 +36,10 @@ def test_a_second_writer_is_refused_naming_the_holder_until_the_first_is_done(wa
 
 
 def test_the_holder_renews_its_lease_while_it_runs(warehouse, monkeypatch):
-    monkeypatch.setattr(lease, "LEASE_SECONDS", 1)
-    monkeypatch.setattr(lease, "RENEW_SECONDS", 0.2)
+    monkeypatch.setattr(lease, "LEASE_SECONDS", 2)
+    monkeypatch.setattr(lease, "RENEW_SECONDS", 0.3)
     held = lease.acquire(warehouse, "build")
-    time.sleep(2.2)  # longer than a lease by the store's clock (whole seconds): renewals keep it
+    time.sleep(2.5)  # longer than a lease: only renewals keep it
     with pytest.raises(MedallionError, match="is writing this warehouse"):
         lease.acquire(warehouse, "build")
     held.release()
@@ -89,18 +89,18 @@ def test_the_fence_stops_a_holder_paused_past_its_lease_before_its_next_commit(w
     """A paused holder (SIGSTOP, a GC pause, a partition) does not know it lost its lease: the
     fence asked before each commit goes by the age of its last confirmed renewal, so it stops
     even before a renewal could be refused; a holder that keeps renewing passes."""
-    monkeypatch.setattr(lease, "LEASE_SECONDS", 0.8)
-    monkeypatch.setattr(lease, "RENEW_SECONDS", 0.2)
+    monkeypatch.setattr(lease, "LEASE_SECONDS", 1.6)
+    monkeypatch.setattr(lease, "RENEW_SECONDS", 0.4)
     with warehouse_lock(warehouse, "build") as fence:
         fence()
-        time.sleep(0.8)  # renewed all along: still its own
+        time.sleep(1.6)  # renewed all along: still its own
         fence()
     held = lease.acquire(warehouse, "build")
     held._stop.set()  # paused: no renewal from now on
-    time.sleep(0.7)  # not yet the lease's 0.8 s, but past what is sure (0.8 - 0.2)
+    time.sleep(1.3)  # not yet the lease's 1.6 s, but past what is sure (1.6 - 0.4)
     with pytest.raises(lease.LeaseLost, match=r"^this build lost the warehouse's lease "
                        r"\(s3://lease-\w+/lake/_medallion/lock\): its last renewal was 1 s ago "
-                       r"\(the process was paused or cut off from the store\), and after 1 s "
+                       r"\(the process was paused or cut off from the store\), and after 2 s "
                        r"another build may take it over; it stopped before its next commit\n"
                        r"  hint: run the build again"):
         held.check()
