@@ -183,6 +183,43 @@ def test_listing_and_log_replay_are_sized_to_the_target(engine, delta_jars):
 
 
 @pytest.mark.unit
+def test_delta_on_s3_commits_through_the_conditional_log_store_unless_the_target_names_one(
+        delta_jars, tmp_path, monkeypatch, caplog):
+    """A delta-spark target that reaches S3 gets Medallion's log store (its JAR built once by
+    javac, tests/test_s3.py runs it) for s3:// and s3a://; a local one does not need it; a
+    target's own log store wins; with no javac, one warning and Delta's own store."""
+    from medallion_cli.core.project import Target
+    from medallion_cli.engines.delta_spark import log_store
+    from medallion_cli.engines.delta_spark.settings import spark_settings
+
+    built = tmp_path / "built.jar"
+    monkeypatch.setattr(log_store, "built_jar", lambda storage: built)
+
+    def settings(warehouse, conf=None):
+        return spark_settings(Target("t", "delta-spark", warehouse, "local[2]", conf or {}, 1,
+                                     delta_jars=str(delta_jars)))
+    keys = ("spark.delta.logStore.s3.impl", "spark.delta.logStore.s3a.impl")
+    on_s3 = settings("s3://lake/w")
+    assert [on_s3[key] for key in keys] == [log_store.CLASS] * 2
+    assert str(built) in on_s3["spark.jars"].split(",")
+    assert not set(keys) & set(settings("/w")) and str(built) not in settings("/w")["spark.jars"]
+    own = settings("s3://lake/w", {keys[0]: "com.example.Store"})
+    assert keys[1] not in own and str(built) not in own["spark.jars"]  # the target's own store
+
+    monkeypatch.undo()
+    monkeypatch.setenv("MEDALLION_JARS_DIR", str(tmp_path / "jars"))  # none built here yet
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no javac
+    with caplog.at_level("WARNING"):
+        without_jdk = settings("s3://lake/w")
+    assert not set(keys) & set(without_jdk)
+    assert [record.getMessage() for record in caplog.records] == [
+        "no Java compiler (javac) was found to build the S3 log store that refuses a commit "
+        "over another build's; Delta's own S3 log store is used (install a JDK (not only a "
+        "JRE), e.g. apt-get install openjdk-17-jdk-headless)"]
+
+
+@pytest.mark.unit
 def test_the_driver_uses_the_parallel_collector_unless_the_target_picks_one():
     """Both engines start the driver JVM with these options (no Spark starts here)."""
     from medallion_cli.spark.conf import LOG_CONFIG, driver_java_options

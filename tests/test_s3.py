@@ -240,6 +240,40 @@ def test_a_missing_bucket_is_one_line_naming_the_store_before_any_model_runs(s3,
     assert "Running" not in out.stdout and "Traceback" not in out.stderr
 
 
+@pytest.mark.local_spark  # the log store is read in this process's JVM
+def test_delta_for_spark_commits_on_s3_are_conditional_puts_the_store_refuses_over_another(
+        s3, spark):
+    """Delta Lake for Spark's commits on S3 go through Medallion's log store: a commit written
+    where another already is (as by a build paused past its lease, resumed after the build
+    that took over committed) is refused by the store itself, whatever Delta checked before;
+    Delta's own S3 store would have overwritten it. (The embedded engine commits through
+    delta-rs, whose commits are conditional puts already.)"""
+    from medallion_cli.engines.delta_spark.log_store import CLASS
+
+    bucket = s3.create_bucket(f"store-{uuid.uuid4().hex[:8]}")
+    table = f"s3://{bucket}/t"
+    assert spark.sparkContext.getConf().get("spark.delta.logStore.s3.impl") == CLASS
+    conf = spark._jsc.hadoopConfiguration()
+    for key, value in s3a_conf(aws_settings(s3.aws_env())).items():  # as a build's start does
+        conf.set(key.removeprefix("spark.hadoop."), value)
+    spark.range(3).write.format("delta").save(table)
+    spark.range(3, 5).write.format("delta").mode("append").save(table)
+    commit = "t/_delta_log/00000000000000000001.json"
+    before = s3.client().head_object(Bucket=bucket, Key=commit)["ETag"]
+
+    jvm = spark._jvm
+    store = jvm.io.medallion.delta.ConditionalPutLogStore(conf)
+    actions = jvm.java.util.ArrayList()
+    actions.add('{"commitInfo":{"operation":"LATE"}}')
+    with pytest.raises(Exception, match="java.nio.file.FileAlreadyExistsException: " + table):
+        store.write(jvm.org.apache.hadoop.fs.Path(f"{table}/_delta_log/00000000000000000001.json"),
+                    actions.iterator(), False, conf)
+    assert s3.client().head_object(Bucket=bucket, Key=commit)["ETag"] == before
+    spark.range(5, 6).write.format("delta").mode("append").save(table)  # Delta goes on
+    assert sorted(row.id for row in spark.read.format("delta").load(table).collect()) == list(
+        range(6))
+
+
 @FAULT_CASE
 def test_a_build_killed_on_s3_is_finished_by_the_next_with_nothing_lost_or_doubled(
         s3, tmp_path, engine_name, local_sample):
@@ -335,7 +369,8 @@ def test_a_build_paused_past_its_lease_commits_nothing_after_the_build_that_took
     """A build (its Python and its JVM) is paused once bronze_orders has committed, as a long GC
     pause or a partition would stop a machine; another build takes the lapsed lease over and
     builds the orders path. Resumed, the first stops before its next commit, in one line, exit
-    2: it commits nothing after the new holder, and the tables are an uninterrupted build's.
+    2: it writes no table after the new holder, overwrites none of its commits, and the tables
+    are an uninterrupted build's.
     (The lease is 4 s here, 60 s by default.)"""
     from medallion_cli.core.errors import MedallionError
     from medallion_cli.run import lease
@@ -372,7 +407,13 @@ def test_a_build_paused_past_its_lease_commits_nothing_after_the_build_that_took
         f"Error: this build lost the warehouse's lease (s3://{bucket}/lake/_medallion/lock): "
         + err.split("/_medallion/lock): ", 1)[1].splitlines()[0]], err
     assert "it stopped before its next commit" in err and "Traceback" not in err
-    assert delta_commits(s3, bucket) == commits
+    # No commit of the new holder's is overwritten (a commit under way when the first was
+    # paused is refused by the store: conditional puts on both engines), and none is added to
+    # a table, only perhaps to the event log: an append to it under way when paused, which
+    # Delta may retry after the new holder's without conflict (its record is true).
+    now = delta_commits(s3, bucket)
+    assert {key: now.get(key) for key in commits} == commits
+    assert all(key.startswith("lake/_medallion/events/") for key in now.keys() - commits.keys())
     assert after_takeover == uninterrupted(local_sample, engine_name)
 
 

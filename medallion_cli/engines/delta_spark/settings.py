@@ -1,6 +1,7 @@
 """How a driver is started for Delta Lake for Spark: Delta's SQL extension and catalog, its
-JARs (the target's, or those `medallion jars` fetched), a metastore's settings, and the check,
-once Spark runs, that Delta's classes were loaded (else one line saying what to do).
+JARs (the target's, or those `medallion jars` fetched), the log store for a warehouse on S3
+(log_store.py), a metastore's settings, and the check, once Spark runs, that Delta's classes
+were loaded (else one line saying what to do).
 """
 
 from __future__ import annotations
@@ -8,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...core.errors import MedallionError
-from ...core.locations import join
+from ...core.locations import join, on_s3
 from ...core.project import Target
 from ...spark import jars
 from ...spark.conf import is_local_master, shuffle_partitions, spark_conf
 from ...spark.jars import delta_jar_files, jars_fix
+from .log_store import log_store_settings
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -38,6 +40,10 @@ def spark_settings(target: Target, long_queries: bool = False) -> dict[str, str]
         "spark.databricks.delta.snapshotPartitions", replay_tasks)
     conf.update(metastore_settings(target, long_queries))
     found = delta_jar_files(target)
+    if reaches_s3(target):
+        store_jar, store_conf = log_store_settings(found, target.spark_conf)
+        found += [store_jar] if store_jar else []
+        conf.update(store_conf)
     own = target.spark_conf.get("spark.jars")
     if found:
         conf["spark.jars"] = ",".join([str(p) for p in found] + ([own] if own else []))
@@ -48,6 +54,13 @@ def spark_settings(target: Target, long_queries: bool = False) -> dict[str, str]
                              "Lake JARs are not here", path=target.profiles_file,
                              hint=jars_fix(target))
     return conf
+
+
+def reaches_s3(target: Target) -> bool:
+    """Whether this Spark may commit to Delta tables on S3: its warehouse is there, or it has
+    S3A's JARs (a session shared by several projects)."""
+    own = " ".join(target.spark_conf.get(key, "") for key in ("spark.jars", "spark.jars.packages"))
+    return on_s3(target.warehouse) or "hadoop-aws" in own
 
 
 def metastore_settings(target: Target, long_queries: bool = False) -> dict[str, str]:
