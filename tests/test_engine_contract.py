@@ -61,6 +61,38 @@ def test_a_table_whose_early_commits_were_cleaned_up_still_exists(engine, spark,
     assert not engine.table_exists(path)  # a folder with a log but no commit is no table
 
 
+@pytest.mark.parametrize("cut", ["its first line", "a later line"])
+def test_a_table_whose_newest_commit_was_cut_short_is_refused_in_one_line_naming_it(
+        engine, spark, tmp_path, cut):
+    """A commit file truncated (a write cut short, a bad copy), whether in its first line (Delta
+    Lake for Spark then read the commit as empty: its rows silently gone, and a write went on
+    over it) or a later one: reading, writing or merging the table fails, naming the table and
+    the file and how to recover, and the table is as it was."""
+    from medallion_cli.core.errors import MedallionError
+
+    path = tmp_path / "wh/t"
+    engine.write(frame(spark, [(1, "a", 1)]), path, "append")
+    engine.write(frame(spark, [(2, "b", 1)]), path, "append")
+    commit = path / "_delta_log/00000000000000000001.json"
+    text = commit.read_text()
+    commit.write_text(text[:40] if cut == "its first line" else text[:text.index("\n") + 40])
+    before = sorted(p.name for p in (path / "_delta_log").iterdir())
+    attempts = {
+        "read": lambda: engine.read_table(path).collect(),
+        "write": lambda: engine.write(frame(spark, [(3, "c", 1)]), path, "append"),
+        "merge": lambda: engine.merge(frame(spark, [(1, "z", 2)]), path, MergeSpec(
+            keys=("id",), sequence_by=("seq",))),
+    }
+    for name, attempt in attempts.items():
+        with pytest.raises(MedallionError) as refused:
+            attempt()
+        said = str(refused.value)
+        assert said.startswith(f"{path}: the Delta log of this table cannot be read"), (name, said)
+        assert f"{commit} is damaged or was not written whole" in said, name
+        assert "--full-refresh" in said, name
+    assert sorted(p.name for p in (path / "_delta_log").iterdir()) == before
+
+
 @ON_BOTH_STORES
 def test_an_engine_that_skips_empty_writes_commits_nothing_for_no_rows(engine, spark, lake):
     # Callers look for rows before an append or MERGE only where the engine says it does not

@@ -180,6 +180,31 @@ def test_a_state_file_is_written_whole_or_not_at_all(tmp_path):
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("said, commit", [
+    ("py4j.protocol.Py4JJavaError: An error occurred while calling o385.collectToPython.\n"
+     ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while "
+     "reading file s3a://lake/wh/t/_delta_log/00000000000000000001.json.  SQLSTATE: KD001",
+     "s3a://lake/wh/t/_delta_log/00000000000000000001.json"),
+    ("[MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION] Malformed records are detected in "
+     "record parsing: [null,null]. (Unexpected end-of-input: expected close marker for Object "
+     '(start marker at [Source: (byte[])"{"add":{"path":"part-00000-21.snappy.p"; line: 1, '
+     "column: 8]))", "one of its _delta_log/*.json files")])
+def test_a_damaged_log_met_by_delta_for_spark_where_delta_rs_cannot_look_first_is_one_line(
+        said, commit):
+    """On object storage the delta-spark engine's reads go to Delta Lake for Spark, whose
+    error (as captured) names no table: the line says it is a damaged commit and how to
+    recover (a local table is checked by delta-rs first: test_engine_contract.py)."""
+    from medallion_cli.core.failures import DAMAGED_LOG_FIX, error_message
+
+    assert error_message(RuntimeError(said)) == (
+        f"the Delta log of a table this model reads or writes cannot be read: {commit} is "
+        f"damaged or was not written whole. To recover, {DAMAGED_LOG_FIX}")
+    assert error_message(RuntimeError(  # a data file that cannot be read is not the log
+        "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+        "s3a://lake/wh/t/part-0.parquet.")).startswith("[FAILED_READ_FILE.NO_HINT]")
+
+
+@pytest.mark.unit
 def test_a_damaged_delta_log_is_one_line_naming_the_commit_and_how_to_recover(tmp_path):
     """A commit file truncated (a write cut short, a bad copy): delta-rs's 'Kernel error: Json
     error' named neither the table nor the file. The line names both, and the remedy it gives

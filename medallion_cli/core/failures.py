@@ -113,6 +113,25 @@ def _moved_files(text: str) -> str | None:
             "from scratch: medallion build --full-refresh -s <model>+")
 
 
+# How to recover a table whose log has a commit file cut short or garbled (both engines say it)
+DAMAGED_LOG_FIX = ("put the file back from a copy; or, if it is the newest, move it out of "
+                   "_delta_log (the table is then as of the commit before it); or rebuild the "
+                   "table's model: medallion build --full-refresh -s <model>+")
+DELTA_ACTION = re.compile(r'\{"(?:add|remove|commitInfo|metaData|protocol|txn)":')
+
+
+def _damaged_log(text: str) -> str | None:
+    """Delta Lake for Spark failing on a commit file that is not JSON lines (where the
+    embedded engine's delta-rs fails first, deltars.open_table says it with the table)."""
+    unreadable = re.search(r"FAILED_READ_FILE\S* Encountered error while reading file "
+                           r"(\S+/_delta_log/\d+\.json)", text)
+    if not unreadable and not ("MALFORMED_RECORD_IN_PARSING" in text and DELTA_ACTION.search(text)):
+        return None
+    commit = unreadable.group(1).removesuffix(".") if unreadable else "one of its _delta_log/*.json files"
+    return (f"the Delta log of a table this model reads or writes cannot be read: {commit} is "
+            f"damaged or was not written whole. To recover, {DAMAGED_LOG_FIX}")
+
+
 # What S3A, the AWS SDK, delta-rs (object_store) and pyarrow say when a store does not answer.
 STORE_UNREACHABLE = ("Generic S3 error", "error sending request", "Read timeout on endpoint",
                      "Connect timeout on endpoint", "Could not connect to the endpoint",
@@ -198,7 +217,8 @@ def error_message(exc: BaseException) -> str:
     text = CONNECT_SESSION.sub("", str(exc)).strip() or type(exc).__name__
     lines = text.splitlines()
     said = (_csv_header(text) or _kafka_data_loss(text) or _kafka_unreachable(text)
-            or _moved_files(text) or _connect_trouble(text) or _store_trouble(text))
+            or _moved_files(text) or _damaged_log(text) or _connect_trouble(text)
+            or _store_trouble(text))
     if said:
         return said
     if "Traceback (most recent call last)" in text:

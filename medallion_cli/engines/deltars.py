@@ -16,7 +16,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from ..core.errors import MedallionError
-from ..core.failures import CONCURRENT_COMMIT
+from ..core.failures import CONCURRENT_COMMIT, DAMAGED_LOG_FIX
 from ..spark.object_store import storage_options
 from .base import commit_metadata
 
@@ -34,9 +34,7 @@ def open_table(path: str, version: int | None = None) -> DeltaTable:
         raise MedallionError(
             f"the Delta log of this table cannot be read ({reason}): {damaged} is damaged or "
             "was not written whole", path=str(path),
-            hint="put the file back from a copy; or, if it is the newest, move it out of "
-                 "_delta_log (the table is then as of the commit before it); or rebuild the "
-                 "table's model: medallion build --full-refresh -s <model>+") from None
+            hint=DAMAGED_LOG_FIX) from None
 
 
 def unreadable_commits(path: str) -> list[str]:

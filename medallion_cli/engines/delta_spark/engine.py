@@ -84,17 +84,28 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         return True
 
     def read_table(self, path: str):
-        return self.spark.read.format("delta").load(str(path))
+        return self.spark.read.format("delta").load(self._readable(path))
 
     def read_stream(self, path: str, changes: bool = False):
         reader = self.spark.readStream.format("delta")
         if changes:  # Delta's change data feed: the table as inserts, then every change
             reader = reader.option("readChangeFeed", "true")
-        return reader.load(str(path))
+        return reader.load(self._readable(path))
 
     def read_changes(self, path: str, first: int, last: int):
         return (self.spark.read.format("delta").option("readChangeFeed", "true")
-                .option("startingVersion", first).option("endingVersion", last).load(str(path)))
+                .option("startingVersion", first).option("endingVersion", last)
+                .load(self._readable(path)))
+
+    @staticmethod
+    def _readable(path: str) -> str:
+        """The path, once a local table's log was read whole by delta-rs (a millisecond or
+        two): a commit file cut short fails there in one line naming it and how to recover,
+        where Delta's error names neither table nor file. (A table delta-rs cannot read for
+        another reason, e.g. a reader feature it lacks, is left to Delta.)"""
+        if local_table_exists(path):
+            client_log(path, lambda table: None, anywhere=False)
+        return str(path)
 
     def _log(self):
         """Delta's log where Spark runs: in this process's JVM, or over Spark Connect by SQL
@@ -166,7 +177,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
               metadata: dict | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
-        if self._replayed(path, txn):
+        if self._replayed(self._readable(path), txn):
             return self._unchanged(path)
         writer = self._writer(df, metadata, txn).mode(mode)
         existed = self.table_exists(path)
@@ -193,7 +204,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
     def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
-        if self._replayed(path, txn):
+        if self._replayed(self._readable(path), txn):
             return self._unchanged(path)
         self._ensure_properties(path, properties)
         view = "_medallion_merge_source"

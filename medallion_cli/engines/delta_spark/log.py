@@ -16,23 +16,23 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-import deltalake
 from deltalake.exceptions import DeltaError
 
 from ...core.errors import MedallionError
 from ...core.locations import is_remote
-from ...spark.object_store import storage_options
+from ..deltars import open_table
 from ..sql import table
 
 
 def client_log(path: str, read, anywhere: bool):
     """read(the table opened by delta-rs); None where it cannot answer (no table, a store this
     machine does not reach, a table it cannot read). anywhere: also for object storage (over
-    Spark Connect), else only for a local table."""
+    Spark Connect), else only for a local table. A log with a damaged commit is one line
+    naming it (open_table), not left to Delta, which may read a commit cut short as empty."""
     if is_remote(str(path)) and not anywhere:
         return None
     try:
-        return read(deltalake.DeltaTable(str(path), storage_options=storage_options(str(path))))
+        return read(open_table(str(path)))
     except (DeltaError, OSError):
         return None
 
