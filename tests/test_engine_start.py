@@ -64,6 +64,59 @@ def test_no_java_is_one_line_saying_what_to_install(project, engine_name, monkey
                      "set JAVA_HOME"], output
 
 
+@pytest.mark.one_engine("both engines start a local Spark the same way (spark/start.py)")
+def test_a_machine_whose_own_name_does_not_resolve_still_starts_a_local_spark(
+        project, engine_name):
+    """A machine whose name has no /etc/hosts entry (a fresh VM, a container): spark-submit
+    looked the name up before anything else and the JVM died ('Spark did not start ... check
+    Java 17', the UnknownHostException only in target/spark.log). A local session is told
+    its address is loopback's, where it listens anyway. (A machine name of its own: a UTS
+    namespace, `unshare -u`, which needs root.)"""
+    import subprocess
+    import sys
+
+    if subprocess.run(["unshare", "-u", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -u (a machine name of the test's own) needs root here")
+    root = project(MODELS, profile=profile_for(engine_name))
+    built = subprocess.run(
+        ["unshare", "-u", "sh", "-c", 'hostname no-such-host.medallion.invalid && exec "$@"',
+         "sh", sys.executable, "-m", "medallion_cli.cli", "build", "--project-dir", str(root)],
+        capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "1 of 1  OK         model a" in built.stdout, built.stdout
+
+
+@pytest.mark.one_engine("both engines start Spark the same way (spark/start.py)")
+def test_a_jvm_that_dies_at_its_start_is_one_line_with_its_java_cause(project, engine_name):
+    """pyspark says only that the JVM exited; the line adds the cause the JVM logged (here an
+    address that does not resolve), which was only in target/spark.log. (A JVM that dies: a
+    process of its own.)"""
+    from helpers import medallion
+
+    root = project(MODELS, profile=profile_for(engine_name))
+    died = medallion(root, "build", env={"SPARK_LOCAL_IP": "no-such-host.medallion.invalid"})
+    assert died.returncode == 2
+    assert_one_clear_error(
+        died.stderr, "target 'local': Spark did not start: [JAVA_GATEWAY_EXITED] Java gateway "
+        "process exited before sending its port number. (java.net.UnknownHostException: "
+        "no-such-host.medallion.invalid")
+
+
+@pytest.mark.unit
+def test_a_local_spark_is_told_its_address_is_loopback_unless_the_user_says_otherwise(
+        monkeypatch):
+    from medallion_cli.core.project import Target
+    from medallion_cli.spark.start import _loopback_address
+
+    def told(master):
+        return _loopback_address(Target("t", "embedded", "/w", master, {}, 1))
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    assert told("local[2]") == {"SPARK_LOCAL_IP": "127.0.0.1"}
+    assert told("spark://10.0.0.5:7077") == {}  # a cluster's driver is reached by its address
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.0.0.7")
+    assert told("local[2]") == {}
+
+
 @pytest.mark.unit
 def test_nodes_that_first_need_spark_at_once_share_one_pyspark_import(project, engine_name,
                                                                        tmp_path):

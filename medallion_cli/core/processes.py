@@ -80,6 +80,22 @@ def deferred_ctrl_c(stop: threading.Event | None):
         signal.signal(signal.SIGINT, previous)
 
 
+@contextmanager
+def environment_set(values: dict[str, str]):
+    """These environment variables set while the block runs (for a process it starts), then
+    as they were."""
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def exit_now(code: int) -> NoReturn:
     """End this process with `code` as Python's own exit does, without its teardown: freeing
     every module's objects (pyspark's, pandas', pyarrow's) took 0.15 s of each command's end

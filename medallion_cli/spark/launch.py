@@ -23,6 +23,7 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
+from ..core.processes import environment_set
 from .class_archive import java_binary
 
 CACHE_ENV = "MEDALLION_LAUNCH_DIR"
@@ -155,16 +156,7 @@ def _started_directly(record: Path, popen_kwargs: dict):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     # pyspark's own connection to a JVM it did not start
-    given = {"PYSPARK_GATEWAY_PORT": str(port), "PYSPARK_GATEWAY_SECRET": secret}
-    before = {key: os.environ.get(key) for key in given}
-    os.environ.update(given)
-    try:
+    with environment_set({"PYSPARK_GATEWAY_PORT": str(port), "PYSPARK_GATEWAY_SECRET": secret}):
         gateway = launch_gateway()
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     gateway.proc = process
     return gateway

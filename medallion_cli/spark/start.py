@@ -15,11 +15,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..core.errors import MedallionError
-from ..core.failures import NO_BUCKET
+from ..core.failures import JAVA_CAUSE, NO_BUCKET
 from ..core.locations import is_remote
+from ..core.processes import environment_set
 from ..core.project import Target
 from .class_archive import class_archive, forget, keep_when_recorded, with_archive
-from .conf import is_secret, spark_conf
+from .conf import is_local_master, is_secret, spark_conf
 from .launch import launch
 
 # Where each object store's Hadoop file system comes from, for the error when it is missing.
@@ -138,6 +139,20 @@ def _set_after_start(spark, target: Target, conf: dict[str, str]) -> None:
                      "configuration") from exc
 
 
+def _last_java_cause(log_file: Path, offset: int) -> str | None:
+    """The deepest Java cause the JVM wrote to its log since `offset`: why it died at its start
+    (e.g. java.net.UnknownHostException: <name>), which pyspark's error does not say."""
+    try:
+        with open(log_file, "rb") as log:
+            log.seek(offset)
+            written = log.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    causes = [line.removeprefix("Caused by: ").strip() for line in written
+              if JAVA_CAUSE.match(line.strip())]
+    return causes[-1][:300] if causes else None
+
+
 @contextmanager
 def _jvm_output(log_file: Path | None):
     """How to start the JVM (Popen's arguments) so that its output (its banner, Spark's log)
@@ -171,6 +186,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
     # already (the daemon, serve, a test worker) held the claim of every other kind it was
     # asked for until it ended, and every other command of that kind started without one.
     archive = class_archive(conf) if SparkContext._gateway is None else None
+    logged_before = log_file.stat().st_size if log_file and log_file.is_file() else 0
     try:
         try:
             spark = _session(target, with_archive(conf, archive), log_file)
@@ -182,6 +198,8 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
             spark = _session(target, conf, log_file)
     except Exception as exc:  # the JVM failed to start: say so plainly
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        cause = log_file and _last_java_cause(log_file, logged_before)
+        reason += f" ({cause})" if cause else ""
         raise MedallionError(f"target '{target.name}': Spark did not start: {reason}",
                              path=target.profiles_file,
                              hint="check Java 17 and the target's spark settings (--debug shows "
@@ -216,9 +234,19 @@ def _session(target: Target, conf: dict[str, str], log_file: Path | None):
         "medallion").setAll([(key, value) for key, value in conf.items() if not is_secret(key)])
     with _own_ctrl_c():  # getOrCreate makes a SparkContext too, where one was stopped
         if SparkContext._gateway is None:  # no JVM yet (the test suite's session may have one)
-            with _jvm_output(log_file) as popen_arguments:
+            with _jvm_output(log_file) as popen_arguments, environment_set(
+                    _loopback_address(target)):
                 SparkContext(conf=settings, gateway=launch(settings, popen_arguments))
         return SparkSession.builder.config(conf=settings).getOrCreate()
+
+
+def _loopback_address(target: Target) -> dict[str, str]:
+    """A local session's JVM told its address is loopback's (as spark_conf binds it there),
+    unless the user says otherwise: else spark-submit looks up the machine's own name first,
+    and where it does not resolve (no /etc/hosts entry) the JVM dies before it starts."""
+    if not is_local_master(target.spark_master) or "SPARK_LOCAL_IP" in os.environ:
+        return {}
+    return {"SPARK_LOCAL_IP": "127.0.0.1"}
 
 
 @contextmanager
