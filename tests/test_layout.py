@@ -127,6 +127,22 @@ def test_each_package_says_what_it_holds_and_what_it_may_import():
         assert not unnamed, f"{readme} does not name {unnamed}"
 
 
+def test_every_file_name_the_package_writes_in_its_docstrings_and_readmes_exists():
+    """A module's docstring or comment, or a package's README, that names a file (`lease.py`,
+    `run/lease.py`) names one that exists: after a move or a rename the trail still holds."""
+    root = PACKAGE.parent
+    known = [p.relative_to(root).as_posix() for folder in ("medallion_cli", "tests", "bench",
+                                                           "examples", "hooks")
+             for p in (root / folder).rglob("*.py")] + ["setup.py"]
+    stale = {}
+    for path in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("README.md")]:
+        for name in re.findall(r"(?<![\w./-])((?:[\w-]+/)*[a-z_][a-z0-9_]*\.py)\b",
+                               path.read_text()):
+            if not any(k == name or k.endswith("/" + name) for k in known):
+                stale.setdefault(name, []).append(path.relative_to(root).as_posix())
+    assert not stale
+
+
 @pytest.mark.unit
 def test_every_dotted_name_of_the_package_in_tests_docs_and_bench_exists():
     """Tests, docs, benchmarks and examples name modules and their members as text too (in a

@@ -55,8 +55,8 @@ class Target:
     # OpenLineage: {"namespace": str, "transport": {...openlineage-python's transport config},
     # "batch_every": N}; empty: no lineage events (lineage.py)
     lineage: dict = field(default_factory=dict)
-    # Where tables are registered by name (catalog.py): None (nowhere: ref() names paths),
-    # "local" (a Derby metastore in the warehouse) or "session" (the cluster's own catalog:
+    # Where tables are registered by name (materialize/register.py): None (nowhere: ref()
+    # names paths), "local" (a Derby metastore in the warehouse) or "session" (the cluster's own catalog:
     # a Hive metastore or Unity Catalog)
     metastore: str | None = None
 

@@ -3,7 +3,7 @@ of the node's session under the names rendering gave them.
 
 For a streaming model, sources and refs to streaming models are read as streams; other refs
 (seeds, tables) are read as they are when the query starts, like dimension tables. On an engine
-that follows Delta tables through their commit logs (engines/delta_log.py), streamed tables are
+that follows Delta tables through their commit logs (engines/embedded/delta_log.py), streamed tables are
 followed as streams of commits instead, and each micro-batch reads what its commits added.
 """
 

@@ -1,6 +1,6 @@
 """Registering a built node in the target's metastore, as dbt does on Spark: a table as an
 external Delta table at its path (dropping that entry never deletes data), a view as a catalog
-view over the real relations (catalog.py), under `<schema>.<alias>`. With persist_docs, the
+view over the real relations (load/relations.py), under `<schema>.<alias>`. With persist_docs, the
 descriptions from the properties file become the table's and its columns' comments, written only
 when they changed (on a Delta table each is a commit). Only targets with a metastore register
 (delta-spark; project.py refuses one on the embedded engine).

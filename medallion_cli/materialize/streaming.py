@@ -2,7 +2,7 @@
 
 Over landing files (and over Delta tables on an engine with a Delta streaming source), the
 model's SQL is the streaming query. On an engine that follows Delta tables through their commit
-logs (the embedded engine, see engines/delta_log.py), the query streams the input tables' new
+logs (the embedded engine, see engines/embedded/delta_log.py), the query streams the input tables' new
 commits, and each micro-batch runs the model's SQL on the rows those commits added.
 Each micro-batch goes through foreachBatch (micro_batch.py; over Spark Connect it runs on the
 server: server_batches.py) into the same checks and writes as incremental models, committed

@@ -16,7 +16,7 @@ MERGE semantics, the same however rows fall into batches:
   `<model>_truncates`: an event older than it that arrives later stays out, as in a full
   recompute.
 - `scd_type: 2` keeps history: each key's versions recomputed from its whole timeline (its
-  stored versions, every delete remembered within the retention, the new events; history.py).
+  stored versions, every delete remembered within the retention, the new events; scd2.py).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ..run.runner import NodeResult
 
 def write_compiled(project: Project, nodes: dict[str, CompiledNode],
                    chosen: list[CompiledNode]) -> dict[str, str]:
-    """target/compiled/<model path>: each chosen model's SQL naming real relations (catalog.py),
+    """target/compiled/<model path>: each chosen model's SQL naming real relations (load/relations.py),
     ready to paste into spark-sql; returned by name."""
     compiled = spark_sql(project, nodes, chosen)
     for node in chosen:

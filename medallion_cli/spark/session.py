@@ -25,7 +25,7 @@ class OnDemandSpark:
     _failed: StartError | None = None
     start_seconds: float | None = None  # how long this invocation's start took, once started
     on_start = staticmethod(lambda starting: None)  # told True before a start, False after
-    long_queries = False  # the work ahead is long queries over many rows (spark.py)
+    long_queries = False  # the work ahead is long queries over many rows (spark/conf.py)
 
     def plan_start(self, on_start, long_queries: bool = False) -> None:
         """Before first use: whom to tell about the start, and what work follows it."""

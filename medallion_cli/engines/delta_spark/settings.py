@@ -34,7 +34,7 @@ def spark_settings(target: Target, long_queries: bool = False) -> dict[str, str]
     # local session's logs are a laptop's, and each task there generates and compiles its
     # code again on the same few cores: two fifths of the JVM's samples of an increment; with
     # one task it took 15-20% fewer CPU-seconds (docs/engines-and-clusters.md). The profile's conf still wins.
-    # (Listing, VACUUM's too: spark.py's spark_conf.)
+    # (Listing, VACUUM's too: spark/conf.py's spark_conf.)
     replay_tasks = "1" if is_local_master(target.spark_master) else shuffle_partitions(target)
     conf["spark.databricks.delta.snapshotPartitions"] = target.spark_conf.get(
         "spark.databricks.delta.snapshotPartitions", replay_tasks)
