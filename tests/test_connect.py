@@ -26,6 +26,8 @@ from medallion_cli.materialize.server_batches import (
     ERROR_FILE,
     collect,
     server_batch,
+    start_pauses,
+    start_stream,
     worker_trouble,
 )
 from medallion_cli.materialize.tally import StreamTally
@@ -166,13 +168,65 @@ def test_a_stray_worker_of_a_killed_servers_run_cannot_fail_the_next_run(tmp_pat
      "the Spark Connect server's Python worker running a micro-batch died"),
     ("java.net.SocketTimeoutException: Timed out while waiting for the Python worker to connect "
      "back", "the Spark Connect server's Python worker for this model's micro-batches did not "
-     "connect back within Spark's 10 s, 4 times in 35 s"),
+     "connect back within Spark's 10 s, 4 time(s) in 35 s"),
 ])
 def test_a_servers_python_worker_in_trouble_is_one_line_naming_the_target(spark_said, said):
-    problem = worker_trouble("connect", RuntimeError(spark_said))
+    target = Target("connect", "delta-spark", "/w", "local[1]", {}, 1, spark_remote="sc://h:1")
+    problem = worker_trouble(target, RuntimeError(spark_said), start_pauses(target.worker_wait))
     assert problem.message.startswith(f"target 'connect': {said}"), problem.message
     assert "\n" not in problem.message and problem.hint
-    assert worker_trouble("connect", RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
+    assert worker_trouble(target, RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
+
+
+class LateWorkers:
+    """A stream's writer whose server's Python worker is late for the first `late` starts."""
+
+    def __init__(self, late: int):
+        self.late, self.starts = late, 0
+
+    def start(self):
+        self.starts += 1
+        if self.starts <= self.late:
+            raise RuntimeError("java.net.SocketTimeoutException: Timed out while waiting for "
+                               "the Python worker to connect back")
+        return "query"
+
+
+@pytest.mark.unit
+def test_a_busy_servers_late_python_worker_is_waited_for_as_long_as_the_target_says(
+        monkeypatch, tmp_path):
+    """Spark gives a worker 10 s a try (not a setting): the start is tried again after pauses
+    doubling from 5 s, 35 s in all unless the target's spark: worker_wait says more (a server
+    under load); past it, one line naming the setting."""
+    from medallion_cli.materialize import server_batches
+
+    slept = []
+    monkeypatch.setattr(server_batches.time, "sleep", slept.append)
+
+    def target(extra=""):
+        root = write_project(tmp_path / str(len(extra)), {}, profile=profile("sc://h:1",
+                                                                             extra=extra))
+        return load_target(root, "test", None, None)
+    assert start_stream(LateWorkers(3), target()) == "query" and slept == [5, 10, 20]
+    slept.clear()
+    patient = target(", worker_wait: 160")
+    assert patient.worker_wait == 160
+    assert start_stream(LateWorkers(5), patient) == "query" and slept == [5, 10, 20, 40, 80]
+    with pytest.raises(MedallionError) as waited:
+        start_stream(LateWorkers(4), target())
+    assert "4 time(s) in 35 s" in waited.value.message
+    assert "spark: worker_wait (now 35 s)" in waited.value.hint
+    with pytest.raises(MedallionError, match=r"target 'connect': spark: worker_wait is 'soon'"):
+        target(', worker_wait: "soon"')
+    local = write_project(tmp_path / "local", {}, profile=textwrap.dedent("""\
+        test:
+          target: here
+          outputs:
+            here: {engine: embedded, spark: {master: "local[1]", worker_wait: 60}}
+        """))
+    with pytest.raises(MedallionError, match=r"target 'here': spark: worker_wait is for a "
+                                             r"Spark Connect server \(spark: remote\)"):
+        load_target(local, "test", None, None)
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ PROFILES_FILE = "profiles.yml"
 
 
 ENGINES = ("embedded", "delta-spark")
+WORKER_WAIT = 35.0  # seconds (spark: worker_wait): three starts again, after 5, 10 and 20 s
 
 
 SOURCE_FORMATS = ("json", "csv", "parquet", "delta", "kafka")
@@ -56,9 +57,12 @@ class Target:
     # "batch_every": N}; empty: no lineage events (lineage.py)
     lineage: dict = field(default_factory=dict)
     # Where tables are registered by name (materialize/register.py): None (nowhere: ref()
-    # names paths), "local" (a Derby metastore in the warehouse) or "session" (the cluster's own catalog:
-    # a Hive metastore or Unity Catalog)
+    # names paths), "local" (a Derby metastore in the warehouse) or "session" (the cluster's
+    # own catalog: a Hive metastore or Unity Catalog)
     metastore: str | None = None
+    # Over Spark Connect: how long in all a streaming model's start waits for the server's
+    # Python worker for its micro-batches, which Spark gives 10 s a try to connect back
+    worker_wait: float = WORKER_WAIT
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..core.errors import MedallionError, closest
 from ..core.locations import is_remote, on_s3, resolve
-from ..core.project import ENGINES, PROFILES_FILE, PROJECT_FILE, Target
+from ..core.project import ENGINES, PROFILES_FILE, PROJECT_FILE, WORKER_WAIT, Target
 from .model_config import check_keys
 from .yaml_io import read_yaml
 
@@ -38,8 +38,8 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
     out = outputs[name] or {}
     where = f"profile '{profile_name}', target '{name}'"
     check_keys(out, str(profiles_path), TARGET_KEYS, "key", where, "target keys")
-    check_keys(out.get("spark") or {}, str(profiles_path), ("master", "remote", "conf"),
-               "spark key", where, "spark keys")
+    check_keys(out.get("spark") or {}, str(profiles_path), SPARK_KEYS, "spark key", where,
+               "spark keys")
     engine = out.get("engine", "embedded")
     if engine not in ENGINES:
         raise MedallionError(f"target '{name}' has unknown engine '{engine}'", path=profiles_path,
@@ -81,7 +81,24 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
         profiles_file=str(profiles_path),
         lineage=_lineage_config(out.get("lineage"), profiles_path, name),
         metastore=metastore,
+        worker_wait=_worker_wait(spark, remote, profiles_path, name),
     )
+
+
+def _worker_wait(spark: dict, remote: str | None, profiles_path: Path, target: str) -> float:
+    """spark: worker_wait, in seconds: over Spark Connect only (a local Spark's workers are
+    this machine's, started with no such wait)."""
+    if "worker_wait" not in spark:
+        return WORKER_WAIT
+    where = f"target '{target}': spark: worker_wait"
+    if remote is None:
+        raise MedallionError(f"{where} is for a Spark Connect server (spark: remote)",
+                             path=profiles_path, hint="leave it out, or add spark: remote")
+    value = spark["worker_wait"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise MedallionError(f"{where} is {value!r}", path=profiles_path,
+                             hint=f"seconds, e.g. worker_wait: 120 (default {WORKER_WAIT:g})")
+    return float(value)
 
 
 def _remote(spark: dict, engine: str, profiles_path: Path, target: str) -> str | None:
@@ -110,6 +127,7 @@ def _remote(spark: dict, engine: str, profiles_path: Path, target: str) -> str |
 LINEAGE_KEYS = ("namespace", "transport", "batch_every")
 
 
+SPARK_KEYS = ("master", "remote", "conf", "worker_wait")
 TARGET_KEYS = ("engine", "warehouse", "threads", "spark", "delta_jars", "metastore", "lineage")
 
 

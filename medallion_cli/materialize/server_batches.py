@@ -25,7 +25,7 @@ from ..core.failures import error_message
 from ..core.faults import arm, armed
 from ..core.locations import join
 from ..core.nodes import CompiledNode
-from ..core.project import Project
+from ..core.project import Project, Target
 from ..dag.graph import Graph
 from ..spark.files import list_files, read_text, remove, write_text
 from .checkpoints import QueryStart
@@ -42,9 +42,19 @@ WORKER_DIED = "Python worker exited unexpectedly"  # Spark's words for a worker 
 # Spark gives a Python worker it starts 10 s to connect back (PythonWorkerFactory; not a
 # setting), and a busy server's may take longer to import pyspark. Its query has not started
 # then, so starting it again is safe, after a pause that lets the late worker end and the
-# server catch up (on two loaded cores, three starts in a row were late).
+# server catch up (on two loaded cores, three starts in a row were late): pauses that double
+# from FIRST_PAUSE while they fit in the target's worker_wait (spark: worker_wait).
 WORKER_LATE = "Timed out while waiting for the Python worker to connect back"
-START_PAUSES = (5, 10, 20)  # seconds before each start again
+FIRST_PAUSE = 5.0
+
+
+def start_pauses(wait: float) -> list[float]:
+    """The pauses before each start again: doubling from FIRST_PAUSE, their sum at most `wait`
+    (the default 35 s: 5, 10, 20)."""
+    pauses: list[float] = []
+    while sum(pauses) + FIRST_PAUSE * 2 ** len(pauses) <= wait:
+        pauses.append(FIRST_PAUSE * 2 ** len(pauses))
+    return pauses
 
 
 def reports_location(ctx: BuildContext, node: CompiledNode) -> str:
@@ -169,38 +179,41 @@ def _rebuilt(error: dict) -> BaseException:
     return kind(error["message"], error["path"], error["line"], error["hint"])
 
 
-def start_stream(writer, target_name: str):
+def start_stream(writer, target: Target):
     """writer.start(), started again when the server's Python worker for its batches was late;
     a server that cannot run them said in one line."""
-    for pause in (*START_PAUSES, None):
+    pauses = start_pauses(target.worker_wait)
+    for pause in (*pauses, None):
         try:
             return writer.start()
         except Exception as exc:  # a Spark Connect server may fail it at once
             if WORKER_LATE not in str(exc) or pause is None:
-                raise worker_trouble(target_name, exc) or exc
+                raise worker_trouble(target, exc, pauses) or exc
         time.sleep(pause)
 
 
-def worker_trouble(target_name: str, exc: BaseException) -> MedallionError | None:
+def worker_trouble(target: Target, exc: BaseException,
+                   pauses: list[float] = ()) -> MedallionError | None:
     """One line for a server whose Python worker cannot run medallion's batches, or died
     running one; else None."""
     text = str(exc)
     if any(marker in text for marker in NOT_INSTALLED):
         return MedallionError(
-            f"target '{target_name}': the Spark Connect server's Python cannot import "
+            f"target '{target.name}': the Spark Connect server's Python cannot import "
             "medallion_cli, which runs each streaming micro-batch there (foreachBatch)",
             hint=f"pip install medallion-cli=={__version__} into the Python the server runs "
                  "(its spark.pyspark.python)")
     if WORKER_LATE in text:
         return MedallionError(
-            f"target '{target_name}': the Spark Connect server's Python worker for this "
+            f"target '{target.name}': the Spark Connect server's Python worker for this "
             f"model's micro-batches did not connect back within Spark's 10 s, "
-            f"{len(START_PAUSES) + 1} times in {sum(START_PAUSES)} s: the server is too busy "
-            "to start Python processes",
-            hint="nothing was written: build again once the server is less busy")
+            f"{len(pauses) + 1} time(s) in {sum(pauses):g} s: the server is too busy to start "
+            "Python processes", path=target.profiles_file,
+            hint="nothing was written: build again once the server is less busy, or let it "
+                 f"wait longer for them: spark: worker_wait (now {target.worker_wait:g} s)")
     if WORKER_DIED in text:
         return MedallionError(
-            f"target '{target_name}': the Spark Connect server's Python worker running a "
+            f"target '{target.name}': the Spark Connect server's Python worker running a "
             "micro-batch died (killed, or out of memory)",
             hint="what earlier batches committed stays, the rest was not written: build again "
                  "and it goes on from there; the server's log says why the worker ended")

@@ -122,7 +122,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
         writer = writer.trigger(processingTime=watch_trigger(ctx.graph, node))
     else:
         writer = writer.trigger(availableNow=True)
-    return start_stream(writer, ctx.project.target.name), tally, start
+    return start_stream(writer, ctx.project.target), tally, start
 
 
 def _refuse_new_columns_now(ctx: BuildContext, node: CompiledNode) -> None:
@@ -151,7 +151,7 @@ def server_said(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
     if tally.server_reports is None:
         return
     collect(ctx, node, tally)
-    problem = failure is not None and worker_trouble(ctx.project.target.name, failure)
+    problem = failure is not None and worker_trouble(ctx.project.target, failure)
     if problem:
         raise problem from failure
 
