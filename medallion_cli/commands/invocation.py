@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import yaml
 
 from ..core.errors import MedallionError
-from ..core.failures import error_message
-from ..core.project import Project
+from ..core.failures import error_message, store_named, unusable_warehouse
+from ..core.project import Project, Target
 from ..dag.graph import Graph, build_graph
 from ..dag.selection import select, select_tests
 from ..engines import make_engine
@@ -90,17 +90,22 @@ def engine_of(project: Project, inv: Invocation) -> Engine:
                        None if inv.debug else project.target_dir / "spark.log")
 
 
-def _asking(engine: Engine):
+def _asking(engine: Engine, target: Target):
     """engine.table_exists for is_incremental(), its store's failures one line naming the
-    table: every incremental model asks while the project loads, before anything runs."""
+    table: every incremental model asks while the project loads, before anything runs. A
+    warehouse its store refuses (no bucket) is the target's, said as at Spark's start."""
     def table_exists(path: str) -> bool:
         try:
             return engine.table_exists(path)
         except MedallionError:
             raise
         except Exception as exc:
-            raise MedallionError(f"is_incremental() could not tell whether the table {path} "
-                                 f"exists: {error_message(exc)}") from exc
+            text = str(exc)
+            refused = str(path).startswith(target.warehouse) and unusable_warehouse(
+                target, text, store_named(text))
+            raise refused or MedallionError(
+                f"is_incremental() could not tell whether the table {path} exists: "
+                f"{error_message(exc)}") from exc
     return table_exists
 
 
@@ -112,7 +117,8 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     previous = read_state(inv.state)  # before this load writes target/manifest.json
     project = project_of(inv)
     made = engine or (engine_of(project, inv) if with_engine else None)
-    renderer = Renderer(project, inv.full_refresh, _asking(made) if made else None)
+    renderer = Renderer(project, inv.full_refresh,
+                        _asking(made, project.target) if made else None)
     graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
     project.flow_targets = {n: c.config.flow_into for n, c in graph.nodes.items()
                             if c.config.flow_into}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .errors import MedallionError
 
@@ -157,6 +158,40 @@ NO_BUCKET = ("its bucket does not exist",
              "create the bucket (e.g. aws s3 mb s3://{bucket}), or fix the target's warehouse")
 
 
+# What a store's refusal of the warehouse means for the user, by what S3A (or another Hadoop
+# file system) or delta-rs raised, most specific first.
+STORE_REFUSALS = (
+    (("UnknownStoreException", "NoSuchBucket"), *NO_BUCKET),
+    (("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoAuthWithAWSException",
+      "AccessDeniedException"), "the store refused these credentials",
+     "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the profile or role in use) and the "
+     "bucket's policy"),
+    (("ConnectException", "UnknownHostException", "Connection refused", "AWSClientIOException",
+      "SdkClientException"), "the store is not reachable",
+     "check AWS_ENDPOINT_URL (or the network to the store), then build again"),
+)
+
+
+def unusable_warehouse(target, text: str, store: str) -> MedallionError | None:
+    """The target's warehouse refused by its store (no bucket, keys refused, not reachable), said
+    alike whichever client met it first: S3A at Spark's start (spark/start.py), or delta-rs
+    when is_incremental() asks before (commands/invocation.py)."""
+    for markers, meaning, fix in STORE_REFUSALS:
+        if any(marker in text for marker in markers):
+            return MedallionError(
+                f"target '{target.name}': the warehouse {target.warehouse} cannot be used: "
+                f"{meaning} (store: {store})", path=target.profiles_file,
+                hint=fix.format(bucket=urlsplit(target.warehouse).netloc))
+    return None
+
+
+def store_named(text: str) -> str:
+    """The store an error names (its endpoint), else the one the AWS variables point at."""
+    named = re.search(r"https?://[\w.-]+(?::\d+)?", text)
+    return (named.group(0) if named else os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL") or "S3")
+
+
 def _store_trouble(text: str) -> str | None:
     """An object store that stopped answering, or kept answering 500/503, mid-build, whichever
     client noticed: which it was, where, and what to do."""
@@ -165,9 +200,7 @@ def _store_trouble(text: str) -> str | None:
     marker = STORE_NAMED.search(text) and next((m for m in STORE_UNREACHABLE if m in text), None)
     if status is None and marker is None:
         return None
-    named = re.search(r"https?://[\w.-]+(?::\d+)?", text)
-    store = (named.group(0) if named else os.environ.get("AWS_ENDPOINT_URL_S3")
-             or os.environ.get("AWS_ENDPOINT_URL") or "S3")
+    store = store_named(text)
     missing = "NoSuchBucket" in text and re.search(r"<BucketName>([^<]+)</BucketName>", text)
     if missing:  # an answer, not a store gone
         meaning, fix = NO_BUCKET

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..core.errors import MedallionError
-from ..core.failures import JAVA_CAUSE, NO_BUCKET
+from ..core.failures import JAVA_CAUSE, unusable_warehouse
 from ..core.locations import is_remote
 from ..core.processes import environment_set
 from ..core.project import Target
@@ -71,20 +71,6 @@ def check_file_system(spark, target: Target) -> None:
     check_store_reachable(spark, target)
 
 
-# What a store's refusal means for the user, by the Java exception S3A (or another Hadoop
-# file system) raised, most specific first.
-STORE_REFUSALS = (
-    (("UnknownStoreException", "NoSuchBucket"), *NO_BUCKET),
-    (("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoAuthWithAWSException",
-      "AccessDeniedException"), "the store refused these credentials",
-     "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the profile or role in use) and the "
-     "bucket's policy"),
-    (("ConnectException", "UnknownHostException", "Connection refused", "AWSClientIOException",
-      "SdkClientException"), "the store is not reachable",
-     "check AWS_ENDPOINT_URL (or the network to the store), then build again"),
-)
-
-
 def check_store_reachable(spark, target: Target) -> None:
     """The warehouse's bucket answers before any model runs: a missing bucket, refused keys or
     an endpoint that does not answer is one line naming the store, not a Java error from
@@ -96,13 +82,9 @@ def check_store_reachable(spark, target: Target) -> None:
     except Exception as exc:
         text = str(exc)
         store = hadoop.get("fs.s3a.endpoint") or urlsplit(target.warehouse).scheme + "://"
-        bucket = urlsplit(target.warehouse).netloc
-        for markers, meaning, fix in STORE_REFUSALS:
-            if any(marker in text for marker in markers):
-                raise MedallionError(
-                    f"target '{target.name}': the warehouse {target.warehouse} cannot be used: "
-                    f"{meaning} (store: {store})", path=target.profiles_file,
-                    hint=fix.format(bucket=bucket)) from exc
+        refused = unusable_warehouse(target, text, store)
+        if refused:
+            raise refused from exc
         raise MedallionError(
             f"target '{target.name}': the warehouse {target.warehouse} cannot be read "
             f"(store: {store}): {java_reason(text)}", path=target.profiles_file,
