@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from medallion_cli.spark.object_store import s3_client  # noqa: E402
+from medallion_cli.storage.object_store import s3_client  # noqa: E402
 from medallion_cli.testing import s3_server  # noqa: E402
 
 SAMPLE_PARTS = ("models", "macros", "seeds", "landing", "tests", "profiles",

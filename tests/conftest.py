@@ -276,7 +276,7 @@ def delta_table(location):
     AWS settings of the environment."""
     from deltalake import DeltaTable
 
-    from medallion_cli.spark.object_store import storage_options
+    from medallion_cli.storage.object_store import storage_options
 
     return DeltaTable(str(location), storage_options=storage_options(str(location)))
 

@@ -17,7 +17,7 @@ from conftest import at, model_tables, read_delta
 from deltalake import DeltaTable
 
 from medallion_cli import commands
-from medallion_cli.spark.object_store import aws_settings, deltars_options
+from medallion_cli.storage.object_store import aws_settings, deltars_options
 
 
 def produce(bootstrap: str, topic: str, values: list, keys: list | None = None,

@@ -15,8 +15,9 @@ from conftest import profile_for
 from deltalake import DeltaTable
 from helpers import medallion as run_medallion
 
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import CapabilityError, ProjectError
 from medallion_cli.engines import make_engine
+from medallion_cli.engines.delta_spark.engine import DeltaSparkEngine
 from medallion_cli.engines.delta_spark.settings import metastore_settings
 from medallion_cli.load.model_config import merge_layers, resolve_config
 from medallion_cli.load.profiles import load_target
@@ -164,10 +165,12 @@ def test_a_metastore_the_target_cannot_keep_is_refused_naming_the_profile(projec
     if engine_name == "embedded":
         root = project({}, profile=with_metastore(engine_name))
         reason = "metastore needs an engine whose tables a Spark catalog can read"
+        kind = CapabilityError  # the engine's capability, not the profile's text
     else:
         root = project({}, profile=with_metastore(engine_name, warehouse="s3a://bucket/lake"))
         reason = "metastore: local keeps a Derby database in the warehouse"
-    with pytest.raises(MedallionError) as caught:
+        kind = ProjectError
+    with pytest.raises(kind) as caught:
         make_engine(load_project(root).target)
     assert reason in str(caught.value) and "profiles.yml" in str(caught.value)
 
@@ -180,7 +183,7 @@ def test_a_metastore_the_target_cannot_keep_is_refused_naming_the_profile(projec
     ({"meta": ["owner"]}, "config 'meta' is ['owner']; it must be a mapping"),
 ])
 def test_catalog_config_mistakes_name_the_file(raw, problem):
-    with pytest.raises(MedallionError) as caught:
+    with pytest.raises(ProjectError) as caught:
         resolve_config(raw, "models/silver/m.sql")
     assert problem in str(caught.value) and "models/silver/m.sql" in str(caught.value)
 
@@ -203,5 +206,6 @@ def test_a_targets_java_options_are_added_to_medallions_own(project):
     # medallion's own JIT choice (engines/spark.py) reaches the options too
     mine = replace(target, spark_conf={})
     assert "-XX:TieredStopAtLevel=1" in metastore_settings(mine)["spark.driver.extraJavaOptions"]
-    long = metastore_settings(mine, long_queries=True)["spark.driver.extraJavaOptions"]
+    long = metastore_settings(mine, DeltaSparkEngine.capabilities.long_queries)[
+        "spark.driver.extraJavaOptions"]
     assert "TieredStopAtLevel" not in long and "-Dderby.system.home=" in long

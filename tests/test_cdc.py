@@ -11,7 +11,7 @@ import pytest
 from conftest import read_delta
 from helpers import produce
 
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import ProjectError
 from medallion_cli.load.project import load_project
 
 SCHEMA = "id bigint, name string, email string"
@@ -270,7 +270,7 @@ def test_change_events_unpacked_with_their_mapping(project, build):
 def test_change_and_kafka_source_mistakes_name_the_file(project, table, problem):
     source = {"sources": [{"name": "cdc", "tables": [{"name": "customers", **table}]}]}
     root = project({"models/sources.yml": json.dumps(source)})
-    with pytest.raises(MedallionError, match=problem) as err:
+    with pytest.raises(ProjectError, match=problem) as err:
         load_project(root)
     assert err.value.path == os_path("models/sources.yml")
 
@@ -292,5 +292,5 @@ def test_model_cdc_config_sets_merge_order_and_deletes(project):
         "merge", ("_cdc_committed_at", "_cdc_lsn"), "_cdc_deleted")
     bad = project({"models/silver/m.sql": "{{ config(cdc='maxwell', unique_key='id') }} "
                                           "select 1 as id"})
-    with pytest.raises(MedallionError, match="config 'cdc' is 'maxwell'"):
+    with pytest.raises(ProjectError, match="config 'cdc' is 'maxwell'"):
         render_project(load_project(bad))

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from conftest import DELTA_SPARK_IN_SLOW_TIER, profile_for, read_delta
 
 from medallion_cli.load.project import load_project
-from medallion_cli.spark.files import list_files, read_text, remove
+from medallion_cli.storage.files import list_files, read_text, remove
 
 pytestmark = DELTA_SPARK_IN_SLOW_TIER
 

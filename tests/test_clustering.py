@@ -11,7 +11,7 @@ from helpers import BATCH_1, BATCH_2, BATCH_3, MODELS, expected_state, land, sil
 
 from medallion_cli.commands import maintain as maintenance
 from medallion_cli.commands.invocation import Invocation, load
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import ProjectError
 
 FILES = {
     **MODELS,
@@ -103,7 +103,7 @@ def test_cluster_by_mistakes_are_refused_when_the_project_loads(project, config,
     """Config checks, before any engine: the same on both."""
     root = project({**FILES, "models/gold/orders_by_status.sql":
                     "{{ config(" + config + ") }} select status from {{ ref('silver_orders') }}"})
-    with pytest.raises(MedallionError) as caught:
+    with pytest.raises(ProjectError) as caught:
         load(Invocation(project_dir=str(root)))
     assert problem in str(caught.value) and "models/gold/orders_by_status.sql" in str(caught.value)
 

@@ -18,11 +18,11 @@ import pytest
 from conftest import write_project
 from helpers import medallion
 
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import CapabilityError, MedallionError, ProjectError
 from medallion_cli.core.failures import error_message
 from medallion_cli.core.project import Target
 from medallion_cli.load.profiles import load_target
-from medallion_cli.materialize.server_batches import (
+from medallion_cli.materialize.streaming.server_batches import (
     ERROR_FILE,
     collect,
     server_batch,
@@ -30,9 +30,10 @@ from medallion_cli.materialize.server_batches import (
     start_stream,
     worker_trouble,
 )
-from medallion_cli.materialize.tally import StreamTally
+from medallion_cli.materialize.streaming.tally import StreamTally
+from medallion_cli.materialize.writing.writes import append_rows
 from medallion_cli.spark.connect import check_server, connection_problem, shown
-from medallion_cli.spark.files import write_text
+from medallion_cli.storage.files import write_text
 from medallion_cli.testing import connect_server
 from medallion_cli.testing.kafka_broker import free_port
 
@@ -61,14 +62,41 @@ def target(remote: str) -> Target:
 @pytest.mark.parametrize("remote, engine, extra, said", [
     ("http://h:15002", "delta-spark", "", "it must be a Spark Connect URL"),
     ("sc://h:15002", "delta-spark", ", master: 'local[*]'", "and spark: master both say"),
-    ("sc://h:15002", "embedded", "", "needs engine: delta-spark"),
 ])
 def test_a_remote_spark_is_checked_as_the_profile_is_read(tmp_path, remote, engine, extra,
                                                           said):
     root = write_project(tmp_path / "p", MODEL, profile=profile(remote, engine, extra))
-    with pytest.raises(MedallionError, match=said) as caught:
+    with pytest.raises(ProjectError, match=said) as caught:
         load_target(root, "test", None, None)
     assert "profiles.yml" in str(caught.value.path)
+
+
+@pytest.mark.unit
+def test_an_engine_that_cannot_run_on_a_spark_connect_server_is_refused_before_it_starts(
+        tmp_path):
+    """The embedded engine keeps its Delta log in this process: spark: remote is refused by
+    its declared capability, in one line naming profiles.yml and the engine to use."""
+    from medallion_cli.engines import make_engine
+
+    root = write_project(tmp_path / "p", MODEL, profile=profile("sc://h:15002", "embedded"))
+    target = load_target(root, "test", None, None)
+    with pytest.raises(CapabilityError, match="spark: remote needs an engine that runs on a "
+                       "Spark Connect server, and the embedded engine writes its Delta log "
+                       r"from this process \(delta-rs\)") as caught:
+        make_engine(target)
+    assert "profiles.yml" in str(caught.value.path) and "delta-spark" in caught.value.hint
+
+
+@pytest.mark.unit
+def test_over_spark_connect_the_delta_spark_engine_runs_batches_on_the_server(tmp_path):
+    """Its capabilities over Connect: foreachBatch in the server's Python worker, check
+    counts in a pass of their own; locally, here and by observation."""
+    from medallion_cli.engines import make_engine
+
+    remote = make_engine(target("sc://h:15002")).capabilities
+    local = make_engine(target(None)).capabilities
+    assert (remote.batches_on_server, remote.observes_rows) == (True, False)
+    assert (local.batches_on_server, local.observes_rows) == (False, True)
 
 
 @pytest.mark.unit
@@ -147,9 +175,9 @@ def test_a_stray_worker_of_a_killed_servers_run_cannot_fail_the_next_run(tmp_pat
     ctx = SimpleNamespace(
         project=SimpleNamespace(checkpoint_path=lambda file: str(tmp_path / "checkpoints")),
         graph=None, engine=None, full_refresh=False, selected=frozenset(), deferred={})
-    killed = server_batch(ctx, node, None, StreamTally())
+    killed = server_batch(ctx, node, None, StreamTally(), append_rows)
     tally = StreamTally()
-    running = server_batch(ctx, node, None, tally)
+    running = server_batch(ctx, node, None, tally, append_rows)
     stray = {"class": None, "message": "[NO_ACTIVE_SESSION] No active Spark session found."}
     write_text(None, f"{killed.reports}/{ERROR_FILE}", json.dumps(stray))
     collect(ctx, node, tally)
@@ -198,7 +226,7 @@ def test_a_busy_servers_late_python_worker_is_waited_for_as_long_as_the_target_s
     """Spark gives a worker 10 s a try (not a setting): the start is tried again after pauses
     doubling from 5 s, 35 s in all unless the target's spark: worker_wait says more (a server
     under load); past it, one line naming the setting."""
-    from medallion_cli.materialize import server_batches
+    from medallion_cli.materialize.streaming import server_batches
 
     slept = []
     monkeypatch.setattr(server_batches.time, "sleep", slept.append)
@@ -216,7 +244,7 @@ def test_a_busy_servers_late_python_worker_is_waited_for_as_long_as_the_target_s
         start_stream(LateWorkers(4), target())
     assert "4 time(s) in 35 s" in waited.value.message
     assert "spark: worker_wait (now 35 s)" in waited.value.hint
-    with pytest.raises(MedallionError, match=r"target 'connect': spark: worker_wait is 'soon'"):
+    with pytest.raises(ProjectError, match=r"target 'connect': spark: worker_wait is 'soon'"):
         target(', worker_wait: "soon"')
     local = write_project(tmp_path / "local", {}, profile=textwrap.dedent("""\
         test:
@@ -224,8 +252,8 @@ def test_a_busy_servers_late_python_worker_is_waited_for_as_long_as_the_target_s
           outputs:
             here: {engine: embedded, spark: {master: "local[1]", worker_wait: 60}}
         """))
-    with pytest.raises(MedallionError, match=r"target 'here': spark: worker_wait is for a "
-                                             r"Spark Connect server \(spark: remote\)"):
+    with pytest.raises(ProjectError, match=r"target 'here': spark: worker_wait is for a "
+                                           r"Spark Connect server \(spark: remote\)"):
         load_target(local, "test", None, None)
 
 
@@ -304,7 +332,7 @@ def test_a_server_that_stops_answering_mid_build_is_one_line_saying_what_stays()
 @pytest.mark.unit
 def test_a_warehouse_on_a_store_other_than_s3_is_refused_over_connect_for_now(tmp_path):
     root = write_project(tmp_path / "p", MODEL, profile=profile("sc://h:1", warehouse="gs://b/w"))
-    with pytest.raises(MedallionError, match=r"a warehouse on gs://b/w is not built over Spark "
+    with pytest.raises(ProjectError, match=r"a warehouse on gs://b/w is not built over Spark "
                        "Connect yet") as refused:
         load_target(root, "test", None, None)
     assert "S3" in refused.value.hint

@@ -32,7 +32,7 @@ from helpers import (
     silver,
 )
 
-from medallion_cli.spark.object_store import aws_settings, s3a_conf
+from medallion_cli.storage.object_store import aws_settings, s3a_conf
 from medallion_cli.testing import connect_server
 
 

@@ -559,7 +559,8 @@ def test_rows_on_their_way_to_the_table_are_checked_by_compiled_expressions(spar
         "small": {"expect": "qty < 100", "on_violation": "warn"}})
     node = SimpleNamespace(name="orders", config=config,
                            file=SimpleNamespace(rel_path="models/orders.sql"))
-    ctx = SimpleNamespace(project=SimpleNamespace(quarantine_path=lambda file: "unused"))
+    ctx = SimpleNamespace(project=SimpleNamespace(quarantine_path=lambda file: "unused"),
+                          engine=SimpleNamespace(capabilities=SimpleNamespace(observes_rows=True)))
     # (not a VALUES list: Spark would fold the checks into its rows before any plan shows them)
     df = spark.range(3).selectExpr("if(id = 2, null, id) as id", "id * 250 as qty")
     with checked_rows(ctx, node, df, replace=True, settled=False) as checked:

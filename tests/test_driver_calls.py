@@ -19,8 +19,8 @@ from pyspark.errors import ParseException
 from medallion_cli.core.config import NodeConfig
 from medallion_cli.materialize.checks import checked_rows
 from medallion_cli.materialize.context import DELETE_COLUMN, Phases
-from medallion_cli.materialize.tombstones import TOMBSTONED, without_superseded
-from medallion_cli.materialize.writes import distinct_events
+from medallion_cli.materialize.writing.tombstones import TOMBSTONED, without_superseded
+from medallion_cli.materialize.writing.writes import distinct_events
 
 EVENTS = "order_id long, status string, op string, updated_at timestamp"
 CONFIG = NodeConfig(materialized="streaming", strategy="merge", unique_key=("order_id",),
@@ -104,7 +104,8 @@ def test_a_batch_is_checked_against_its_expectations_in_few_calls(spark, jvm_cal
     ctx = SimpleNamespace(
         project=SimpleNamespace(quarantine_path=lambda file: str(tmp_path / "quarantine")),
         phases=Phases(),
-        engine=SimpleNamespace(write=lambda df, *args, **kwargs: quarantined.append(df)))
+        engine=SimpleNamespace(write=lambda df, *args, **kwargs: quarantined.append(df),
+                               capabilities=SimpleNamespace(observes_rows=True)))
     batch = events(spark, [(1, "placed", "I", ts("2031-01-01 10:00:00")),
                            (None, "lost", "I", ts("2031-01-01 10:00:00"))])
     with checked_rows(ctx, node, batch, replace=False, settled=False):
@@ -129,7 +130,8 @@ def test_a_rule_that_is_not_sql_fails_with_its_text(spark, tmp_path):
     node = SimpleNamespace(name="m", config=NodeConfig(expectations={
         "broken": {"expect": "status in (", "on_violation": "warn"}}),
         file=SimpleNamespace(rel_path="models/m.sql"))
-    ctx = SimpleNamespace(project=SimpleNamespace(quarantine_path=lambda file: str(tmp_path)))
+    ctx = SimpleNamespace(project=SimpleNamespace(quarantine_path=lambda file: str(tmp_path)),
+                          engine=SimpleNamespace(capabilities=SimpleNamespace(observes_rows=True)))
     with pytest.raises(ParseException, match=r"status in \("):
         with checked_rows(ctx, node, events(spark, []), replace=False, settled=False):
             pass

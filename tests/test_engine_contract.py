@@ -13,8 +13,8 @@ from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
 from medallion_cli.engines.base import MergeSpec
 from medallion_cli.engines.sql import merge_sql, snapshot_sql, sql_literal
-from medallion_cli.spark.files import read_text, remove
-from medallion_cli.spark.object_store import with_s3a
+from medallion_cli.storage.files import read_text, remove
+from medallion_cli.storage.object_store import with_s3a
 
 
 @pytest.fixture

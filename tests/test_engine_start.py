@@ -377,6 +377,8 @@ def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
     target that names its own tiers or turns tiering off decides alone, and its own cache size
     wins, coming last (no Spark starts here; the options reaching a real JVM: test_operating's
     class archive test)."""
+    from medallion_cli.engines.delta_spark.engine import DeltaSparkEngine
+    from medallion_cli.engines.embedded.engine import EmbeddedEngine
     from medallion_cli.spark.conf import HOT_CODE_ONLY, driver_java_options
 
     c1 = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
@@ -391,12 +393,14 @@ def test_a_local_driver_compiles_with_c1_unless_the_target_says_how():
     own = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     assert driver_java_options(own, local=True).split()[2:] == own.split()
     # long queries over many rows (new_input.py) keep C2, whose code runs their hot loops 2.5x
-    # faster: on the embedded engine for the hottest code alone
-    assert driver_java_options("", local=True, long_queries=True).split()[2:] == [
+    # faster: on the embedded engine for the hottest code alone (each engine's capability)
+    embedded, delta_spark = (engine.capabilities.long_queries
+                             for engine in (EmbeddedEngine, DeltaSparkEngine))
+    assert driver_java_options("", local=True, long_queries=embedded).split()[2:] == [
         "-XX:+UseParallelGC", *HOT_CODE_ONLY]
-    assert driver_java_options("", local=True, long_queries=True, engine="delta-spark").split(
+    assert driver_java_options("", local=True, long_queries=delta_spark).split(
         )[2:] == ["-XX:+UseParallelGC"]
-    assert driver_java_options("", local=False, long_queries=True).split()[2:] == [
+    assert driver_java_options("", local=False, long_queries=embedded).split()[2:] == [
         "-XX:+UseParallelGC"]
 
 

@@ -10,7 +10,7 @@ from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 
 from medallion_cli import commands
 from medallion_cli.cli.group import main
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import MedallionError, ProjectError
 
 pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
@@ -107,7 +107,7 @@ def test_refreshing_a_table_without_its_flows_is_refused(project, build):
 def test_a_flow_is_not_read_as_a_table_of_its_own(project):
     """Read by a model that builds nothing: refused when the project loads, before any engine."""
     root = project({**FILES, "models/gold/us_only.sql": "select * from {{ ref('orders_us') }}"})
-    with pytest.raises(MedallionError) as caught:
+    with pytest.raises(ProjectError) as caught:
         commands.list_nodes(commands.Invocation(project_dir=str(root)))
     assert "ref('orders_us') names a flow, which has no table of its own" in str(caught.value)
     assert "ref('orders')" in str(caught.value) and "models/gold/us_only.sql" in str(caught.value)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import ProjectError, SelectionError
 from medallion_cli.dag.graph import build_graph
 from medallion_cli.dag.selection import select, select_tests
 from medallion_cli.load.datatests import DataTest
@@ -76,16 +76,16 @@ def test_selection(project, selectors, excludes, expected):
 @pytest.mark.unit
 def test_unknown_selector_offers_closest(project):
     graph = graph_of(project(MODELS))
-    with pytest.raises(MedallionError, match="did you mean 's1'"):
+    with pytest.raises(SelectionError, match="did you mean 's1'"):
         select(graph, ("s11",))
-    with pytest.raises(MedallionError, match="unknown selector method 'colour'"):
+    with pytest.raises(SelectionError, match="unknown selector method 'colour'"):
         select(graph, ("colour:red",))
-    with pytest.raises(MedallionError, match="unknown resource type 'snapshot'"):
+    with pytest.raises(SelectionError, match="unknown resource type 'snapshot'"):
         select(graph, ("resource_type:snapshot",))
-    with pytest.raises(MedallionError, match="no config key 'materialised'. did you mean "
+    with pytest.raises(SelectionError, match="no config key 'materialised'. did you mean "
                                              "'materialized'"):
         select(graph, ("config.materialised:view",))
-    with pytest.raises(MedallionError, match="cannot read it as a selector"):
+    with pytest.raises(SelectionError, match="cannot read it as a selector"):
         select(graph, ("@+s1",))
 
 
@@ -114,7 +114,7 @@ def test_cycle_is_printed_in_flow_order(project):
         "models/c.sql": "select * from {{ ref('b') }}",
         "models/d.sql": "select * from {{ ref('a') }}",
     })
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         graph_of(root)
     assert "dependency cycle: a -> b -> c -> a" in str(err.value)
 
@@ -123,7 +123,7 @@ def test_cycle_is_printed_in_flow_order(project):
 def test_two_node_cycle(project):
     root = project({"models/a.sql": "select * from {{ ref('b') }}",
                     "models/b.sql": "select * from {{ ref('a') }}"})
-    with pytest.raises(MedallionError, match=r"cycle: a -> b -> a"):
+    with pytest.raises(ProjectError, match=r"cycle: a -> b -> a"):
         graph_of(root)
 
 
@@ -134,7 +134,7 @@ def test_disabled_model_is_left_out_and_refs_to_it_fail(project):
     assert set(graph_of(root).nodes) == {"b"}
     root = project({"models/a.sql": "{{ config(enabled=false) }}select 1",
                     "models/b.sql": "select * from {{ ref('a') }}"})
-    with pytest.raises(MedallionError, match="disabled"):
+    with pytest.raises(ProjectError, match="disabled"):
         graph_of(root)
 
 
@@ -146,7 +146,7 @@ def _check(root, name):
 @pytest.mark.unit
 def test_bad_sql_names_file_and_line(project):
     root = project({"models/m.sql": "select a,\n  b\nfrom t where (\n"})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         _check(root, "m")
     assert err.value.path == "models/m.sql" and err.value.line == 3
     assert "SQL does not parse" in str(err.value)
@@ -156,7 +156,7 @@ def test_bad_sql_names_file_and_line(project):
 def test_hard_coded_model_name_is_reported(project):
     root = project({"models/orders.sql": "select 1 as id",
                     "models/m.sql": "select *\nfrom orders"})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         _check(root, "m")
     assert err.value.line == 2 and "ref('orders')" in str(err.value)
 
@@ -172,5 +172,5 @@ def test_ctes_and_refs_pass_the_check(project):
 @pytest.mark.unit
 def test_more_than_one_statement_is_rejected(project):
     root = project({"models/m.sql": "select 1; drop table x"})
-    with pytest.raises(MedallionError, match="exactly one SELECT"):
+    with pytest.raises(ProjectError, match="exactly one SELECT"):
         _check(root, "m")

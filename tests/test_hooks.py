@@ -6,7 +6,7 @@ import pytest
 from conftest import read_delta
 
 from medallion_cli import commands
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import MedallionError, ProjectError
 
 PROJECT = """\
 name: hooks
@@ -82,6 +82,6 @@ def test_hooks_that_are_not_sql_are_refused(project, build, engine_name):
 def test_the_project_file_keeps_jinja_for_hooks_only(project):
     root = project({"models/one.sql": "select 1 as x"},
                    project_yml="name: p\nprofile: test\nvars:\n  day: \"{{ ref('one') }}\"\n")
-    with pytest.raises(MedallionError, match=r"cannot render vars.day: \{\{ ref\('one'\) \}\}: "
-                                             "only env_var\\(\\) is known in this file"):
+    with pytest.raises(ProjectError, match=r"cannot render vars.day: \{\{ ref\('one'\) \}\}: "
+                                           "only env_var\\(\\) is known in this file"):
         commands.list_nodes(commands.Invocation(project_dir=str(root)))

@@ -295,7 +295,7 @@ def test_incremental_by_a_column_the_model_does_not_return_names_the_file(
 def test_which_sql_is_added_up_from_changes(sql, why_not):
     from types import SimpleNamespace
 
-    from medallion_cli.materialize.aggregates import aggregates_of
+    from medallion_cli.materialize.by_groups.aggregates import aggregates_of
 
     node = SimpleNamespace(sql=sql, refs=("t",), sources=(),
                            config=SimpleNamespace(incremental_by=("day",)))

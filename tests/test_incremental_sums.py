@@ -122,7 +122,7 @@ def test_the_input_column_each_sum_adds_up(sql, summed):
     rows (its column holds no null); any other expression may be null."""
     from types import SimpleNamespace
 
-    from medallion_cli.materialize.aggregates import aggregates_of
+    from medallion_cli.materialize.by_groups.aggregates import aggregates_of
 
     node = SimpleNamespace(sql=sql, refs=("t",), sources=(),
                            config=SimpleNamespace(incremental_by=("day",)))

@@ -131,7 +131,7 @@ def test_a_field_name_json_escapes_never_counts_as_written_plainly():
     # with Python's re, whose syntax for it (possessive quantifiers) is Java's.
     import re
 
-    from medallion_cli.materialize.json_values import only_keys_pattern
+    from medallion_cli.materialize.sources.json_values import only_keys_pattern
 
     pattern = only_keys_pattern(["id", "a\\b"])
     assert re.search(pattern, '{"id": 1}')
@@ -261,7 +261,7 @@ def test_a_file_still_being_written_is_left_for_the_next_build_and_then_read_who
 @pytest.mark.unit
 def test_an_untouched_file_whose_mtime_ends_just_below_a_millisecond_is_not_changed(tmp_path):
     """st_mtime, a float, rounds 1795441798.237999851 up to ...238 ms; Java records 237."""
-    from medallion_cli.materialize.landing import changed_after_read
+    from medallion_cli.materialize.sources.landing import changed_after_read
 
     landed = tmp_path / "000.json"
     landed.write_text("{}\n")
@@ -282,7 +282,7 @@ def test_a_landed_file_waits_only_for_the_rest_of_its_quiet_time(tmp_path, monke
     after the rest of that time, and refused if it changed; a whole-second mtime (maybe a
     coarse one) waits the whole time from the first look. (Engine-independent: the
     checkpoint's file log is written here as Spark writes it.)"""
-    from medallion_cli.materialize import landing
+    from medallion_cli.materialize.sources import landing
 
     landed = tmp_path / "landing/1.json"
     landed.parent.mkdir()
@@ -340,7 +340,7 @@ def test_a_copied_tables_commits_are_not_landed_files_that_changed(tmp_path):
     warehouse (cp -r, a restore) gives them newer mtimes: no warning, while a landed file
     read by the same query is still checked. (Engine-independent: the checkpoint's file log
     is written here as Spark writes it.)"""
-    from medallion_cli.materialize.landing import changed_after_read
+    from medallion_cli.materialize.sources.landing import changed_after_read
 
     commit = tmp_path / "warehouse/bronze/events/_delta_log/00000000000000000000.json"
     landed = tmp_path / "landing/events/1.json"

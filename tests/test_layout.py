@@ -13,8 +13,8 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 # Top to bottom: a package imports only packages below it (and its own modules). The command
 # line and the pytest plugin (testing) are both on top: nothing imports them.
-LAYERS = (("cli", "testing"), "commands", "report", "run", "materialize", "engines", "spark",
-          "dag", "load", "core")
+LAYERS = (("cli", "testing"), "commands", "report", "run", "materialize", "engines", "storage",
+          "spark", "dag", "load", "core")
 LEAVES = ("serve",)  # apart from the layers: the served-command protocol imports only core
 RANK = {name: rank for rank, layer in enumerate(LAYERS)
         for name in (layer if isinstance(layer, tuple) else (layer,))}
@@ -172,3 +172,50 @@ def test_every_dotted_name_of_the_package_in_tests_docs_and_bench_exists():
         if found is None:
             missing.append(name)
     assert not missing
+
+
+def test_build_steps_never_import_the_drivers_and_only_the_strategy_table_picks_one():
+    """materialize/: the steps (sources/, writing/) import no driver and not each other; the
+    drivers are imported by the strategy table (strategies.py), which alone picks one, and by
+    each other's helpers, never from outside materialize/ but for --watch's streaming queries."""
+    here = "medallion_cli.materialize"
+    drivers = tuple(f"{here}.{d}" for d in ("batch", "empty", "strategies", "streaming",
+                                             "by_groups"))
+    steps = {f"{here}.sources": f"{here}.writing", f"{here}.writing": f"{here}.sources"}
+    wrong = []
+    for module, deps in imports().items():
+        for dep in deps:
+            step = next((s for s in steps if module.startswith(s)), None)
+            if step and (dep.startswith(drivers) or dep.startswith(steps[step])):
+                wrong.append(f"{module} imports {dep}")
+            builds = dep.startswith((f"{here}.batch", f"{here}.by_groups.driver"))
+            if builds and module != f"{here}.strategies":
+                wrong.append(f"{module} imports {dep}: only strategies.py picks a driver")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_engines_differ_by_capabilities_never_by_name_or_transport():
+    """Outside engines/, no module compares an engine's name (or keys a table by one), and
+    none outside spark/ and engines/ asks whether Spark is a Spark Connect client: what engines
+    differ in is declared (engines/base.py Capabilities) and consulted. (storage/ reaches
+    files over Spark Connect with pyarrow: the transport is its subject.)"""
+    names = {"embedded", "delta-spark"}
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        module = module_name(path)
+        if module.startswith("medallion_cli.engines"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+            elif isinstance(node, ast.Dict):
+                sides = list(node.keys)
+            else:
+                sides = []
+            if any(isinstance(s, ast.Constant) and s.value in names for s in sides):
+                wrong.append(f"{module}:{node.lineno} decides by an engine's name")
+            transport = (isinstance(node, ast.Name) and node.id == "is_connect"
+                         and package_of(module) not in ("spark", "storage"))
+            if transport:
+                wrong.append(f"{module}:{node.lineno} decides by the transport (is_connect)")
+    assert not wrong, "\n".join(sorted(set(wrong)))

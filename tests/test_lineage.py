@@ -148,11 +148,11 @@ def test_the_spec_check_refuses_a_broken_event():
 
 @pytest.mark.unit
 def test_lineage_config_mistakes_name_the_profile(project):
-    from medallion_cli.core.errors import MedallionError
+    from medallion_cli.core.errors import ProjectError
     from medallion_cli.load.project import load_project
 
     root = project({}, profile=profile_for("embedded") + "      lineage: {transport: {}}\n")
-    with pytest.raises(MedallionError, match="needs a transport with a type") as error:
+    with pytest.raises(ProjectError, match="needs a transport with a type") as error:
         load_project(str(root))
     assert "profiles.yml" in str(error.value)
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import PROFILE
 
 from medallion_cli.cli.group import main
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import CapabilityError, ProjectError
 from medallion_cli.core.locations import is_remote, join, local_table_version, resolve
 from medallion_cli.engines import make_engine
 from medallion_cli.load.project import load_project
@@ -88,7 +88,7 @@ def test_sources_on_object_storage(project):
 @pytest.mark.unit
 def test_a_source_uri_naming_no_place_is_an_error_naming_the_file(project):
     root = project({"models/sources.yml": "sources:\n  - name: landing\n    path: 's3a://'\n"})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         load_project(root)
     assert err.value.path == "models/sources.yml"
     assert "source 'landing': s3a:// names no bucket" in err.value.message
@@ -172,7 +172,7 @@ def test_a_file_uri_warehouse_is_a_local_folder(project, tmp_path):
 @pytest.mark.unit
 def test_a_warehouse_uri_naming_no_place_is_a_profile_error(project):
     root = project({}, profile=PROFILE.replace("warehouse: warehouse", "warehouse: s3a://"))
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         load_project(root)
     assert err.value.path.endswith("profiles/profiles.yml")
     assert "target 'local': warehouse s3a:// names no bucket" in err.value.message
@@ -226,7 +226,7 @@ EMBEDDED_ON_ADLS = PROFILE + """\
 def test_the_embedded_engine_refuses_a_store_other_than_s3_when_made(project):
     root = project(MODELS, profile=EMBEDDED_ON_ADLS)
     target = load_project(root, target="adls").target  # loading the project is fine
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(CapabilityError) as err:
         make_engine(target)
     assert err.value.path == str(root / "profiles/profiles.yml")
     assert err.value.message == (

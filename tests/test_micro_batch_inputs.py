@@ -1,14 +1,14 @@
-"""A micro-batch's input rows, read from the commits it stands for (materialize/inputs.py)."""
+"""A micro-batch's input rows, read from the commits it stands for (materialize/sources/inputs.py)."""
 
 from types import SimpleNamespace
 
 import pytest
 from chispa import assert_df_equality
 
-import medallion_cli.materialize.inputs as inputs_module
+import medallion_cli.materialize.sources.inputs as inputs_module
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
-from medallion_cli.materialize.inputs import committed_inputs
+from medallion_cli.materialize.sources.inputs import committed_inputs
 
 ROWS = "id long, v string"
 

@@ -18,7 +18,7 @@ from helpers import BATCH_1, BATCH_2, MODELS, land
 from medallion_cli import commands
 from medallion_cli.cli.group import main
 from medallion_cli.commands import maintain as maintenance
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import ProjectError
 from medallion_cli.load.project import load_project
 from medallion_cli.run.scheduler import NOT_STARTED, STOPPED
 
@@ -192,7 +192,7 @@ def test_an_edit_that_adds_columns_fails_at_once_not_at_the_next_file(project, b
 ])
 def test_unknown_yaml_keys_are_errors_with_file_line_and_closest_key(project, yml, said, line):
     root = project({"models/a.sql": "select 1 as id", "models/props.yml": yml})
-    with pytest.raises(MedallionError) as error:
+    with pytest.raises(ProjectError) as error:
         load_project(root)
     assert said in str(error.value)
     assert (error.value.path, error.value.line) == ("models/props.yml", line)
@@ -203,7 +203,7 @@ def test_a_second_entry_for_a_model_is_an_error_naming_both_files(project):
     root = project({"models/a.sql": "select 1 as id",
                     "models/one.yml": "models:\n  - name: a\n    description: first\n",
                     "models/two.yml": "models:\n  - name: a\n    columns: [{name: id}]\n"})
-    with pytest.raises(MedallionError) as error:
+    with pytest.raises(ProjectError) as error:
         load_project(root)
     text = str(error.value)
     assert "'a'" in text and "models/one.yml" in text and "models/two.yml" in text

@@ -3,7 +3,7 @@
 import pytest
 from conftest import PROFILE
 
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import ProjectError
 from medallion_cli.load.project import load_project
 
 
@@ -28,27 +28,27 @@ def test_profile_target_and_env_var(project, monkeypatch):
 @pytest.mark.unit
 def test_missing_profile_and_target(project, tmp_path):
     root = project({}, project_yml="name: p\nprofile: tst\n")
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         load_project(root)
     assert "profile 'tst' not found" in str(err.value) and "did you mean 'test'" in str(err.value)
     assert err.value.path.endswith("profiles/profiles.yml")
     root = project({})
-    with pytest.raises(MedallionError, match=r"target 'prod' not found(.|\n)*targets here: local"):
+    with pytest.raises(ProjectError, match=r"target 'prod' not found(.|\n)*targets here: local"):
         load_project(root, target="prod")
-    with pytest.raises(MedallionError, match="profiles file not found"):
+    with pytest.raises(ProjectError, match="profiles file not found"):
         load_project(root, profiles_dir=tmp_path / "nowhere")
 
 
 @pytest.mark.unit
 def test_missing_project_file(tmp_path):
-    with pytest.raises(MedallionError, match="no medallion_project.yml"):
+    with pytest.raises(ProjectError, match="no medallion_project.yml"):
         load_project(tmp_path)
 
 
 @pytest.mark.unit
 def test_invalid_yaml_names_line(project):
     root = project({"models/props.yml": "models:\n  - name: [unclosed\n"})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         load_project(root)
     assert err.value.path.endswith("props.yml") and err.value.line is not None
 
@@ -57,7 +57,7 @@ def test_invalid_yaml_names_line(project):
 def test_folder_config_rejects_unknown_keys(project):
     root = project({"models/silver/m.sql": "select 1"},
                    project_yml="name: p\nprofile: test\nmodels:\n  silver:\n    materalized: view\n")
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         load_project(root)
     assert err.value.path == "medallion_project.yml" and "materalized" in str(err.value)
 
@@ -65,11 +65,11 @@ def test_folder_config_rejects_unknown_keys(project):
 @pytest.mark.unit
 def test_duplicate_names_and_orphan_properties(project):
     root = project({"models/a/x.sql": "select 1", "seeds/x.csv": "a\n1\n"})
-    with pytest.raises(MedallionError, match="two files define 'x'"):
+    with pytest.raises(ProjectError, match="two files define 'x'"):
         load_project(root)
     root = project({"models/x.sql": "select 1",
                     "models/props.yml": "models:\n  - name: y\n"})
-    with pytest.raises(MedallionError, match="properties given for 'y'"):
+    with pytest.raises(ProjectError, match="properties given for 'y'"):
         load_project(root)
 
 
@@ -100,7 +100,7 @@ def test_every_project_and_target_key_is_known_or_refused(project, project_yml, 
     if profile_edit:
         kw["profile"] = PROFILE.replace(*profile_edit)
     root = project({}, **kw)
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         load_project(root)
     assert said in str(err.value) and err.value.line == line, str(err.value)
 
@@ -128,6 +128,6 @@ def test_values_a_user_can_write_are_errors_naming_the_file_not_tracebacks(proje
     from medallion_cli import commands
 
     root = project({"models/a.sql": sql})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         commands.list_nodes(commands.Invocation(project_dir=str(root)))
     assert str(err.value).startswith(said) and err.value.line == line, str(err.value)

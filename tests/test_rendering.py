@@ -4,7 +4,7 @@ import jinja2
 import pytest
 from conftest import PROFILE
 
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import ProjectError
 from medallion_cli.load.project import load_project
 from medallion_cli.load.rendering import Renderer, render_project
 
@@ -107,7 +107,7 @@ def test_is_incremental_on_a_remote_warehouse_asks_the_engine_or_is_false(projec
 def test_unknown_ref_names_file_line_and_closest(project):
     root = project({"models/orders.sql": "select 1 as id",
                     "models/m.sql": "select *\nfrom {{ ref('order') }}"})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         compiled(root)
     assert err.value.path == "models/m.sql" and err.value.line == 2
     assert "ref('order')" in str(err.value) and "did you mean 'orders'" in str(err.value)
@@ -117,14 +117,14 @@ def test_unknown_ref_names_file_line_and_closest(project):
 def test_unknown_source_is_an_error(project):
     root = project({"models/sources.yml": SOURCES,
                     "models/m.sql": "select * from {{ source('landing', 'event') }}"})
-    with pytest.raises(MedallionError, match="landing.events"):
+    with pytest.raises(ProjectError, match="landing.events"):
         compiled(root)
 
 
 @pytest.mark.unit
 def test_unknown_config_key_lists_valid_keys(project):
     root = project({"models/m.sql": "{{ config(materialised='table') }}select 1"})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         compiled(root)
     assert err.value.path == "models/m.sql"
     assert "materialised" in str(err.value) and "did you mean 'materialized'" in str(err.value)
@@ -134,18 +134,18 @@ def test_unknown_config_key_lists_valid_keys(project):
 @pytest.mark.unit
 def test_bad_config_value_and_merge_without_key(project):
     root = project({"models/m.sql": "{{ config(materialized='tabel') }}select 1"})
-    with pytest.raises(MedallionError, match="'view', 'table', 'incremental'"):
+    with pytest.raises(ProjectError, match="'view', 'table', 'incremental'"):
         compiled(root)
     root = project({"models/m.sql":
                     "{{ config(materialized='incremental', strategy='merge') }}select 1"})
-    with pytest.raises(MedallionError, match="needs a unique_key"):
+    with pytest.raises(ProjectError, match="needs a unique_key"):
         compiled(root)
 
 
 @pytest.mark.unit
 def test_jinja_syntax_error_names_file_and_line(project):
     root = project({"models/m.sql": "select 1\n{% if %}\n"})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         compiled(root)
     assert err.value.path == "models/m.sql" and err.value.line == 2
 
@@ -153,7 +153,7 @@ def test_jinja_syntax_error_names_file_and_line(project):
 @pytest.mark.unit
 def test_macro_syntax_error_names_the_macro_file(project):
     root = project({"macros/bad.sql": "{% macro x( %}", "models/m.sql": "select 1"})
-    with pytest.raises(MedallionError) as err:
+    with pytest.raises(ProjectError) as err:
         compiled(root)
     assert err.value.path == "macros/bad.sql"
 
@@ -161,7 +161,7 @@ def test_macro_syntax_error_names_the_macro_file(project):
 @pytest.mark.unit
 def test_missing_var_says_how_to_set_it(project):
     root = project({"models/m.sql": "select {{ var('missing') }}"})
-    with pytest.raises(MedallionError, match="--vars"):
+    with pytest.raises(ProjectError, match="--vars"):
         compiled(root)
 
 

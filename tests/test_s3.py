@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from helpers import medallion, s3_tables, sample_copy
 
 from medallion_cli import commands
-from medallion_cli.spark.object_store import (
+from medallion_cli.storage.object_store import (
     DELTARS_PATIENCE,
     aws_settings,
     deltars_options,

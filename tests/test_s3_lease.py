@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from medallion_cli.core.errors import MedallionError
+from medallion_cli.core.errors import LockHeld, MedallionError
 from medallion_cli.run import lease
 from medallion_cli.run.locking import warehouse_lock
 
@@ -26,8 +26,8 @@ def warehouse(s3, monkeypatch):
 
 def test_a_second_writer_is_refused_naming_the_holder_until_the_first_is_done(warehouse):
     with warehouse_lock(warehouse, "build"):
-        with pytest.raises(MedallionError, match=r"`medallion build` \(pid \d+ on .*\) is writing "
-                                                 r"this warehouse") as refused:
+        with pytest.raises(LockHeld, match=r"`medallion build` \(pid \d+ on .*\) is writing "
+                                           r"this warehouse") as refused:
             with warehouse_lock(warehouse, "build"):
                 pass
         assert "lease runs to" in str(refused.value)
@@ -40,7 +40,7 @@ def test_the_holder_renews_its_lease_while_it_runs(warehouse, monkeypatch):
     monkeypatch.setattr(lease, "RENEW_SECONDS", 0.3)
     held = lease.acquire(warehouse, "build")
     time.sleep(2.5)  # longer than a lease: only renewals keep it
-    with pytest.raises(MedallionError, match="is writing this warehouse"):
+    with pytest.raises(LockHeld, match="is writing this warehouse"):
         lease.acquire(warehouse, "build")
     held.release()
     assert held.lost is None
@@ -70,7 +70,7 @@ def test_of_two_builds_taking_over_one_lapsed_lease_one_wins(warehouse, s3, monk
     first = lease._take_over_lapsed(client, bucket, key, b'{"command": "first"}', warehouse)
     second_view = dict(stale, Body=type("B", (), {"read": lambda self: b"{}"})())
     monkeypatch.setattr(client, "get_object", lambda **_: second_view)
-    with pytest.raises(MedallionError, match="another build took over"):
+    with pytest.raises(LockHeld, match="another build took over"):
         lease._take_over_lapsed(client, bucket, key, b'{"command": "second"}', warehouse)
     assert first
 
@@ -149,12 +149,12 @@ def test_a_dead_holder_on_this_machine_is_taken_over_at_once(warehouse, s3):
     s3.client().put_object(Bucket=bucket, Key=key, Body=json.dumps(
         {"command": "build", "pid": os.getpid(), "host": socket.gethostname(),
          "since": "now"}).encode())
-    with pytest.raises(MedallionError, match="is writing this warehouse"):
+    with pytest.raises(LockHeld, match="is writing this warehouse"):
         lease.acquire(warehouse, "build")
 
 
 def test_debug_checks_the_bucket_takes_writes_and_refuses_a_second_create(warehouse):
-    from medallion_cli.spark.object_store import bucket_problem
+    from medallion_cli.storage.object_store import bucket_problem
 
     assert bucket_problem(warehouse) is None
     assert "404" in bucket_problem("s3://no-such-bucket-here/lake")

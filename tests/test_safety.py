@@ -157,7 +157,7 @@ def test_a_state_file_is_written_whole_or_not_at_all(tmp_path):
     # a writer that stops halfway through its text, killed there
     writer = subprocess.Popen([sys.executable, "-c", """if True:
         import pathlib, sys, time
-        from medallion_cli.spark.files import write_local_text
+        from medallion_cli.storage.files import write_local_text
 
         def halfway(path, text):
             with open(path, "w") as out:

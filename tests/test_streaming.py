@@ -21,7 +21,7 @@ from helpers import (
 )
 
 from medallion_cli.report.eventlog import LOGGED_FILE, RECOVERED
-from medallion_cli.spark.object_store import read_bytes, storage_options
+from medallion_cli.storage.object_store import read_bytes, storage_options
 
 
 def versions(root):

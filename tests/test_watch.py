@@ -15,7 +15,7 @@ from helpers import MODELS, land, medallion
 
 from medallion_cli.commands.watch import stop_gracefully
 from medallion_cli.engines import engine_class
-from medallion_cli.materialize.tally import BatchReport, StreamTally
+from medallion_cli.materialize.streaming.tally import BatchReport, StreamTally
 
 pytestmark = DELTA_SPARK_IN_SLOW_TIER
 
@@ -253,7 +253,8 @@ def test_a_commit_that_a_batch_model_reads_wakes_the_refresh_before_the_next_pol
     from medallion_cli.materialize.context import BuildContext
 
     def node(materialized):
-        return SimpleNamespace(config=SimpleNamespace(materialized=materialized, once=False))
+        return SimpleNamespace(file=SimpleNamespace(kind="model"), config=SimpleNamespace(
+            materialized=materialized, strategy="append", incremental_by=(), once=False))
 
     graph = Graph({"bronze": node("streaming"), "silver": node("streaming"), "gold": node("table")},
                   ("bronze", "silver", "gold"), {"bronze": ("silver",), "silver": ("gold",)})
@@ -261,7 +262,7 @@ def test_a_commit_that_a_batch_model_reads_wakes_the_refresh_before_the_next_pol
     monkeypatch.setattr(watch_module, "POLL_SECONDS", 600)
     monkeypatch.setattr(watch_module, "own_session", lambda ctx: ctx)
     commits = {}
-    monkeypatch.setattr(watch_module, "start_query", lambda ctx, node, continuous, on_batch,
+    monkeypatch.setattr(watch_module, "start_query", lambda ctx, node, into, continuous, on_batch,
                         on_commit: (commits.setdefault(len(commits), on_commit), RunningQuery(),
                                     StreamTally(), None)[1:])
     refreshes = []
@@ -297,7 +298,10 @@ def test_under_watch_a_model_streaming_from_one_streaming_model_follows_its_comm
     runs it at most once per its interval. Any other model keeps its own trigger. Engine-free:
     the trigger is chosen before either engine's query starts."""
     from medallion_cli.dag.graph import Graph
-    from medallion_cli.materialize.streaming import FOLLOW_INTERVAL, watch_trigger
+    from medallion_cli.materialize.streaming.driver import (
+        FOLLOW_INTERVAL,
+        watch_trigger,
+    )
 
     def node(materialized="streaming", trigger="1 second", refs=(), sources=(), once=False,
              change_refs=()):

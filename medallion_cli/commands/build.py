@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from ..core.errors import MedallionError
 from ..dag.graph import check_flow_refresh
-from ..materialize.checkpoints import mark_refreshes
+from ..materialize.streaming.checkpoints import mark_refreshes
 from ..report.artifacts import (
     read_run_results,
     write_compiled,

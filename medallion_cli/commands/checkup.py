@@ -23,7 +23,7 @@ from ..engines import engine_class
 from ..spark import jars
 from ..spark.connect import shown
 from ..spark.jars import delta_jar_files
-from ..spark.object_store import aws_settings, bucket_problem
+from ..storage.object_store import aws_settings, bucket_problem
 
 
 @dataclass(frozen=True)

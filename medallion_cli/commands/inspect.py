@@ -93,7 +93,7 @@ def list_nodes(inv: Invocation, warn: Callable[[str], None] = lambda message: No
 def source_freshness(inv: Invocation) -> list:
     """The selected sources' freshness (freshness.py), also written to target/sources.json.
     Spark starts only for a source whose loaded_at_field must be read."""
-    from ..materialize.inputs import read_source
+    from ..materialize.sources.inputs import read_source
     from ..report.eventlog import now
     from ..report.freshness import source_freshness as check
 

@@ -25,7 +25,7 @@ from ..report.artifacts import (
     write_manifest,
 )
 from ..spark import jars
-from ..spark.object_store import with_s3a
+from ..storage.object_store import with_s3a
 
 
 @dataclass(frozen=True)

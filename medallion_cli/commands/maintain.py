@@ -143,8 +143,8 @@ def history(inv: Invocation, name: str, limit: int | None = None) -> list[Commit
 def _query(loaded: Loaded, engine: Engine, sql: str, refs, sources, limit: int, what: str):
     """The first `limit` rows of Spark SQL over the project's tables (views computed)."""
     from ..materialize.context import BuildContext
-    from ..materialize.inputs import register_relations
     from ..materialize.rows import with_views
+    from ..materialize.sources.inputs import register_relations
 
     ctx = BuildContext(loaded.project, loaded.graph, engine)
     try:

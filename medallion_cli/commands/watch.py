@@ -27,9 +27,10 @@ from ..core.errors import MedallionError
 from ..core.failures import error_message
 from ..dag.graph import Graph
 from ..materialize.context import BuildContext
-from ..materialize.streaming import start_query
-from ..materialize.tally import BatchReport, StreamTally
-from ..materialize.throughput import progress_reports
+from ..materialize.strategies import strategy_for
+from ..materialize.streaming.driver import start_query
+from ..materialize.streaming.tally import BatchReport, StreamTally
+from ..materialize.streaming.throughput import progress_reports
 from ..run.runner import NodeResult, own_session
 from ..run.scheduler import NOT_STARTED, STOPPED, execute
 from .invocation import (
@@ -182,7 +183,8 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                     ctx = replace(ctx, graph=reload())  # the model as it is now (fixed?)
                     # Each query in a session of its own, as in the first pass: queries'
                     # micro-batches run side by side, each registering its inputs' views.
-                    queries[name] = start_query(own_session(ctx), ctx.graph.nodes[name],
+                    node = ctx.graph.nodes[name]
+                    queries[name] = start_query(own_session(ctx), node, strategy_for(node).into,
                                                 continuous=True, on_batch=on_batch,
                                                 on_commit=committed)[:2]
                 except Exception as exc:

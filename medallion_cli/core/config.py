@@ -69,7 +69,7 @@ PERSIST_DOCS = ("relation", "columns")
 LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
               "track_history_except_columns", "truncate_when")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
-# order (commit time, then log position) and their delete flag (materialize/debezium.py).
+# order (commit time, then log position) and their delete flag (materialize/sources/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
                              "delete_when": "_cdc_deleted"}}
 
@@ -94,7 +94,7 @@ class NodeConfig:
     tombstone_retention: str = "30 days"  # how long a MERGE remembers a deleted key
     cdc: str | None = None  # the change-event format the model's rows come in
     # A table kept up to date per group of these columns: only the groups its inputs' changes
-    # touch are recomputed (materialize/incremental.py).
+    # touch are recomputed (materialize/by_groups/groups.py).
     incremental_by: tuple[str, ...] = ()
     # Below this many rows in its inputs, such a table is recomputed in full: one pass over
     # them is quicker than finding and replacing the changed groups (bench/incremental_bench.py

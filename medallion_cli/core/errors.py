@@ -28,6 +28,34 @@ class MedallionError(Exception):
         return text
 
 
+class ProjectError(MedallionError):
+    """The project's own files ask for what cannot be: medallion_project.yml, profiles.yml, a
+    model's SQL or config, a property file, a source (load/, the DAG in dag/graph.py)."""
+
+
+class CapabilityError(ProjectError):
+    """The target's engine cannot do what the project asks of it (its declared capabilities,
+    engines/base.py): a store, a Spark Connect server, a catalog, liquid clustering."""
+
+
+class SelectionError(MedallionError):
+    """--select, --exclude or a selector that cannot be read or names nothing there is."""
+
+
+class LockHeld(MedallionError):
+    """Another command is writing this warehouse: its lock here, or its lease on S3."""
+
+
+class SourceError(MedallionError):
+    """A node's input cannot be read as it is declared: landing files, a topic, a table that
+    has not been built."""
+
+
+class WriteError(MedallionError):
+    """A write refused before anything was committed: a schema change its table does not
+    allow, keys a MERGE cannot order."""
+
+
 class RunStopped(MedallionError):
     """An error that stops the whole run as one usage error, not each node that meets it."""
 

@@ -75,7 +75,7 @@ class SourceTable:
     options: dict
     origin: str
     unknown_fields: str = "rescue"  # JSON fields outside the schema: UNKNOWN_FIELDS
-    cdc: str | None = None  # "debezium": values are change events, unpacked (materialize/debezium.py)
+    cdc: str | None = None  # "debezium": values are change events, unpacked (materialize/sources/debezium.py)
     unique_key: tuple[str, ...] = ()  # a change event's key: an update that changes it is split
     # dbt's source freshness: the column saying when a row was loaded (else the files' or
     # commits' times) and {warn_after, error_after} in seconds (freshness.py)

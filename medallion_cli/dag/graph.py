@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..core.errors import MedallionError, closest
+from ..core.errors import ProjectError, closest
 from ..core.nodes import CompiledNode
 
 
@@ -56,17 +56,17 @@ def _check_flow(flow: CompiledNode, nodes: dict[str, CompiledNode]) -> None:
     target = flow.config.flow_into
     where = flow.file.rel_path
     if target not in nodes:
-        raise MedallionError(f"flow_into names no enabled model: '{target}'. "
-                             f"{closest(target, nodes)}".strip(), path=where)
+        raise ProjectError(f"flow_into names no enabled model: '{target}'. "
+                           f"{closest(target, nodes)}".strip(), path=where)
     cfg = nodes[target].config
     if cfg.materialized != "streaming" or cfg.strategy != "append" or cfg.flow_into:
-        raise MedallionError(f"flow_into names '{target}', which is not a streaming table of its "
-                             "own that appends", path=where,
-                             hint="a flow appends to a model with materialized='streaming' and "
-                                  "strategy 'append' (not to another flow)")
+        raise ProjectError(f"flow_into names '{target}', which is not a streaming table of its "
+                           "own that appends", path=where,
+                           hint="a flow appends to a model with materialized='streaming' and "
+                                "strategy 'append' (not to another flow)")
     if target in flow.refs:
-        raise MedallionError(f"a flow cannot read the table it writes: ref('{target}')",
-                             path=where, hint="read the sources or models upstream of it")
+        raise ProjectError(f"a flow cannot read the table it writes: ref('{target}')",
+                           path=where, hint="read the sources or models upstream of it")
 
 
 def _with_flow_order(nodes: dict[str, CompiledNode]) -> dict[str, CompiledNode]:
@@ -77,10 +77,10 @@ def _with_flow_order(nodes: dict[str, CompiledNode]) -> dict[str, CompiledNode]:
         # (a ref to a disabled model is build_graph's to report)
         read = next((r for r in node.refs if r in nodes and nodes[r].config.flow_into), None)
         if read:
-            raise MedallionError(f"ref('{read}') names a flow, which has no table of its own",
-                                 path=node.file.rel_path,
-                                 hint=f"read the table it flows into: "
-                                      f"ref('{nodes[read].config.flow_into}')")
+            raise ProjectError(f"ref('{read}') names a flow, which has no table of its own",
+                               path=node.file.rel_path,
+                               hint=f"read the table it flows into: "
+                                    f"ref('{nodes[read].config.flow_into}')")
     for target in {c.config.flow_into for c in nodes.values() if c.config.flow_into}:
         flows = flows_into(nodes, target)
         for flow in flows:
@@ -102,7 +102,7 @@ def check_flow_refresh(graph: Graph, chosen: list[str]) -> None:
         group = [target, *flows_into(graph.nodes, target)]
         missing = [n for n in group if n not in chosen]
         if len(group) > 1 and missing:
-            raise MedallionError(
+            raise ProjectError(
                 f"--full-refresh of {name} replaces the table of {target}, which "
                 f"{' and '.join(group[1:])} flow into; {', '.join(missing)} would not run again",
                 path=graph.nodes[name].file.rel_path,
@@ -114,9 +114,9 @@ def build_graph(compiled: dict[str, CompiledNode]) -> Graph:
     for node in nodes.values():
         for parent in node.parents:
             if parent not in nodes:
-                raise MedallionError(f"ref('{parent}') names a disabled model",
-                                     path=node.file.rel_path,
-                                     hint=f"enable '{parent}' or disable this model too")
+                raise ProjectError(f"ref('{parent}') names a disabled model",
+                                   path=node.file.rel_path,
+                                   hint=f"enable '{parent}' or disable this model too")
     children: dict[str, list[str]] = {n: [] for n in nodes}
     for node in nodes.values():
         for parent in node.parents:
@@ -137,7 +137,7 @@ def build_graph(compiled: dict[str, CompiledNode]) -> Graph:
         cycle = _find_cycle(nodes, set(nodes) - set(order))
         # Printed in data-flow order: each model feeds the next.
         flow = list(reversed(cycle))
-        raise MedallionError("dependency cycle: " + " -> ".join(flow),
-                             path=nodes[flow[0]].file.rel_path,
-                             hint="a model cannot depend on itself, directly or through others")
+        raise ProjectError("dependency cycle: " + " -> ".join(flow),
+                           path=nodes[flow[0]].file.rel_path,
+                           hint="a model cannot depend on itself, directly or through others")
     return Graph(nodes, tuple(order), {n: tuple(c) for n, c in children.items()})

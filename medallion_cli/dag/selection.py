@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from ..core.config import CONFIG_KEYS
-from ..core.errors import MedallionError, closest
+from ..core.errors import SelectionError, closest
 from .graph import Graph
 
 RESOURCE_TYPES = ("model", "seed", "test")
@@ -57,7 +57,7 @@ def _is_source(pattern: str, key: tuple[str, str]) -> bool:
 def parse(text: str) -> Criterion:
     found = _CRITERION.match(text)
     if not found or (found["at"] and found["up"] is not None):
-        raise MedallionError(f"--select '{text}': cannot read it as a selector",
+        raise SelectionError(f"--select '{text}': cannot read it as a selector",
                              hint=f"use {METHODS}, with +x, 2+x, x+, x+1 or @x")
     method, _, value = found["core"].partition(":") if ":" in found["core"] else (
         "name", "", found["core"])
@@ -85,14 +85,14 @@ def checksum(node) -> str:
 
 def _state(graph: Graph, c: Criterion, previous: dict | None) -> set[str]:
     if previous is None:
-        raise MedallionError(f"--select '{c.text}' compares with an earlier run",
+        raise SelectionError(f"--select '{c.text}' compares with an earlier run",
                              hint="pass --state with the folder of that run's manifest.json")
     if c.value == "new":
         return {n for n in graph.nodes if n not in previous}
     if c.value == "modified":
         return {n for n, node in graph.nodes.items()
                 if previous.get(n, {}).get("checksum") != checksum(node)}
-    raise MedallionError(f"--select '{c.text}': unknown state '{c.value}'",
+    raise SelectionError(f"--select '{c.text}': unknown state '{c.value}'",
                          hint="use state:modified or state:new")
 
 
@@ -110,7 +110,7 @@ def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[st
         if c.value in tests:  # a data test's name selects the test, and no model
             return set()
         if c.value not in graph.nodes:
-            raise MedallionError(f"--select '{c.text}': no model or seed named '{c.value}'. "
+            raise SelectionError(f"--select '{c.text}': no model or seed named '{c.value}'. "
                                  f"{closest(c.value, graph.nodes)}".strip())
         return {c.value}
     if c.method == "tag":
@@ -119,7 +119,7 @@ def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[st
         return {n for n, node in nodes if node.file.layer == c.value}
     if c.method == "resource_type":
         if c.value not in RESOURCE_TYPES:
-            raise MedallionError(f"--select '{c.text}': unknown resource type '{c.value}'",
+            raise SelectionError(f"--select '{c.text}': unknown resource type '{c.value}'",
                                  hint="use resource_type:model, seed or test")
         return {n for n, node in nodes if node.file.kind == c.value}
     if c.method == "path":
@@ -129,10 +129,10 @@ def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[st
     if c.method.startswith("config."):
         key = c.method.removeprefix("config.")
         if key not in CONFIG_KEYS:
-            raise MedallionError(f"--select '{c.text}': no config key '{key}'. "
+            raise SelectionError(f"--select '{c.text}': no config key '{key}'. "
                                  f"{closest(key, CONFIG_KEYS)}".strip())
         return {n for n, node in nodes if _config_matches(node, key, c.value)}
-    raise MedallionError(f"--select '{c.text}': unknown selector method '{c.method}'",
+    raise SelectionError(f"--select '{c.text}': unknown selector method '{c.method}'",
                          hint=f"use {METHODS}")
 
 
@@ -198,12 +198,12 @@ def select_sources(sources: dict, selectors=()) -> list:
     for text in texts:
         method, _, value = text.partition(":")
         if method != "source" or not value:
-            raise MedallionError(f"--select '{text}': sources are selected as source:NAME or "
+            raise SelectionError(f"--select '{text}': sources are selected as source:NAME or "
                                  "source:NAME.TABLE")
         found = [s for key, s in sources.items() if _is_source(value, key)]
         if not found:
             names = [f"{n}.{t}" for n, t in sources]
-            raise MedallionError(f"--select '{text}': no such source. "
+            raise SelectionError(f"--select '{text}': no such source. "
                                  f"{closest(value, names)}".strip())
         chosen += [s for s in found if s not in chosen]
     return chosen

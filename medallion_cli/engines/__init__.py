@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..core.errors import MedallionError
+from ..core.errors import CapabilityError
 from ..core.locations import is_remote
 from .base import Engine
 
@@ -39,15 +39,21 @@ def make_engine(target: Target, spark_log: Path | None = None) -> Engine:
     stores = engine.capabilities.object_stores
     scheme = urlsplit(target.warehouse).scheme.lower()
     if is_remote(target.warehouse) and "*" not in stores and scheme not in stores:
-        raise MedallionError(
+        raise CapabilityError(
             f"target '{target.name}' has its warehouse on {scheme}:// ({target.warehouse}), "
             f"but the {engine.name} engine writes to local disks"
             + (" and " + ", ".join(f"{s}://" for s in stores) if stores else " only"),
             path=target.profiles_file,
             hint="use engine: delta-spark for this store (docs/engines-and-clusters.md), or "
                  "give this engine a local folder")
+    if target.spark_remote and engine.capabilities.spark_connect:
+        raise CapabilityError(
+            f"target '{target.name}': spark: remote needs an engine that runs on a Spark "
+            f"Connect server, and {engine.capabilities.spark_connect}",
+            path=target.profiles_file,
+            hint="use engine: delta-spark with spark: remote, or drop remote to run Spark here")
     if target.metastore and not engine.capabilities.catalog_tables:
-        raise MedallionError(
+        raise CapabilityError(
             f"target '{target.name}': metastore needs an engine whose tables a Spark catalog "
             f"can read, and the {engine.name} engine's are kept by delta-rs",
             path=target.profiles_file, hint="use engine: delta-spark, or drop metastore")

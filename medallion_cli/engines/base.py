@@ -81,6 +81,14 @@ class Capabilities:
     # between: a model can compute while the data tests on its inputs run, its commit held for
     # their verdict; elsewhere (a write is one Spark command) it starts after them
     stages_writes: bool
+    spark_connect: str | None  # why it cannot run on a Spark Connect server; None: it can
+    # A streaming micro-batch (foreachBatch) runs in a Python worker the Spark Connect server
+    # starts (materialize/streaming/server_batches.py); elsewhere in this process
+    batches_on_server: bool = False
+    # Spark's Observation counts a check's rows as the write computes them; pyspark 4.1's
+    # Spark Connect client fails a plan that holds one observation twice (SCD2 reads the rows
+    # twice), so there the counts are a pass of their own (materialize/checks.py)
+    observes_rows: bool = True
 
 
 class TableIO(Protocol):

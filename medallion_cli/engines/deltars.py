@@ -17,7 +17,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from ..core.errors import MedallionError
 from ..core.failures import CONCURRENT_COMMIT, DAMAGED_LOG_FIX
-from ..spark.object_store import storage_options
+from ..storage.object_store import storage_options
 from .base import commit_metadata
 
 

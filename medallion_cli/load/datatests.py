@@ -13,7 +13,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from ..core.errors import MedallionError, closest
+from ..core.errors import MedallionError, ProjectError, closest
 from ..core.nodes import Recorded, masked
 from ..core.project import NodeFile, Project, SourceTable
 from ..core.rowtext import rows_text
@@ -60,18 +60,18 @@ def threshold_met(failures: int, condition: str) -> bool:
 def parse_threshold(condition: str, where: str) -> tuple[str, int]:
     match = re.fullmatch(r"\s*(>=|<=|==|!=|>|<|=)\s*(\d+)\s*", str(condition))
     if not match:
-        raise MedallionError(f"{where}: threshold {condition!r} is not a comparison",
-                             hint="write e.g. '>0', '>=10' or '!=0'")
+        raise ProjectError(f"{where}: threshold {condition!r} is not a comparison",
+                           hint="write e.g. '>0', '>=10' or '!=0'")
     return match.group(1), int(match.group(2))
 
 
 def _test_config(raw: dict, origin: str, key: str) -> dict:
     for k in raw:
         if k not in TEST_CONFIG_KEYS:
-            raise MedallionError(f"{key}: unknown test config '{k}'. {closest(k, TEST_CONFIG_KEYS)}",
-                                 path=origin, hint="valid: " + ", ".join(TEST_CONFIG_KEYS))
+            raise ProjectError(f"{key}: unknown test config '{k}'. {closest(k, TEST_CONFIG_KEYS)}",
+                               path=origin, hint="valid: " + ", ".join(TEST_CONFIG_KEYS))
     if raw.get("severity", "error") not in SEVERITIES:
-        raise MedallionError(f"{key}: severity must be 'error' or 'warn'", path=origin)
+        raise ProjectError(f"{key}: severity must be 'error' or 'warn'", path=origin)
     for k in ("error_if", "warn_if"):
         if k in raw:
             parse_threshold(raw[k], f"{origin}, {key}")
@@ -92,8 +92,8 @@ def _parse_spec(spec, origin: str, key: str) -> tuple[str, dict, dict]:
             if k in body:  # dbt also accepts config keys next to the arguments
                 config[k] = body.pop(k)
         return name, body, _test_config(config, origin, key)
-    raise MedallionError(f"{key}: a test is a name or a one-key mapping", path=origin,
-                         hint="e.g. - not_null   or   - accepted_values: {values: [a, b]}")
+    raise ProjectError(f"{key}: a test is a name or a one-key mapping", path=origin,
+                       hint="e.g. - not_null   or   - accepted_values: {values: [a, b]}")
 
 
 def _generic_specs(where: str, data_tests, columns):
@@ -191,7 +191,7 @@ def run_test(spark, test: DataTest, limit: int = SHOW_ROWS,
         if isinstance(exc, MedallionError):
             raise
         first = str(exc).strip().splitlines()[0]
-        raise MedallionError(f"test '{test.name}' ({test.key}) cannot run: {first}",
-                             path=test.origin,
-                             hint="check the column and model names the test uses") from exc
+        raise ProjectError(f"test '{test.name}' ({test.key}) cannot run: {first}",
+                           path=test.origin,
+                           hint="check the column and model names the test uses") from exc
     return TestRun(test.outcome(failures), failures, sample, failing)

@@ -20,7 +20,7 @@ from ..core.config import (
     freshness_limits,
     is_interval,
 )
-from ..core.errors import MedallionError, closest
+from ..core.errors import ProjectError, closest
 
 
 # Given with no column, these would build the model another way (an empty tags clears them)
@@ -35,33 +35,33 @@ def _names(raw: dict, key: str, origin: str) -> tuple[str, ...]:
             isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
         names = as_tuple(value)
         if value is not None and not names and key in NAMES_REQUIRED:
-            raise MedallionError(f"config '{key}' names no column", path=origin,
-                                 hint=f"name the columns, e.g. {key}='id', or leave {key} out")
+            raise ProjectError(f"config '{key}' names no column", path=origin,
+                               hint=f"name the columns, e.g. {key}='id', or leave {key} out")
         return names
-    raise MedallionError(f"config '{key}' is {value!r}", path=origin,
-                         hint=f"give a name or a list of names, e.g. {key}='id' or "
-                              f"{key}=['a', 'b']")
+    raise ProjectError(f"config '{key}' is {value!r}", path=origin,
+                       hint=f"give a name or a list of names, e.g. {key}='id' or "
+                            f"{key}=['a', 'b']")
 
 
 def _expectations(raw, origin: str) -> dict:
     """{rule: {expect: SQL condition, on_violation: warn|drop|fail}}; a bare string is a warn."""
     if not isinstance(raw, dict):
-        raise MedallionError("expectations must map rule names to conditions", path=origin,
-                             hint="e.g. expectations: {positive_qty: {expect: 'qty > 0', "
-                                  "on_violation: drop}}")
+        raise ProjectError("expectations must map rule names to conditions", path=origin,
+                           hint="e.g. expectations: {positive_qty: {expect: 'qty > 0', "
+                                "on_violation: drop}}")
     rules = {}
     for name, rule in raw.items():
         rule = {"expect": rule} if isinstance(rule, str) else dict(rule or {})
         unknown = set(rule) - {"expect", "on_violation"}
         if "expect" not in rule or unknown:
-            raise MedallionError(f"expectation '{name}' needs 'expect' (a SQL condition) and "
-                                 "optionally 'on_violation'" + (
-                                     f"; unknown: {', '.join(sorted(unknown))}" if unknown else ""),
-                                 path=origin)
+            raise ProjectError(f"expectation '{name}' needs 'expect' (a SQL condition) and "
+                               "optionally 'on_violation'" + (
+                                   f"; unknown: {', '.join(sorted(unknown))}" if unknown else ""),
+                               path=origin)
         action = rule.get("on_violation", "warn")
         if action not in EXPECTATION_ACTIONS:
-            raise MedallionError(f"expectation '{name}': on_violation is {action!r}; it must be "
-                                 "one of warn, drop, fail", path=origin)
+            raise ProjectError(f"expectation '{name}': on_violation is {action!r}; it must be "
+                               "one of warn, drop, fail", path=origin)
         rules[str(name)] = {"expect": str(rule["expect"]), "on_violation": action}
     return rules
 
@@ -69,8 +69,8 @@ def _expectations(raw, origin: str) -> dict:
 def _table_properties(raw, origin: str) -> dict[str, str]:
     """{property: value} with values as Delta keeps them: strings, booleans as true/false."""
     if not isinstance(raw, dict) or any(isinstance(v, (dict, list)) for v in raw.values()):
-        raise MedallionError("table_properties must map property names to values", path=origin,
-                             hint="e.g. table_properties: {delta.enableChangeDataFeed: true}")
+        raise ProjectError("table_properties must map property names to values", path=origin,
+                           hint="e.g. table_properties: {delta.enableChangeDataFeed: true}")
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in raw.items()}
 
 
@@ -78,8 +78,8 @@ def _whole_number(value, key: str, origin: str, least: int = 1) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise MedallionError(f"config '{key}' is {value!r}; it must be a whole number of "
-                             f"{least} or more", path=origin)
+        raise ProjectError(f"config '{key}' is {value!r}; it must be a whole number of "
+                           f"{least} or more", path=origin)
     return value
 
 
@@ -94,9 +94,9 @@ def check_keys(raw: dict, origin: str, allowed=SPELLED_KEYS, what: str = "config
                 if len(unknown) == 1 else f"unknown {what}s " + "; ".join(
                     f"'{key}'" + (f" ({near})" if (near := closest(str(key), allowed)) else "")
                     for key in unknown))
-        raise MedallionError((f"{where}: " if where else "") + said, path=origin,
-                             line=getattr(raw, "lines", {}).get(unknown[0]),
-                             hint=f"{listed}: " + ", ".join(allowed))
+        raise ProjectError((f"{where}: " if where else "") + said, path=origin,
+                           line=getattr(raw, "lines", {}).get(unknown[0]),
+                           hint=f"{listed}: " + ", ".join(allowed))
 
 
 def merge_layers(*layers: dict) -> dict:
@@ -120,10 +120,10 @@ def hook_statements(value, key: str, origin: str) -> tuple[str, ...]:
     statements = () if value is None else (value,) if isinstance(value, str) else value
     if not isinstance(statements, (list, tuple)) or not all(
             isinstance(s, str) and s.strip() for s in statements):
-        raise MedallionError(f"config '{key}' must be SQL statements (a string or a list of "
-                             "strings)", path=origin,
-                             hint=f"e.g. {key}: \"select assert_true(count(*) > 0) from "
-                                  "{{ this }}\"")
+        raise ProjectError(f"config '{key}' must be SQL statements (a string or a list of "
+                           "strings)", path=origin,
+                           hint=f"e.g. {key}: \"select assert_true(count(*) > 0) from "
+                                "{{ this }}\"")
     return tuple(statements)
 
 
@@ -134,8 +134,8 @@ def _contract(value, origin: str) -> bool:
     if isinstance(value, dict) and set(value) <= {"enforced"} and isinstance(
             value.get("enforced", False), bool):
         return value.get("enforced", False)
-    raise MedallionError(f"config 'contract' is {value!r}", path=origin,
-                         hint="use contract: {enforced: true}")
+    raise ProjectError(f"config 'contract' is {value!r}", path=origin,
+                       hint="use contract: {enforced: true}")
 
 
 def _identifier(value, key: str, origin: str) -> str | None:
@@ -143,9 +143,9 @@ def _identifier(value, key: str, origin: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-        raise MedallionError(f"config '{key}' is {value!r}; it must be a name of letters, "
-                             "digits and underscores", path=origin,
-                             hint=f"e.g. {key}: finance")
+        raise ProjectError(f"config '{key}' is {value!r}; it must be a name of letters, "
+                           "digits and underscores", path=origin,
+                           hint=f"e.g. {key}: finance")
     return value
 
 
@@ -155,8 +155,8 @@ def _persist_docs(value, origin: str) -> tuple[str, ...]:
         return ()
     if not isinstance(value, dict) or set(value) - set(PERSIST_DOCS) or not all(
             isinstance(v, bool) for v in value.values()):
-        raise MedallionError(f"config 'persist_docs' is {value!r}", path=origin,
-                             hint="use persist_docs: {relation: true, columns: true}")
+        raise ProjectError(f"config 'persist_docs' is {value!r}", path=origin,
+                           hint="use persist_docs: {relation: true, columns: true}")
     return tuple(part for part in PERSIST_DOCS if value.get(part))
 
 
@@ -164,8 +164,8 @@ def _meta(value, origin: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise MedallionError(f"config 'meta' is {value!r}; it must be a mapping", path=origin,
-                             hint="e.g. meta: {owner: finance-team}")
+        raise ProjectError(f"config 'meta' is {value!r}; it must be a mapping", path=origin,
+                           hint="e.g. meta: {owner: finance-team}")
     return dict(value)
 
 
@@ -176,7 +176,7 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
     raw = {**(CDC_DEFAULTS.get(cdc, {}) if isinstance(cdc, str) else {}), **raw}
     for key, allowed in CONFIG_KEYS.items():
         if allowed is not None and key in raw and raw[key] not in allowed:
-            raise MedallionError(
+            raise ProjectError(
                 f"config '{key}' is {raw[key]!r}; it must be one of "
                 + ", ".join(repr(a) for a in allowed), path=origin)
     config = NodeConfig(
@@ -222,64 +222,64 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
         once=bool(raw.get("once", False)),
     )
     if not is_interval(config.tombstone_retention):
-        raise MedallionError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
-                             path=origin, hint="an interval such as '30 days' or '12 hours'")
+        raise ProjectError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
+                           path=origin, hint="an interval such as '30 days' or '12 hours'")
     if config.trigger != "available_now" and not is_interval(config.trigger):
-        raise MedallionError(f"config 'trigger' is {config.trigger!r}", path=origin,
-                             hint="use 'available_now' or an interval such as '30 seconds'")
+        raise ProjectError(f"config 'trigger' is {config.trigger!r}", path=origin,
+                           hint="use 'available_now' or an interval such as '30 seconds'")
     if config.strategy == "merge" and not config.unique_key:
-        raise MedallionError("strategy 'merge' needs a unique_key (one column or a list)",
-                             path=origin, hint="add unique_key='id' to the model's config")
+        raise ProjectError("strategy 'merge' needs a unique_key (one column or a list)",
+                           path=origin, hint="add unique_key='id' to the model's config")
     if (config.except_columns or config.ignore_null_updates) and config.strategy != "merge":
-        raise MedallionError("except_columns and ignore_null_updates are for strategy 'merge'",
-                             path=origin, hint="they say how changes are applied by key")
+        raise ProjectError("except_columns and ignore_null_updates are for strategy 'merge'",
+                           path=origin, hint="they say how changes are applied by key")
     needed = set(config.except_columns) & set(config.unique_key + config.sequence_by)
     if needed:
-        raise MedallionError(f"except_columns names {', '.join(sorted(needed))}, which the table "
-                             "needs: keys and sequence_by order the changes to come", path=origin,
-                             hint="leave keys and sequence_by columns in the table")
+        raise ProjectError(f"except_columns names {', '.join(sorted(needed))}, which the table "
+                           "needs: keys and sequence_by order the changes to come", path=origin,
+                           hint="leave keys and sequence_by columns in the table")
     tracking = config.track_history_columns or config.track_history_except_columns
     if tracking and config.scd_type != 2:
-        raise MedallionError("track_history_columns and track_history_except_columns are for "
-                             "scd_type 2", path=origin, hint="SCD1 keeps no history to track")
+        raise ProjectError("track_history_columns and track_history_except_columns are for "
+                           "scd_type 2", path=origin, hint="SCD1 keeps no history to track")
     if config.track_history_columns and config.track_history_except_columns:
-        raise MedallionError("set track_history_columns or track_history_except_columns, not "
-                             "both", path=origin, hint="name the tracked columns, or the others")
+        raise ProjectError("set track_history_columns or track_history_except_columns, not "
+                           "both", path=origin, hint="name the tracked columns, or the others")
     if config.truncate_when and (config.strategy != "merge" or config.scd_type == 2
                                  or not config.sequence_by):
-        raise MedallionError("truncate_when needs strategy 'merge' with scd_type 1 and "
-                             "sequence_by", path=origin,
-                             hint="sequence_by says which rows a truncate empties: those not "
-                                  "newer than it; SCD2 keeps history a truncate would erase")
+        raise ProjectError("truncate_when needs strategy 'merge' with scd_type 1 and "
+                           "sequence_by", path=origin,
+                           hint="sequence_by says which rows a truncate empties: those not "
+                                "newer than it; SCD2 keeps history a truncate would erase")
     if config.ignore_null_updates and config.scd_type == 2:
-        raise MedallionError("ignore_null_updates is for scd_type 1", path=origin,
-                             hint="SCD2 keeps every version as it came")
+        raise ProjectError("ignore_null_updates is for scd_type 1", path=origin,
+                           hint="SCD2 keeps every version as it came")
     if config.flow_into and (config.materialized != "streaming" or config.strategy != "append"):
-        raise MedallionError("a flow appends its rows to another streaming table: flow_into "
-                             "needs materialized 'streaming' and strategy 'append'", path=origin,
-                             hint="add materialized='streaming' beside flow_into")
+        raise ProjectError("a flow appends its rows to another streaming table: flow_into "
+                           "needs materialized 'streaming' and strategy 'append'", path=origin,
+                           hint="add materialized='streaming' beside flow_into")
     if config.once and not config.flow_into:
-        raise MedallionError("once is for flows: a once-only backfill into a streaming table",
-                             path=origin, hint="add flow_into='<the streaming model>' beside once")
+        raise ProjectError("once is for flows: a once-only backfill into a streaming table",
+                           path=origin, hint="add flow_into='<the streaming model>' beside once")
     if config.incremental_by and config.materialized != "table":
-        raise MedallionError("incremental_by is for models materialized as 'table'", path=origin,
-                             hint="incremental and streaming models take only new rows already")
+        raise ProjectError("incremental_by is for models materialized as 'table'", path=origin,
+                           hint="incremental and streaming models take only new rows already")
     if config.freshness and not config.event_time:
-        raise MedallionError("freshness needs event_time: the column saying when each row's "
-                             "event happened", path=origin,
-                             hint="add event_time='order_ts' beside freshness")
+        raise ProjectError("freshness needs event_time: the column saying when each row's "
+                           "event happened", path=origin,
+                           hint="add event_time='order_ts' beside freshness")
     if config.cluster_by and (config.partition_by or config.zorder_by):
-        raise MedallionError("cluster_by replaces partition_by and zorder_by: Delta clusters a "
-                             "table by one of them only", path=origin,
-                             hint="keep cluster_by (liquid clustering) or the others, not both")
+        raise ProjectError("cluster_by replaces partition_by and zorder_by: Delta clusters a "
+                           "table by one of them only", path=origin,
+                           hint="keep cluster_by (liquid clustering) or the others, not both")
     if config.cluster_by and (config.materialized == "view" or config.flow_into):
-        raise MedallionError("cluster_by lays out a table: a view has none, and a flow's "
-                             "rows go to its table, whose model says how it is clustered",
-                             path=origin, hint="set cluster_by on the table's own model")
+        raise ProjectError("cluster_by lays out a table: a view has none, and a flow's "
+                           "rows go to its table, whose model says how it is clustered",
+                           path=origin, hint="set cluster_by on the table's own model")
     if config.scd_type == 2 and (config.strategy != "merge" or not config.sequence_by):
-        raise MedallionError("scd_type 2 needs strategy 'merge', a unique_key and sequence_by",
-                             path=origin,
-                             hint="history validity comes from sequence_by, not the wall clock")
+        raise ProjectError("scd_type 2 needs strategy 'merge', a unique_key and sequence_by",
+                           path=origin,
+                           hint="history validity comes from sequence_by, not the wall clock")
     return with_null_key_rule(config)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..core.errors import MedallionError, closest
+from ..core.errors import ProjectError, closest
 from ..core.locations import is_remote, on_s3, resolve
 from ..core.project import ENGINES, PROFILES_FILE, PROJECT_FILE, WORKER_WAIT, Target
 from .model_config import check_keys
@@ -19,11 +19,11 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
     profiles_dir = profiles_dir or Path(os.environ.get("MEDALLION_PROFILES_DIR", root / "profiles"))
     profiles_path = Path(profiles_dir) / PROFILES_FILE
     if not profiles_path.is_file():
-        raise MedallionError("profiles file not found", path=profiles_path,
-                             hint="create profiles/profiles.yml or pass --profiles-dir")
+        raise ProjectError("profiles file not found", path=profiles_path,
+                           hint="create profiles/profiles.yml or pass --profiles-dir")
     profiles = read_yaml(profiles_path, render_env=True)
     if profile_name not in profiles:
-        raise MedallionError(
+        raise ProjectError(
             f"profile '{profile_name}' not found. {closest(profile_name, profiles)}".strip(),
             path=profiles_path,
             hint=f"the project asks for profile '{profile_name}' in {PROJECT_FILE}")
@@ -31,7 +31,7 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
     outputs = profile.get("outputs") or {}
     name = target_name or profile.get("target")
     if name not in outputs:
-        raise MedallionError(
+        raise ProjectError(
             f"target '{name}' not found in profile '{profile_name}'. "
             f"{closest(str(name), outputs)}".strip(), path=profiles_path,
             hint="targets here: " + (", ".join(outputs) or "none"))
@@ -42,18 +42,18 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
                "spark keys")
     engine = out.get("engine", "embedded")
     if engine not in ENGINES:
-        raise MedallionError(f"target '{name}' has unknown engine '{engine}'", path=profiles_path,
-                             hint="engines: " + ", ".join(ENGINES))
+        raise ProjectError(f"target '{name}' has unknown engine '{engine}'", path=profiles_path,
+                           hint="engines: " + ", ".join(ENGINES))
     spark = out.get("spark") or {}
-    remote = _remote(spark, engine, profiles_path, name)
+    remote = _remote(spark, profiles_path, name)
     try:
         warehouse = resolve(str(out.get("warehouse", "warehouse")), root)
     except ValueError as exc:
-        raise MedallionError(f"target '{name}': warehouse {exc}", path=profiles_path,
-                             hint="a folder (relative to the project or absolute), file:///path, "
-                                  "or an object-store URI such as s3a://bucket/lake") from exc
+        raise ProjectError(f"target '{name}': warehouse {exc}", path=profiles_path,
+                           hint="a folder (relative to the project or absolute), file:///path, "
+                                "or an object-store URI such as s3a://bucket/lake") from exc
     if remote and is_remote(warehouse) and not on_s3(warehouse):
-        raise MedallionError(
+        raise ProjectError(
             f"target '{name}': a warehouse on {warehouse} is not built over Spark Connect yet: "
             "this machine keeps files beside the tables (streaming checkpoints' notes) with "
             "pyarrow there, which reaches S3", path=profiles_path,
@@ -61,14 +61,14 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
                  "and the server reach, or reach the cluster with spark: master")
     metastore = out.get("metastore")
     if metastore is not None and metastore not in METASTORES:
-        raise MedallionError(f"target '{name}': metastore is {metastore!r}", path=profiles_path,
-                             hint="metastore: local (a Derby metastore in the warehouse) or "
-                                  "session (the cluster's Hive metastore or Unity Catalog)")
+        raise ProjectError(f"target '{name}': metastore is {metastore!r}", path=profiles_path,
+                           hint="metastore: local (a Derby metastore in the warehouse) or "
+                                "session (the cluster's Hive metastore or Unity Catalog)")
     if metastore == "local" and is_remote(warehouse):
-        raise MedallionError(f"target '{name}': metastore: local keeps a Derby database in the "
-                             f"warehouse, and {warehouse} is not on this machine",
-                             path=profiles_path,
-                             hint="on a cluster use metastore: session (its own catalog)")
+        raise ProjectError(f"target '{name}': metastore: local keeps a Derby database in the "
+                           f"warehouse, and {warehouse} is not on this machine",
+                           path=profiles_path,
+                           hint="on a cluster use metastore: session (its own catalog)")
     return Target(
         name=name,
         engine=engine,
@@ -92,16 +92,16 @@ def _worker_wait(spark: dict, remote: str | None, profiles_path: Path, target: s
         return WORKER_WAIT
     where = f"target '{target}': spark: worker_wait"
     if remote is None:
-        raise MedallionError(f"{where} is for a Spark Connect server (spark: remote)",
-                             path=profiles_path, hint="leave it out, or add spark: remote")
+        raise ProjectError(f"{where} is for a Spark Connect server (spark: remote)",
+                           path=profiles_path, hint="leave it out, or add spark: remote")
     value = spark["worker_wait"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise MedallionError(f"{where} is {value!r}", path=profiles_path,
-                             hint=f"seconds, e.g. worker_wait: 120 (default {WORKER_WAIT:g})")
+        raise ProjectError(f"{where} is {value!r}", path=profiles_path,
+                           hint=f"seconds, e.g. worker_wait: 120 (default {WORKER_WAIT:g})")
     return float(value)
 
 
-def _remote(spark: dict, engine: str, profiles_path: Path, target: str) -> str | None:
+def _remote(spark: dict, profiles_path: Path, target: str) -> str | None:
     """spark: remote, a Spark Connect URL (sc://host:port, with ;token=... and other
     parameters as Spark Connect takes them), checked."""
     remote = spark.get("remote")
@@ -109,18 +109,15 @@ def _remote(spark: dict, engine: str, profiles_path: Path, target: str) -> str |
         return None
     where = f"target '{target}': spark: remote"
     if not str(remote).startswith("sc://"):
-        raise MedallionError(f"{where} is {remote!r}; it must be a Spark Connect URL",
-                             path=profiles_path,
-                             hint="e.g. remote: \"sc://host:15002\", or with a token: "
-                                  "\"sc://host:15002/;token={{ env_var('SPARK_CONNECT_TOKEN') }}\"")
+        raise ProjectError(f"{where} is {remote!r}; it must be a Spark Connect URL",
+                           path=profiles_path,
+                           hint="e.g. remote: \"sc://host:15002\", or with a token: "
+                                "\"sc://host:15002/;token={{ env_var('SPARK_CONNECT_TOKEN') }}\"")
     if "master" in spark:
-        raise MedallionError(f"{where} and spark: master both say where Spark is",
-                             path=profiles_path,
-                             hint="keep remote (a Spark Connect server) or master (Spark started "
-                                  "by medallion), not both")
-    if engine != "delta-spark":
-        raise MedallionError(f"{where} needs engine: delta-spark (the {engine} engine writes its "
-                             "Delta log from this process)", path=profiles_path)
+        raise ProjectError(f"{where} and spark: master both say where Spark is",
+                           path=profiles_path,
+                           hint="keep remote (a Spark Connect server) or master (Spark started "
+                                "by medallion), not both")
     return str(remote)
 
 
@@ -140,17 +137,17 @@ def _lineage_config(raw, profiles_path: Path, target: str) -> dict:
         return {}
     where = f"target '{target}': lineage"
     if not isinstance(raw, dict):
-        raise MedallionError(f"{where} must be a mapping", path=profiles_path,
-                             hint="e.g. lineage: {transport: {type: http, url: "
-                                  "'http://localhost:5000'}}")
+        raise ProjectError(f"{where} must be a mapping", path=profiles_path,
+                           hint="e.g. lineage: {transport: {type: http, url: "
+                                "'http://localhost:5000'}}")
     check_keys(raw, str(profiles_path), LINEAGE_KEYS, "lineage key", where, "lineage keys")
     transport = raw.get("transport")
     if not isinstance(transport, dict) or not transport.get("type"):
-        raise MedallionError(f"{where} needs a transport with a type (http, file, console, "
-                             "kafka...)", path=profiles_path,
-                             hint="e.g. transport: {type: http, url: 'http://localhost:5000'}")
+        raise ProjectError(f"{where} needs a transport with a type (http, file, console, "
+                           "kafka...)", path=profiles_path,
+                           hint="e.g. transport: {type: http, url: 'http://localhost:5000'}")
     every = raw.get("batch_every", 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise MedallionError(f"{where}: batch_every is {every!r}; it must be a whole number "
-                             "above 0", path=profiles_path)
+        raise ProjectError(f"{where}: batch_every is {every!r}; it must be a whole number "
+                           "above 0", path=profiles_path)
     return {**raw, "batch_every": every}

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from ..core.config import SPELLED_KEYS
-from ..core.errors import MedallionError, closest
+from ..core.errors import ProjectError, closest
 from ..core.project import PROJECT_FILE, NodeFile, Project
 from .model_config import check_keys, hook_statements, merge_layers
 from .profiles import load_target
@@ -33,7 +33,7 @@ def _check_name(name: str, kind: str, rel_path: str) -> None:
     """A model's or seed's name becomes its table's and checkpoint's folder and a SQL relation:
     only identifier-like names, so none escapes its folder (`..`) or needs quoting."""
     if not IDENTIFIER.fullmatch(name):
-        raise MedallionError(
+        raise ProjectError(
             f"the {kind} name {name!r} (from the file name) is not allowed: names are letters, "
             "digits and underscores, not starting with a digit", path=rel_path,
             hint="rename the file, e.g. " + (re.sub(r"\W+", "_", name).strip("_") or "my_model")
@@ -81,15 +81,15 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
     root = Path(project_dir).resolve()
     project_path = root / PROJECT_FILE
     if not project_path.is_file():
-        raise MedallionError(f"no {PROJECT_FILE} here", path=root,
-                             hint="run medallion from a project folder or pass --project-dir")
+        raise ProjectError(f"no {PROJECT_FILE} here", path=root,
+                           hint="run medallion from a project folder or pass --project-dir")
     spec = read_yaml(project_path, render_env=True, hooks=True)
     origin = PROJECT_FILE
     check_keys(spec, origin, PROJECT_KEYS, "key", listed="keys medallion reads",
                tolerated=DBT_ONLY_PROJECT_KEYS)
     for key in ("name", "profile"):
         if key not in spec:
-            raise MedallionError(f"'{key}' is missing", path=origin)
+            raise ProjectError(f"'{key}' is missing", path=origin)
     model_dirs = spec.get("model-paths", ["models"])
     seed_dirs = spec.get("seed-paths", ["seeds"])
     macro_dirs = spec.get("macro-paths", ["macros"])
@@ -107,12 +107,12 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
         for kind in ("models", "seeds"):
             for entry in data.get(kind) or []:
                 if "name" not in entry:
-                    raise MedallionError(f"an entry under '{kind}' has no 'name'",
-                                         path=path.relative_to(root))
+                    raise ProjectError(f"an entry under '{kind}' has no 'name'",
+                                       path=path.relative_to(root))
                 origin = str(path.relative_to(root))
                 check_keys(entry.get("config") or {}, origin)
                 if entry["name"] in yaml_entries:
-                    raise MedallionError(
+                    raise ProjectError(
                         f"'{entry['name']}' is described twice: here and in "
                         f"{yaml_entries[entry['name']][0]}", path=origin,
                         line=getattr(entry, "line", None),
@@ -128,7 +128,7 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
             name = path.stem
             _check_name(name, kind, str(path.relative_to(root)))
             if name in nodes:
-                raise MedallionError(
+                raise ProjectError(
                     f"two files define '{name}': {nodes[name].rel_path} and "
                     f"{path.relative_to(root)}", path=path.relative_to(root),
                     hint="model and seed names must be unique; rename one file")
@@ -148,8 +148,8 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
                 properties=yml)
     for name, (yml, _) in yaml_entries.items():
         if name not in nodes:
-            raise MedallionError(f"properties given for '{name}', but no such model or seed. "
-                                 f"{closest(name, nodes)}".strip(), path=yml)
+            raise ProjectError(f"properties given for '{name}', but no such model or seed. "
+                               f"{closest(name, nodes)}".strip(), path=yml)
 
     return Project(
         root=root,

@@ -13,7 +13,7 @@ from typing import Callable
 
 import jinja2
 
-from ..core.errors import MedallionError, closest
+from ..core.errors import MedallionError, ProjectError, closest
 from ..core.locations import is_remote, local_table_exists
 from ..core.nodes import (
     SECRET_ENV_PREFIX,
@@ -94,8 +94,8 @@ class Renderer:
         try:
             return self.env.get_template(rel)
         except jinja2.TemplateSyntaxError as exc:
-            raise MedallionError(f"Jinja syntax error: {exc.message}", path=rel,
-                                 line=exc.lineno) from exc
+            raise ProjectError(f"Jinja syntax error: {exc.message}", path=rel,
+                               line=exc.lineno) from exc
 
     def context(self, record: Recorded, self_name: str | None = None,
                 is_incremental: Callable[[], bool] = lambda: False,
@@ -111,11 +111,11 @@ class Renderer:
 
         def ref(name: str, changes: bool = False) -> str:
             if name not in project.nodes:
-                raise MedallionError(f"ref('{name}') names no model or seed. "
-                                     f"{closest(name, project.nodes)}".strip(), path=origin)
+                raise ProjectError(f"ref('{name}') names no model or seed. "
+                                   f"{closest(name, project.nodes)}".strip(), path=origin)
             if name == self_name:
-                raise MedallionError(f"model refers to itself with ref('{name}')", path=origin,
-                                     hint="use {{ this }} for the model's own table")
+                raise ProjectError(f"model refers to itself with ref('{name}')", path=origin,
+                                   hint="use {{ this }} for the model's own table")
             if name not in record.refs:
                 record.refs.append(name)
             if changes:
@@ -129,7 +129,7 @@ class Renderer:
             key = (source_name, table_name)
             if key not in project.sources:
                 known = [f"{s}.{t}" for s, t in project.sources]
-                raise MedallionError(
+                raise ProjectError(
                     f"source('{source_name}', '{table_name}') is not declared. "
                     f"{closest(f'{source_name}.{table_name}', known)}".strip(), path=origin,
                     hint="declare it under 'sources:' in a models/**/*.yml file")
@@ -142,9 +142,9 @@ class Renderer:
                 return project.vars[name]
             if default is not None:
                 return default
-            raise MedallionError(f"var('{name}') is not set", path=origin,
-                                 hint="set it under 'vars:' in medallion_project.yml or "
-                                      "pass --vars '{" + name + ": ...}'")
+            raise ProjectError(f"var('{name}') is not set", path=origin,
+                               hint="set it under 'vars:' in medallion_project.yml or "
+                                    "pass --vars '{" + name + ": ...}'")
 
         def secret_aware_env_var(name: str, default: str | None = None) -> str:
             value = env_var(name, default)
@@ -181,15 +181,15 @@ class Renderer:
         except jinja2.TemplateSyntaxError as exc:
             path = (Path(exc.filename).relative_to(self.project.root) if exc.filename
                     else origin)
-            raise MedallionError(f"Jinja syntax error: {exc.message}", path=path,
-                                 line=exc.lineno) from exc
+            raise ProjectError(f"Jinja syntax error: {exc.message}", path=path,
+                               line=exc.lineno) from exc
         except jinja2.TemplateError as exc:
-            raise MedallionError(f"cannot render: {exc}", path=origin,
-                                 line=filename and _template_line(exc, filename)) from exc
+            raise ProjectError(f"cannot render: {exc}", path=origin,
+                               line=filename and _template_line(exc, filename)) from exc
         except Exception as exc:  # Python's, from an expression ({{ 1 // 0 }}, {{ 'a' + 1 }})
-            raise MedallionError(f"cannot render: {type(exc).__name__}: {exc}", path=origin,
-                                 line=filename and _template_line(exc, filename),
-                                 hint="fix the Jinja expression on that line") from exc
+            raise ProjectError(f"cannot render: {type(exc).__name__}: {exc}", path=origin,
+                               line=filename and _template_line(exc, filename),
+                               hint="fix the Jinja expression on that line") from exc
 
     def render_file(self, rel_path: str, context: dict) -> str:
         with self._errors(rel_path, str(self.project.root / rel_path)):
@@ -211,9 +211,9 @@ class Renderer:
         context = self.context(record)
         kwargs = {"model": context[on[0]](*on[1:]), **kwargs}
         if name not in context:
-            raise MedallionError(f"no generic test named '{name[len('test_'):]}'", path=record.origin,
-                                 hint="built-in: not_null, unique, accepted_values, relationships, "
-                                      "expression; or define {% test name(model, column_name) %}")
+            raise ProjectError(f"no generic test named '{name[len('test_'):]}'", path=record.origin,
+                               hint="built-in: not_null, unique, accepted_values, relationships, "
+                                    "expression; or define {% test name(model, column_name) %}")
         with self._errors(record.origin, None):
             args = {k: self._evaluate(v, context) for k, v in kwargs.items()}
             return str(context[name](**args))
@@ -224,8 +224,8 @@ class Renderer:
         macros = sorted(k for k, v in context.items() if isinstance(v, jinja2.runtime.Macro)
                         and not k.startswith("test_"))
         if name not in macros:
-            raise MedallionError(f"no macro named '{name}'. {closest(name, macros)}".strip(),
-                                 hint="define it with {% macro " + name + "(...) %} in macros/")
+            raise ProjectError(f"no macro named '{name}'. {closest(name, macros)}".strip(),
+                               hint="define it with {% macro " + name + "(...) %} in macros/")
         with self._errors(record.origin, None):
             return str(context[name](**args))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 
 from ..core.config import as_tuple, freshness_limits
-from ..core.errors import MedallionError
+from ..core.errors import ProjectError
 from ..core.locations import resolve
 from ..core.project import CDC_FORMATS, SOURCE_FORMATS, UNKNOWN_FIELDS, SourceTable
 from .compiled import strict_template
@@ -42,16 +42,16 @@ def _check_property_keys(value, kind: str, origin: str, where: str) -> None:
     """Every key of a properties mapping is one medallion reads (with file, line and the
     closest valid key otherwise); lists under `kind` are walked down to their columns."""
     if not isinstance(value, dict):
-        raise MedallionError(f"{where}: expected a mapping, found {type(value).__name__}",
-                             path=origin, line=getattr(value, "line", None))
+        raise ProjectError(f"{where}: expected a mapping, found {type(value).__name__}",
+                           path=origin, line=getattr(value, "line", None))
     check_keys(value, origin, PROPERTY_KEYS[kind], "key", where, "keys here")
     children = {"file": ("models", "seeds", "sources"), "models": ("columns",),
                 "seeds": ("columns",), "sources": ("tables",), "tables": ("columns",)}
     for child in children.get(kind, ()):
         items = value.get(child) or []
         if not isinstance(items, list):
-            raise MedallionError(f"{where}: '{child}' must be a list", path=origin,
-                                 line=getattr(value, "lines", {}).get(child))
+            raise ProjectError(f"{where}: '{child}' must be a list", path=origin,
+                               line=getattr(value, "lines", {}).get(child))
         for i, item in enumerate(items):
             name = item.get("name", i) if isinstance(item, dict) else i
             _check_property_keys(item, child, origin,
@@ -86,8 +86,8 @@ def _schema_ddl(table: dict, where: str) -> str | None:
     if not typed:
         return None
     if len(typed) != len(table["columns"]):
-        raise MedallionError(f"{where}: every column needs a data_type once one has one",
-                             hint="or give the whole schema as schema: 'a int, b string'")
+        raise ProjectError(f"{where}: every column needs a data_type once one has one",
+                           hint="or give the whole schema as schema: 'a int, b string'")
     return ", ".join(f"`{c['name']}` {c.get('data_type') or c.get('type')}" for c in typed)
 
 
@@ -98,28 +98,28 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
         for source in data.get("sources") or []:
             sname = source.get("name")
             if not sname:
-                raise MedallionError("a source has no 'name'", path=origin)
+                raise ProjectError("a source has no 'name'", path=origin)
             try:
                 base = resolve(_rendered(source.get("path", "."), origin,
                                          f"source '{sname}': path"), root)
             except ValueError as exc:
-                raise MedallionError(f"source '{sname}': {exc}", path=origin) from exc
+                raise ProjectError(f"source '{sname}': {exc}", path=origin) from exc
             for table in source.get("tables") or []:
                 tname = table.get("name")
                 fmt = table.get("format", source.get("format", "delta"))
                 if fmt not in SOURCE_FORMATS:
-                    raise MedallionError(
+                    raise ProjectError(
                         f"source '{sname}.{tname}' has unknown format '{fmt}'", path=origin,
                         hint="formats: " + ", ".join(SOURCE_FORMATS))
                 unknown = table.get("unknown_fields", source.get("unknown_fields", "rescue"))
                 if unknown not in UNKNOWN_FIELDS:
-                    raise MedallionError(
+                    raise ProjectError(
                         f"source '{sname}.{tname}' has unknown_fields: {unknown!r}", path=origin,
                         line=getattr(table, "lines", {}).get("unknown_fields"),
                         hint="unknown_fields: " + " | ".join(UNKNOWN_FIELDS))
                 if unknown == "add_new_columns" and (fmt != "json" or table.get("schema")
                                                      or table.get("columns")):
-                    raise MedallionError(
+                    raise ProjectError(
                         f"source '{sname}.{tname}': unknown_fields: add_new_columns widens the "
                         "schema inferred for a JSON table that declares none", path=origin,
                         line=getattr(table, "lines", {}).get("unknown_fields"),
@@ -169,18 +169,18 @@ def _rendered(value, origin: str, where: str) -> str:
     try:
         return strict_template(text).render(env_var=env_var)
     except jinja2.TemplateError as exc:
-        raise MedallionError(f"{where}: cannot render: {exc}", path=origin) from exc
+        raise ProjectError(f"{where}: cannot render: {exc}", path=origin) from exc
 
 
 def _check_kafka_options(options: dict, origin: str, where: str) -> None:
     if not options.get(KAFKA_BROKERS):
-        raise MedallionError(f"{where} is a Kafka source without {KAFKA_BROKERS}", path=origin,
-                             hint="add it under options:, e.g. " + KAFKA_BROKERS + ': "{{ '
-                                  "env_var('KAFKA_BOOTSTRAP_SERVERS') }}\"")
+        raise ProjectError(f"{where} is a Kafka source without {KAFKA_BROKERS}", path=origin,
+                           hint="add it under options:, e.g. " + KAFKA_BROKERS + ': "{{ '
+                                "env_var('KAFKA_BOOTSTRAP_SERVERS') }}\"")
     if sum(key in options for key in KAFKA_TOPICS) != 1:
-        raise MedallionError(f"{where} must name its topics with exactly one of "
-                             + ", ".join(KAFKA_TOPICS), path=origin,
-                             hint="e.g. options: {subscribe: orders}")
+        raise ProjectError(f"{where} must name its topics with exactly one of "
+                           + ", ".join(KAFKA_TOPICS), path=origin,
+                           hint="e.g. options: {subscribe: orders}")
 
 
 def _check_cdc(table: dict, fmt: str, schema: str | None, unique_key: tuple, origin: str,
@@ -191,21 +191,21 @@ def _check_cdc(table: dict, fmt: str, schema: str | None, unique_key: tuple, ori
     cdc = table.get("cdc")
     if cdc is None:
         if unique_key:
-            raise MedallionError(f"{where}: unique_key is only read with cdc: debezium",
-                                 path=origin, line=getattr(table, "lines", {}).get("unique_key"),
-                                 hint="remove it; a model's unique_key goes in its config")
+            raise ProjectError(f"{where}: unique_key is only read with cdc: debezium",
+                               path=origin, line=getattr(table, "lines", {}).get("unique_key"),
+                               hint="remove it; a model's unique_key goes in its config")
         return
     if cdc not in CDC_FORMATS:
-        raise MedallionError(f"{where} has cdc: {cdc!r}", path=origin, line=line,
-                             hint="cdc: " + " | ".join(CDC_FORMATS))
+        raise ProjectError(f"{where} has cdc: {cdc!r}", path=origin, line=line,
+                           hint="cdc: " + " | ".join(CDC_FORMATS))
     if fmt not in ("json", "kafka"):
-        raise MedallionError(f"{where}: cdc: {cdc} reads JSON change events, not {fmt}",
-                             path=origin, line=line, hint="use format: json or kafka")
+        raise ProjectError(f"{where}: cdc: {cdc} reads JSON change events, not {fmt}",
+                           path=origin, line=line, hint="use format: json or kafka")
     if not schema:
-        raise MedallionError(f"{where}: cdc: {cdc} needs the schema of the changed table",
-                             path=origin, line=line,
-                             hint="add schema: 'id bigint, name string, ...' (the columns of "
-                                  "the events' before and after)")
+        raise ProjectError(f"{where}: cdc: {cdc} needs the schema of the changed table",
+                           path=origin, line=line,
+                           hint="add schema: 'id bigint, name string, ...' (the columns of "
+                                "the events' before and after)")
 
 
 def _table_location(table: dict, base: str, origin: str, where: str) -> str:
@@ -214,4 +214,4 @@ def _table_location(table: dict, base: str, origin: str, where: str) -> str:
         return resolve(_rendered(table.get("path", table.get("name")), origin, f"{where}: path"),
                        base)
     except ValueError as exc:
-        raise MedallionError(f"{where}: {exc}", path=origin) from exc
+        raise ProjectError(f"{where}: {exc}", path=origin) from exc

@@ -7,7 +7,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from ..core.errors import MedallionError
+from ..core.errors import ProjectError
 from ..core.nodes import CompiledNode
 
 
@@ -16,22 +16,22 @@ def check_model_sql(node: CompiledNode, node_names) -> None:
         statements = [s for s in sqlglot.parse(node.sql, read="spark") if s is not None]
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
-        raise MedallionError(f"SQL does not parse: {first.get('description', exc)}",
-                             path=node.file.rel_path, line=first.get("line"),
-                             hint=f"see the compiled SQL: medallion compile -s {node.name}") from exc
+        raise ProjectError(f"SQL does not parse: {first.get('description', exc)}",
+                           path=node.file.rel_path, line=first.get("line"),
+                           hint=f"see the compiled SQL: medallion compile -s {node.name}") from exc
     except TokenError as exc:
-        raise MedallionError(f"SQL does not parse: {exc}", path=node.file.rel_path) from exc
+        raise ProjectError(f"SQL does not parse: {exc}", path=node.file.rel_path) from exc
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
-        raise MedallionError("a model must be exactly one SELECT query "
-                             f"(found {len(statements)} statement(s))", path=node.file.rel_path,
-                             hint="remove trailing statements; the runner writes the table itself")
+        raise ProjectError("a model must be exactly one SELECT query "
+                           f"(found {len(statements)} statement(s))", path=node.file.rel_path,
+                           hint="remove trailing statements; the runner writes the table itself")
     query = statements[0]
     cte_names = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
     for table in query.find_all(exp.Table):
         name = table.name
         if name in node_names and name not in (*node.refs, node.name) and name not in cte_names \
                 and not table.db:
-            raise MedallionError(
+            raise ProjectError(
                 f"table '{name}' is a model or seed but is not referenced with ref()",
                 path=node.file.rel_path, line=table.this.meta.get("line"),
                 hint=f"write {{{{ ref('{name}') }}}} so it is built first and tracked in the DAG")

@@ -10,15 +10,15 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from ..core.errors import MedallionError
+from ..core.errors import ProjectError
 from .compiled import COMPILED, strict_template
 
 
 def env_var(name: str, default: str | None = None) -> str:
     value = os.environ.get(name, default)
     if value is None:
-        raise MedallionError(f"environment variable {name} is not set and has no default",
-                             hint=f"export {name}=... or call env_var('{name}', 'default')")
+        raise ProjectError(f"environment variable {name} is not set and has no default",
+                           hint=f"export {name}=... or call env_var('{name}', 'default')")
     return value
 
 
@@ -84,7 +84,7 @@ def read_yaml(path: Path, render_env: bool = False, hooks: bool = False) -> dict
     try:
         text = path.read_text()
     except OSError as exc:
-        raise MedallionError(f"cannot read file: {exc.strerror}", path=path) from exc
+        raise ProjectError(f"cannot read file: {exc.strerror}", path=path) from exc
     try:
         if render_env:
             template = (COMPILED.template(DEFERRING, "<hooks kept>", text) if hooks
@@ -93,17 +93,17 @@ def read_yaml(path: Path, render_env: bool = False, hooks: bool = False) -> dict
         data = yaml.load(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise MedallionError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
-                             line=mark.line + 1 if mark else None) from exc
+        raise ProjectError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
+                           line=mark.line + 1 if mark else None) from exc
     except jinja2.TemplateError as exc:
-        raise MedallionError(f"cannot render: {exc}", path=path,
-                             line=getattr(exc, "lineno", None)) from exc
+        raise ProjectError(f"cannot render: {exc}", path=path,
+                           line=getattr(exc, "lineno", None)) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise MedallionError("expected a mapping at the top level", path=path)
+        raise ProjectError("expected a mapping at the top level", path=path)
     left = _jinja_outside_hooks(data) if hooks else None
     if left:
-        raise MedallionError(f"cannot render {left}: only env_var() is known in this file "
-                             "outside hooks", path=path)
+        raise ProjectError(f"cannot render {left}: only env_var() is known in this file "
+                           "outside hooks", path=path)
     return data

@@ -1,53 +1,60 @@
-"""The batch driver: a view, a table, an incremental model or a seed, built once.
+"""The batch drivers: a view, a seed, a table or an incremental model, built once (the strategy
+table, strategies.py, picks which; by_groups/driver.py builds tables kept per group).
 
-Its steps in order: is anything new (the fingerprint)? its rows (rows.py), its checks
-(checks.py), its write (writes.py) in one Delta commit that records the new fingerprint.
+Their steps in order: is anything new (the fingerprint)? its rows (rows.py), its checks
+(checks.py), its write (writing/writes.py) in one Delta commit that records the new fingerprint.
 """
 
 from __future__ import annotations
 
 from ..core.nodes import CompiledNode
-from .by_groups import build_by_groups
 from .checks import check_table_properties, checked_rows
 from .context import BuildContext, Outcome
 from .rows import model_rows, seed_rows
-from .state import FINGERPRINT_KEY, fingerprint, rows_read
-from .writes import write_incremental
+from .state import last_build, rows_read
+from .writing.writes import Into, replace_table, write_incremental
 
 
-def build_batch(ctx: BuildContext, node: CompiledNode) -> Outcome:
+def build_view(ctx: BuildContext, node: CompiledNode, into: Into | None = None) -> Outcome:
     check_table_properties(ctx, node)
-    if node.config.materialized == "view":
-        model_rows(ctx, node)  # analysed, so a broken view fails here: it has no table
-        return Outcome("success")
-    path = ctx.project.table_path(node.file)
-    with ctx.phases.timing("fingerprint"):
-        state = fingerprint(ctx, node)
-        unchanged = (state is not None and not ctx.full_refresh and ctx.engine.table_exists(path)
-                     and ctx.engine.last_commit_value(path, FINGERPRINT_KEY) == state)
+    model_rows(ctx, node)  # analysed, so a broken view fails here: it has no table
+    return Outcome("success")
+
+
+def build_seed(ctx: BuildContext, node: CompiledNode, into: Into | None = None) -> Outcome:
+    check_table_properties(ctx, node)
+    path, metadata, unchanged = last_build(ctx, node)
     if unchanged:
-        return Outcome("up_to_date", message="inputs, SQL and config unchanged since the last build")
-    metadata = {FINGERPRINT_KEY: state} if state else {}
-    cfg = node.config
-    if node.file.kind == "seed":
-        rows = seed_rows(ctx, node)
-        with ctx.phases.timing("write"):
-            return Outcome("success", ctx.engine.write(
-                rows, path, "overwrite", metadata=metadata,
-                properties=cfg.delta_properties(rows.columns)))
-    if cfg.incremental_by:
-        return build_by_groups(ctx, node, path, metadata)
-    replace = cfg.materialized == "table" or not node.is_incremental
-    incremental = cfg.materialized != "table"
+        return unchanged
+    rows = seed_rows(ctx, node)
+    with ctx.phases.timing("write"):
+        return Outcome("success", replace_table(ctx, node, rows, path, metadata))
+
+
+def build_table(ctx: BuildContext, node: CompiledNode, into: Into | None = None) -> Outcome:
+    """Every build writes the table anew from the model's rows."""
+    return _build(ctx, node, None)
+
+
+def build_incremental(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcome:
+    """A first build (or --full-refresh, or SQL that does not ask is_incremental()) writes the
+    table; later ones put the new rows in the way `into` says (append, MERGE)."""
+    return _build(ctx, node, into)
+
+
+def _build(ctx: BuildContext, node: CompiledNode, into: Into | None) -> Outcome:
+    check_table_properties(ctx, node)
+    path, metadata, unchanged = last_build(ctx, node)
+    if unchanged:
+        return unchanged
+    replace = into is None or not node.is_incremental
     rows = model_rows(ctx, node)  # first: it names an input not built yet
     read = rows_read(ctx, node)  # before the commit: after it, a Ctrl-C must not undo its report
     with checked_rows(ctx, node, rows, replace,
-                      settled=not incremental) as checks, ctx.phases.timing("write"):
-        if incremental:
-            write = write_incremental(ctx, node, checks, path, replace=replace, metadata=metadata)
+                      settled=into is None) as checks, ctx.phases.timing("write"):
+        if into is None:
+            write = replace_table(ctx, node, checks.rows, path, metadata)
         else:
-            write = ctx.engine.write(checks.rows, path, "overwrite", cfg.partition_by,
-                                     metadata=metadata,
-                                     properties=cfg.delta_properties(checks.rows.columns))
+            write = write_incremental(ctx, node, checks, path, replace, into, metadata=metadata)
     return Outcome("success", write, expectations=checks.counts, rows_read=read,
                    rows_checked=checks.checked)

@@ -12,7 +12,6 @@ from ..core.config import NULL_KEY_RULE
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
 from ..engines.sql import quote
-from ..spark.connect import is_connect
 from .clustering import check_layout_columns
 from .context import (
     FAILED_RULES,
@@ -75,11 +74,10 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                                    for name, r in rules.items()])
     measures = [F.expr(f"count_if({flags[name]}) AS {quote(name)}") for name in rules] + [
         F.expr(f"count(1) AS {CHECKED}")]
-    # Counted whenever the rows are computed. Not over Spark Connect: pyspark 4.1's client
-    # fails a plan that holds one observation twice (SCD2 reads the rows twice), so there the
-    # counts are a pass of their own (settle).
-    counted = None if is_connect(df.sparkSession) else Observation(
-        f"medallion_checks_{uuid.uuid4().hex}")
+    # Counted whenever the rows are computed, where the engine observes rows (not over Spark
+    # Connect: engines/base.py); elsewhere the counts are a pass of their own (settle).
+    counted = Observation(f"medallion_checks_{uuid.uuid4().hex}") \
+        if ctx.engine.capabilities.observes_rows else None
     observed = checked if counted is None else checked.observe(counted, *measures)
     dropping = [n for n, r in rules.items() if r["on_violation"] == "drop"]
     dropped = " OR ".join(flags[name] for name in dropping) or "false"

@@ -6,7 +6,7 @@ written (checks.py)."""
 
 from __future__ import annotations
 
-from ..core.errors import MedallionError
+from ..core.errors import CapabilityError, ProjectError
 from ..core.nodes import CompiledNode
 from ..engines.base import Engine
 from .context import BuildContext
@@ -14,9 +14,9 @@ from .context import BuildContext
 
 def check_clustering(engine: Engine, cluster_by: tuple[str, ...], origin: str) -> None:
     if cluster_by and engine.capabilities.clustering:
-        raise MedallionError(engine.capabilities.clustering, path=origin,
-                             hint="use a delta-spark target, or zorder_by (OPTIMIZE ZORDER BY, "
-                                  "on both engines) instead of cluster_by")
+        raise CapabilityError(engine.capabilities.clustering, path=origin,
+                              hint="use a delta-spark target, or zorder_by (OPTIMIZE ZORDER "
+                                   "BY, on both engines) instead of cluster_by")
 
 
 def check_layout_columns(have, what: str, origin: str, after: str = "",
@@ -26,9 +26,9 @@ def check_layout_columns(have, what: str, origin: str, after: str = "",
     for key, columns in layouts.items():
         missing = [c for c in columns if c not in have]
         if missing:
-            raise MedallionError(f"{key} names {', '.join(missing)}, which {what} does not "
-                                 f"have{after}", path=origin,
-                                 hint="name columns the model returns")
+            raise ProjectError(f"{key} names {', '.join(missing)}, which {what} does not "
+                               f"have{after}", path=origin,
+                               hint="name columns the model returns")
 
 
 def cluster_table(ctx: BuildContext, node: CompiledNode) -> str:

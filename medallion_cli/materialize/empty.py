@@ -21,9 +21,9 @@ from .context import (
     BuildContext,
     Outcome,
 )
-from .inputs import built_table, read_source
 from .rows import model_rows, seed_rows
-from .writes import merge_rows
+from .sources.inputs import built_table, read_source
+from .writing.writes import merge_rows
 
 CHANGE_COLUMNS = "_change_type string, _commit_version bigint, _commit_timestamp timestamp"
 

@@ -17,8 +17,8 @@ from ..core.failures import error_message
 from ..core.nodes import CompiledNode
 from ..load.rendering import Renderer
 from .context import BuildContext
-from .inputs import register_relations
 from .rows import with_views
+from .sources.inputs import register_relations
 
 EMBEDDED_HINT = ("hooks run as Spark SQL, and the embedded engine's Spark has no Delta SQL "
                  "(OPTIMIZE, INSERT INTO delta.`...`): run those on delta-spark, or use "

@@ -10,7 +10,7 @@ from ..core.errors import MedallionError
 from ..core.failures import error_message
 from ..core.nodes import CompiledNode, Recorded
 from .context import BuildContext
-from .inputs import register_inputs, register_relations
+from .sources.inputs import register_inputs, register_relations
 
 
 def with_views(ctx: BuildContext, refs, given: dict | None = None) -> dict:

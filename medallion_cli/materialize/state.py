@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 
 from ..core.locations import join
 from ..core.nodes import CompiledNode
-from ..spark.files import list_files, read_text, remove, write_text
-from .context import BuildContext, input_table
+from ..storage.files import list_files, read_text, remove, write_text
+from .context import BuildContext, Outcome, input_table
 
 FINGERPRINT_KEY = "medallion.fingerprint"
 DEFINITION_KEY = "medallion.definition"
@@ -33,6 +33,21 @@ def fingerprint(ctx: BuildContext, node: CompiledNode) -> str | None:
         node.file.path.read_bytes()).hexdigest()
     return inputs_fingerprint(ctx, content, node.refs, node.sources,
                               node.config.as_dict(defining=True))
+
+
+def last_build(ctx: BuildContext, node: CompiledNode) -> tuple[str, dict, Outcome | None]:
+    """The node's table, the metadata its next commit records (the new fingerprint), and an
+    up-to-date outcome when its inputs, SQL and config are unchanged since its table was
+    written."""
+    path = ctx.project.table_path(node.file)
+    with ctx.phases.timing("fingerprint"):
+        state = fingerprint(ctx, node)
+        unchanged = (state is not None and not ctx.full_refresh and ctx.engine.table_exists(path)
+                     and ctx.engine.last_commit_value(path, FINGERPRINT_KEY) == state)
+    if unchanged:
+        return path, {}, Outcome("up_to_date",
+                                 message="inputs, SQL and config unchanged since the last build")
+    return path, {FINGERPRINT_KEY: state} if state else {}, None
 
 
 def inputs_fingerprint(ctx: BuildContext, content: str, refs, sources,

@@ -34,14 +34,14 @@ from ..core.errors import RunStopped
 from ..core.failures import error_message
 from ..core.locations import join
 from ..run.runner import NodeResult
-from ..spark.files import read_text, write_text
+from ..storage.files import read_text, write_text
 from .tablefacts import newest_value
 
 if TYPE_CHECKING:
     from ..core.project import Project
     from ..dag.graph import Graph
     from ..engines.base import Engine
-    from ..materialize.tally import BatchReport
+    from ..materialize.streaming.tally import BatchReport
 
 EVENTS_FOLDER = ("_medallion", "events")
 COUNTS = pa.map_(pa.string(), pa.int64())

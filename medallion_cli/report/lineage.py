@@ -47,7 +47,7 @@ from .columns import Column, node_columns
 if TYPE_CHECKING:
     from ..dag.graph import Graph
     from ..engines.base import Engine
-    from ..materialize.tally import BatchReport
+    from ..materialize.streaming.tally import BatchReport
 
 PRODUCER = "https://github.com/medallion-lakehouse/medallion"
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
-from ..core.errors import MedallionError, RunStopped
+from ..core.errors import LockHeld, RunStopped
 from ..core.processes import running
-from ..spark.object_store import s3_client
+from ..storage.object_store import s3_client
 
 # (settable, for tests that pause a holder past its lease without waiting a minute)
 LEASE_SECONDS = float(os.environ.get("MEDALLION_LEASE_SECONDS", "60"))
@@ -143,7 +143,7 @@ def _take_over_lapsed(client, bucket: str, key: str, body: bytes, warehouse: str
     dead_here = (holder.get("host") == socket.gethostname()
                  and isinstance(holder.get("pid"), int) and not running(holder["pid"]))
     if now < expires and not dead_here:
-        raise MedallionError(
+        raise LockHeld(
             f"{_holder_text(holder, expires)} is writing this warehouse; two at once could "
             "write the same rows twice", path=warehouse,
             hint="wait for it to finish, or stop it; a stopped build's lease lapses "
@@ -152,7 +152,7 @@ def _take_over_lapsed(client, bucket: str, key: str, body: bytes, warehouse: str
         return client.put_object(Bucket=bucket, Key=key, Body=body, IfMatch=held["ETag"])["ETag"]
     except Exception as exc:
         if getattr(exc, "response", None) and _refused(exc):
-            raise MedallionError(
+            raise LockHeld(
                 "another build took over this warehouse's lapsed lease a moment ago",
                 path=warehouse, hint="wait for it to finish, then run this again") from None
         raise

@@ -19,7 +19,7 @@ import socket
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..core.errors import MedallionError
+from ..core.errors import LockHeld, MedallionError
 from ..core.locations import is_remote, on_s3
 from . import lease
 
@@ -58,7 +58,7 @@ def warehouse_lock(warehouse: str, command: str):
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            raise MedallionError(
+            raise LockHeld(
                 f"{_holder(handle.read())} is writing this warehouse; two at once could write "
                 "the same rows twice", path=warehouse,
                 hint="wait for it to finish, or stop it (its lock goes with its process), then "

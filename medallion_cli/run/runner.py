@@ -12,17 +12,16 @@ from typing import Callable
 from ..core.errors import RunStopped
 from ..core.failures import error_message
 from ..load.datatests import DataTest, run_test
-from ..materialize.batch import build_batch
 from ..materialize.clustering import check_clustering, cluster_table
 from ..materialize.context import BuildContext, Phases
 from ..materialize.empty import check_on_no_rows
 from ..materialize.execute import rendered_to_run
 from ..materialize.hooks import run_hooks
-from ..materialize.inputs import register_relations
 from ..materialize.register import check_name, register
 from ..materialize.rows import with_views
+from ..materialize.sources.inputs import register_relations
 from ..materialize.state import inputs_fingerprint, record_test, verdict_on
-from ..materialize.streaming import build_streaming
+from ..materialize.strategies import build
 from .test_passes import TestPasses
 
 
@@ -95,7 +94,6 @@ def run_node(ctx: BuildContext, name: str, gate: Callable[[], None] | None = Non
     """Build a model or seed. gate (scheduler.py): the node started beside data tests on its
     inputs; each commit, and its result, waits for their verdict (HeldBack when one failed)."""
     node = ctx.graph.nodes[name]
-    build = build_streaming if node.config.materialized == "streaming" else build_batch
 
     def work() -> NodeResult:
         node_ctx = own_session(ctx, gate)

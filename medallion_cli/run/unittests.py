@@ -28,7 +28,7 @@ from ..core.project import Project
 from ..dag.graph import Graph
 from ..load.rendering import Renderer
 from ..load.yaml_io import read_yaml
-from ..materialize.writes import first_build_rows
+from ..materialize.writing.writes import first_build_rows
 
 
 @dataclass(frozen=True)

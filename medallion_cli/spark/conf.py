@@ -15,9 +15,10 @@ from ..core.project import Target
 LOG_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
 
-def spark_conf(target: Target, long_queries: bool = False) -> dict[str, str]:
+def spark_conf(target: Target, long_queries: LongQueries | None = None) -> dict[str, str]:
     """Defaults that make local runs deterministic and quiet; the profile's conf wins.
-    long_queries: the work ahead is long queries over many rows (driver_java_options)."""
+    long_queries: the work ahead is long queries over many rows, compiled as the engine's
+    capability says (driver_java_options); None: it is not."""
     # A local session serves no one else: its RPC and block-manager ports listen on loopback
     # only, not on the host's network address.
     local = is_local_master(target.spark_master)
@@ -60,8 +61,7 @@ def spark_conf(target: Target, long_queries: bool = False) -> dict[str, str]:
         "spark.sql.codegen.cache.maxEntries": "1000",
         **target.spark_conf,
         "spark.driver.extraJavaOptions": driver_java_options(
-            target.spark_conf.get("spark.driver.extraJavaOptions", ""), local, long_queries,
-            target.engine),
+            target.spark_conf.get("spark.driver.extraJavaOptions", ""), local, long_queries),
     }
 
 
@@ -76,6 +76,12 @@ HOT_CODE_ONLY = ("-XX:Tier4InvocationThreshold=50000", "-XX:Tier4MinInvocationTh
                  "-XX:Tier4CompileThreshold=150000", "-XX:Tier4BackEdgeThreshold=400000")
 
 
+# Long queries' hot loops (JSON parsing, Parquet encoding) run 2.5x faster as C2's code than as
+# C1's (docs/engines-and-clusters.md: "The driver JVM"). On 2 cores: the embedded engine's
+# first build of 47 MB of landing files took 36 s with C1 alone and 41-46 s with C2 for its
+# hottest code, of 137 MB 57 s (median of 7) against 70 s; delta-spark's of 137 MB 75-87 s
+# either way, of 454 MB a quarter less with Java's default tiers. Each engine declares its own
+# (its capabilities' long_queries).
 @dataclass(frozen=True)
 class LongQueries:
     """From `landing_bytes` of new landing data on (new_input.py measures it before Spark
@@ -84,17 +90,7 @@ class LongQueries:
     jit: tuple[str, ...]
 
 
-# Long queries' hot loops (JSON parsing, Parquet encoding) run 2.5x faster as C2's code than as
-# C1's (docs/engines-and-clusters.md: "The driver JVM"). On 2 cores: the embedded engine's first build of 47 MB of
-# landing files took 36 s with C1 alone and 41-46 s with C2 for its hottest code, of 137 MB
-# 57 s (median of 7) against 70 s; delta-spark's of 137 MB 75-87 s either way, of 454 MB a
-# quarter less with Java's default tiers.
-LONG_QUERIES = {"embedded": LongQueries(128 * 2**20, HOT_CODE_ONLY),
-                "delta-spark": LongQueries(256 * 2**20, ())}
-
-
-def driver_java_options(own: str, local: bool, long_queries: bool = False,
-                        engine: str = "embedded") -> str:
+def driver_java_options(own: str, local: bool, long_queries: LongQueries | None = None) -> str:
     """Medallion's driver JVM options, then the target's own.
 
     Spark's log goes to target/spark.log (its traces only with --debug) whatever options the
@@ -117,17 +113,18 @@ def driver_java_options(own: str, local: bool, long_queries: bool = False,
     then evicts compiled code and compiles it again (docs/engines-and-clusters.md has the figures). Long queries
     (a first build of a large feed: new_input.py) are the exception: their hot loops, JSON
     parsing and Parquet encoding, run 2.5x slower as C1's code. They keep Java's tiers, on
-    the embedded engine with C2 for the hottest code alone (LONG_QUERIES). A cluster's
+    the embedded engine with C2 for the hottest code alone (its capabilities' long_queries).
+    A cluster's
     driver, which only plans (its executors hold the rows), keeps Java's default."""
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     zone = () if "-Duser.timezone=" in own else ("-Duser.timezone=UTC",)
     own_tiers = re.search(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own)
     if not local or own_tiers:
         jit = ()
-    elif not long_queries:
+    elif long_queries is None:
         jit = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
     else:
-        jit = LONG_QUERIES[engine].jit
+        jit = long_queries.jit
     return " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *zone, *collector, *jit,
                      *own.split()))
 

@@ -139,7 +139,7 @@ def built_for(jar: Path) -> tuple[str, str, str | None] | None:
     if not match:
         return None
     spark = match["spark"]
-    if spark is None and match["name"] == "delta-spark":
+    if spark is None and match["name"].startswith("delta"):  # Delta Lake for Spark's JAR
         version = match["version"]
         spark = DELTA_FOR_SPARK.get(version[:3]) or DELTA_FOR_SPARK.get(version[:1])
     elif spark is None:

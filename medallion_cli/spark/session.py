@@ -8,6 +8,7 @@ import threading
 import time
 
 from ..core.errors import MedallionError, StartError
+from .conf import LongQueries
 from .connect import is_connect
 
 _STARTING = threading.RLock()  # one start per process, however many nodes ask at once
@@ -30,6 +31,11 @@ class OnDemandSpark:
     def plan_start(self, on_start, long_queries: bool = False) -> None:
         """Before first use: whom to tell about the start, and what work follows it."""
         self.on_start, self.long_queries = on_start, long_queries
+
+    def long_work(self) -> LongQueries | None:
+        """How the JVM compiles long queries, when long queries follow the start (the
+        engine's capability); None when they do not."""
+        return self.capabilities.long_queries if self.long_queries else None
 
     @staticmethod
     def before_commit() -> None:

@@ -20,7 +20,7 @@ from ..core.locations import is_remote
 from ..core.processes import environment_set
 from ..core.project import Target
 from .class_archive import class_archive, forget, keep_when_recorded, with_archive
-from .conf import is_local_master, is_secret, spark_conf
+from .conf import LongQueries, is_local_master, is_secret, spark_conf
 from .launch import launch
 
 # Where each object store's Hadoop file system comes from, for the error when it is missing.
@@ -150,7 +150,7 @@ def _jvm_output(log_file: Path | None):
 
 
 def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
-                log_file: Path | None = None, long_queries: bool = False):
+                log_file: Path | None = None, long_queries: LongQueries | None = None):
     """The session for a target. log_file: where Spark's own output goes (None: the terminal,
     with tracebacks, as --debug wants). long_queries: as for spark_conf."""
     # The master first: a cluster that is not up is said as such on a client with no Java too

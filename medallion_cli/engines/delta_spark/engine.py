@@ -12,15 +12,16 @@ carries, and the log read where log.py says.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ...core.locations import is_remote, join, local_table_exists, local_table_version
 from ...core.project import Target
-from ...spark.conf import LONG_QUERIES
+from ...spark.conf import LongQueries
 from ...spark.connect import check_server, client_session, configure
-from ...spark.files import read_text
 from ...spark.session import OnDemandSpark
 from ...spark.start import start_spark
+from ...storage.files import read_text
 from ..base import (
     Capabilities,
     MergeSpec,
@@ -42,13 +43,18 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         delta_streaming_source=True,  # Delta's own streaming source reads the tables
         skips_empty_writes=False,  # an empty append or MERGE still commits
         clustering=None, delta_sql=True, catalog_tables=True, object_stores=("*",),
-        jar_bundles=("delta",), long_queries=LONG_QUERIES["delta-spark"],
+        jar_bundles=("delta",), long_queries=LongQueries(256 * 2**20, ()),
         merges_wide_cheaply=False,
-        stages_writes=False)  # a write (MERGE, saveAsTable) computes and commits in one command
+        stages_writes=False,  # a write (MERGE, saveAsTable) computes and commits in one command
+        spark_connect=None)
+    # As a Spark Connect server's client (spark: remote): no JVM here
+    over_connect = replace(capabilities, batches_on_server=True, observes_rows=False)
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
         self.spark_log = spark_log
+        if target.spark_remote:
+            self.capabilities = self.over_connect
 
     def _start_session(self, checked: bool = False):
         if self.target.spark_remote:  # no JVM here: the server runs Spark and keeps Delta
@@ -57,8 +63,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
                 check_server(session, self.target)
             configure(session, self.target)
             return session
-        spark = start_spark(self.target, spark_settings(self.target, self.long_queries),
-                            self.spark_log, self.long_queries)
+        spark = start_spark(self.target, spark_settings(self.target, self.long_work()),
+                            self.spark_log, self.long_work())
         check_delta_loaded(spark, self.target)
         # Imported for its effect: Delta's errors (a concurrent commit...) then reach Python
         # with their error classes, which failures.py reads, whatever Delta API runs first.

@@ -12,7 +12,7 @@ from ...core.errors import MedallionError
 from ...core.locations import join, on_s3
 from ...core.project import Target
 from ...spark import jars
-from ...spark.conf import is_local_master, shuffle_partitions, spark_conf
+from ...spark.conf import LongQueries, is_local_master, shuffle_partitions, spark_conf
 from ...spark.jars import delta_jar_files, jars_fix
 from .log_store import log_store_settings
 
@@ -25,7 +25,7 @@ DELTA_CONF = {
 DELTA_CLASS = "io.delta.tables.DeltaTable"
 
 
-def spark_settings(target: Target, long_queries: bool = False) -> dict[str, str]:
+def spark_settings(target: Target, long_queries: LongQueries | None = None) -> dict[str, str]:
     """Spark conf for Delta: the extension and catalog, and the JARs when they are here.
     long_queries: as for spark_conf."""
     conf = dict(DELTA_CONF)
@@ -63,7 +63,8 @@ def reaches_s3(target: Target) -> bool:
     return on_s3(target.warehouse) or "hadoop-aws" in own
 
 
-def metastore_settings(target: Target, long_queries: bool = False) -> dict[str, str]:
+def metastore_settings(target: Target,
+                       long_queries: LongQueries | None = None) -> dict[str, str]:
     """Spark conf for the target's metastore: Hive's catalog, and for `local` its Derby
     database (and Derby's own log) in the warehouse, so tables stay registered between runs
     on a laptop. `session` takes whatever catalog the cluster's Spark is set up with."""

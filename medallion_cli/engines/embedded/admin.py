@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow.fs as pafs
 
 from ...core.errors import MedallionError
-from ...spark.object_store import arrow_filesystem
+from ...storage.object_store import arrow_filesystem
 from ..deltars import columns_without_nulls, open_table, rows_in_stats, writable
 
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ...core.config import CHANGE_FEED_COLUMNS
 from ...core.failures import changed_upstream
 from ...core.locations import COMMIT, join
-from ...spark.object_store import read_bytes
+from ...storage.object_store import read_bytes
 from ..deltars import open_table
 
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = CHANGE_FEED_COLUMNS

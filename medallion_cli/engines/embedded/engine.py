@@ -34,10 +34,10 @@ from ...core.locations import (
     local_table_version,
 )
 from ...core.project import Target
-from ...spark.conf import LONG_QUERIES
-from ...spark.object_store import put_file, storage_options
+from ...spark.conf import HOT_CODE_ONLY, LongQueries
 from ...spark.session import OnDemandSpark
 from ...spark.start import start_spark
+from ...storage.object_store import put_file, storage_options
 from ..base import Capabilities, MergeSpec, WriteResult, duplicate_keys, last_commit_value
 from ..deltars import append_rows, commit_properties, one_writer, open_table, replayed, writable
 from ..sql import (
@@ -82,8 +82,9 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         clustering=("the embedded engine cannot cluster tables: delta-rs, which keeps its Delta "
                     "log, cannot write a table with liquid clustering"),
         delta_sql=False, catalog_tables=False, object_stores=S3_SCHEMES, jar_bundles=(),
-        long_queries=LONG_QUERIES["embedded"], merges_wide_cheaply=True,
-        stages_writes=True)
+        long_queries=LongQueries(128 * 2**20, HOT_CODE_ONLY), merges_wide_cheaply=True,
+        stages_writes=True,
+        spark_connect="the embedded engine writes its Delta log from this process (delta-rs)")
 
     def __init__(self, target: Target, spark_log: Path | None = None):
         self.target = target
@@ -92,7 +93,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         remove_dead_staging(self.staging)
 
     def _start_session(self):
-        return start_spark(self.target, log_file=self.spark_log, long_queries=self.long_queries)
+        return start_spark(self.target, log_file=self.spark_log, long_queries=self.long_work())
 
     @contextmanager
     def _staged(self, df):

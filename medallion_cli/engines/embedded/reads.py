@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from ...core.errors import MedallionError
 from ...core.locations import join
-from ...spark.object_store import arrow_filesystem
+from ...storage.object_store import arrow_filesystem
 from . import delta_log
 
 

@@ -10,7 +10,7 @@ plus the first and minus the second. A group whose count(*) falls to 0 is delete
 Exact, as a full recompute: only whole-number and decimal sums are added (floating point sums
 depend on the order of addition), and sum() is null when a group has no non-null value, which
 adding cannot always tell: a sum that comes out 0 after non-null values were removed may be 0 or
-null, so those few groups are recomputed from the inputs' rows (incremental.py's way). Where no
+null, so those few groups are recomputed from the inputs' rows (groups.py's way). Where no
 group can be in that doubt (the summed columns hold no null, or no group lost non-null values
 without gaining any), the changes' totals are added to the stored rows by the write itself (a
 MERGE, or a rewrite: change_totals, added_to), and no stored row is read first.
@@ -24,8 +24,8 @@ from functools import reduce
 import sqlglot
 from sqlglot import exp
 
-from ..core.nodes import CompiledNode
-from .incremental import in_groups
+from ...core.nodes import CompiledNode
+from .groups import in_groups
 
 ADDED = ("insert", "update_postimage")
 SIGN, RECOMPUTE = "_medallion_sign", "_medallion_recompute"
@@ -106,7 +106,7 @@ def aggregates_of(node: CompiledNode) -> tuple[Aggregates | None, str | None]:
 
 def inexact_sum(aggregates: Aggregates, added) -> str | None:
     """Why adding the model's sums would not equal summing again (their types), or None."""
-    from ..spark.pyspark_api import T
+    from ...spark.pyspark_api import T
 
     for kind, field in zip(aggregates.kinds, added.schema.fields):
         if kind == "sum" and not isinstance(field.dataType, (T.IntegralType, T.DecimalType)):
@@ -117,7 +117,7 @@ def inexact_sum(aggregates: Aggregates, added) -> str | None:
 
 def sides(changes):
     """(rows the changes added, rows they removed)."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     added = F.col("_change_type").isin(*ADDED)
     return changes.where(added), changes.where(~added)
@@ -128,7 +128,7 @@ def updated_groups(aggregates: Aggregates, stored, touched, added, removed, dele
     removed), `delete_column` true when the group has no rows left; and a column RECOMPUTE,
     true where a sum cannot be told from 0 or null and the group is computed from its rows
     instead."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     columns = added.columns
     keys = aggregates.keys(columns)
@@ -161,7 +161,7 @@ def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozens
     the stored row (MergeSpec.added); and MAY_BE_NULL, true where a sum that may hold nulls
     (not of an input column in `without_nulls`) lost non-null values and gained none: whether
     it is null now, or 0, only the group's rows tell."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     columns = added.columns
     sign = F.col(SIGN)
@@ -189,7 +189,7 @@ def added_to(stored, totals, keys, values: list[str], rows_column: str):
     """The stored table with change_totals' rows added to it, as a MERGE with MergeSpec.added
     leaves it, in one pass over the table: joined on the keys (null matching null), a group's
     `values` are the stored ones plus its totals, and a group with no rows left is dropped."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     joined = stored.join(totals, on=reduce(lambda a, b: a & b, [
         stored[k].eqNullSafe(totals[k]) for k in keys]), how="full_outer")
@@ -208,7 +208,7 @@ def added_to(stored, totals, keys, values: list[str], rows_column: str):
 
 
 def _signed(added, removed):
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     return added.withColumn(SIGN, F.lit(1)).unionByName(removed.withColumn(SIGN, F.lit(-1)))
 

@@ -3,14 +3,14 @@ medallion_cli/spark/maven/kafka.pom.xml), each record with its position, its val
 declares a schema.
 
 Exactly once into Delta: the streaming query's checkpoint records the offsets each micro-batch
-read, and the batch's Delta commit carries the app transaction (see streaming.py), so a batch
+read, and the batch's Delta commit carries the app transaction (see streaming/driver.py), so a batch
 replayed after a crash reads the same offsets and writes nothing twice.
 """
 
 from __future__ import annotations
 
-from ..core.project import SourceTable
-from .context import CORRUPT_COLUMN
+from ...core.project import SourceTable
+from ..context import CORRUPT_COLUMN
 from .debezium import decoded
 from .json_values import readable
 
@@ -32,7 +32,7 @@ def read_kafka(spark, source: SourceTable, streaming: bool):
     """The topic's records as rows: the value's schema columns with `_corrupt_record` and
     `_rescued_data` (or `value` as a string without a schema), then `_key`, `_topic`,
     `_partition`, `_offset`, `_kafka_timestamp`."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     reader = (spark.readStream if streaming else spark.read).format("kafka")
     records = reader.options(**{**PATIENCE, **source.options}).load()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from functools import reduce
 
-from ..core.errors import MedallionError
-from ..engines.sql import newer_condition, quote
-from .context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext
+from ...core.errors import WriteError
+from ...engines.sql import newer_condition, quote
+from ..context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext
 
 
 def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
@@ -21,7 +21,7 @@ def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
     so a replayed or late batch yields the same rows. A closed version with no successor is one
     that a delete closed, and is read back as that delete. remembered: the deletes remembered
     within the retention (tombstones.remembered_deletes), or None."""
-    from ..spark.pyspark_api import F, Window
+    from ...spark.pyspark_api import F, Window
 
     keys, seqs = list(cfg.unique_key), list(cfg.sequence_by)
     seq = seqs[0]  # validity runs from the first sequence column's values
@@ -82,15 +82,15 @@ def version_starts(events, cfg, columns: list[str], timeline):
     those whose tracked columns differ from the event before. Untracked columns of a version
     take the values of the last event of its run (updated in place), as AUTO CDC's TRACK
     HISTORY ON does; a re-delivered unchanged row makes no new version."""
-    from ..spark.pyspark_api import F, Window
+    from ...spark.pyspark_api import F, Window
 
     fixed = list(cfg.unique_key) + list(cfg.sequence_by)
     tracked = list(cfg.track_history_columns) or [
         c for c in columns if c not in fixed and c not in cfg.track_history_except_columns]
     missing = [c for c in tracked + list(cfg.track_history_except_columns) if c not in columns]
     if missing:
-        raise MedallionError(f"track_history columns {', '.join(missing)} are not columns of "
-                             "the model", hint="columns: " + ", ".join(columns))
+        raise WriteError(f"track_history columns {', '.join(missing)} are not columns of "
+                         "the model", hint="columns: " + ", ".join(columns))
     before = F.lag(DELETE_COLUMN).over(timeline)
     unchanged = reduce(lambda a, b: a & b, [F.lag(c).over(timeline).eqNullSafe(F.col(c))
                                             for c in tracked], F.lit(True))

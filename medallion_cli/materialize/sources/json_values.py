@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.project import SourceTable
-from .context import CORRUPT_COLUMN, RESCUED_COLUMN
+from ...core.project import SourceTable
+from ..context import CORRUPT_COLUMN, RESCUED_COLUMN
 
 ESCAPED_PREFIX = "base64:"
 
@@ -17,7 +17,7 @@ def parsed_json(lines, source: SourceTable, schema: str, options: dict, position
     """JSON texts (column `value` of `lines`) as the schema's columns, `_corrupt_record` and
     `_rescued_data`, with `lines`' other columns carried along. position: a column saying where
     a text came from, for errors (its file, its topic and offset)."""
-    from ..spark.pyspark_api import F, T
+    from ...spark.pyspark_api import F, T
 
     value = F.col("value")
     parsed = F.from_json(value, f"{schema}, {CORRUPT_COLUMN} string",
@@ -64,7 +64,7 @@ def only_keys_pattern(names: list[str]) -> str:
 
 def readable(column):
     """Text that is not valid UTF-8 as `base64:<its bytes>`, so no reader chokes on it."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     return F.when(F.is_valid_utf8(column), column).otherwise(
         F.concat(F.lit(ESCAPED_PREFIX), F.base64(column.cast("binary"))))

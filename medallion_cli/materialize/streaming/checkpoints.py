@@ -10,12 +10,12 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ..core.locations import join
-from ..core.nodes import CompiledNode
-from ..engines.base import Engine
-from ..spark.files import remove, write_text
-from .context import BuildContext
-from .state import DEFINITION_KEY, definition, inputs_fingerprint, read_json
+from ...core.locations import join
+from ...core.nodes import CompiledNode
+from ...engines.base import Engine
+from ...storage.files import remove, write_text
+from ..context import BuildContext
+from ..state import DEFINITION_KEY, definition, inputs_fingerprint, read_json
 
 # How a checkpoint reads Delta tables, recorded beside it: one of the commit-log stream
 # (embedded) cannot be resumed by Delta's streaming source (delta-spark) or the other way round.

@@ -1,5 +1,5 @@
 """Tables maintained per group (`incremental_by`): a build recomputes only the groups whose input
-rows changed since the table was last written, and puts those groups in place (by_groups.py).
+rows changed since the table was last written, and puts those groups in place (driver.py).
 
 The contract a model makes by naming `incremental_by` columns: each of its rows belongs to one
 group (those columns' values), and a group's rows are computed from the input rows that carry
@@ -22,11 +22,11 @@ from functools import reduce
 import sqlglot
 from sqlglot import exp
 
-from ..core.errors import MedallionError
-from ..core.nodes import CompiledNode
-from .context import DELETE_COLUMN, BuildContext, input_table
-from .inputs import built_table
-from .state import definition, rows_read
+from ...core.errors import MedallionError
+from ...core.nodes import CompiledNode
+from ..context import DELETE_COLUMN, BuildContext, input_table
+from ..sources.inputs import built_table
+from ..state import definition, rows_read
 
 # The table's SQL and config (hashed) and the input versions it was computed from, in one
 # commit metadata value: one read of the table's history finds both.
@@ -157,7 +157,7 @@ def in_groups(rows, groups, inside: bool = True):
 def group_replacement(rows, groups):
     """A MERGE source replacing the groups: their new rows, and one marker row per group that
     deletes the group's stored rows (engines.MergeSpec.replace_groups)."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     markers = groups.withColumn(DELETE_COLUMN, F.lit(True))
     return rows.withColumn(DELETE_COLUMN, F.lit(False)).unionByName(markers,

@@ -16,15 +16,26 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..core.config import interval_seconds
-from ..core.errors import MedallionError
-from ..core.failures import error_message
-from ..core.faults import crash_point
-from ..core.nodes import CompiledNode
-from ..dag.graph import Graph
-from ..engines.base import WriteResult
-from ..spark.connect import is_connect
-from ..spark.progress import follow_progress
+from ...core.config import interval_seconds
+from ...core.errors import MedallionError
+from ...core.failures import error_message
+from ...core.faults import crash_point
+from ...core.nodes import CompiledNode
+from ...dag.graph import Graph
+from ...engines.base import WriteResult
+from ...spark.progress import follow_progress
+from ..checks import check_table_properties
+from ..context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
+from ..empty import check_on_no_rows
+from ..rows import model_rows
+from ..sources.inputs import (
+    commit_streams,
+    committed_inputs,
+    streamed_refs,
+    streamed_tables,
+)
+from ..sources.landing import StillBeingWritten, changed_note
+from ..writing.writes import Into, refuse_new_columns
 from .checkpoints import (
     caught_up,
     prepare_checkpoint,
@@ -32,17 +43,10 @@ from .checkpoints import (
     record_caught_up,
     record_ran_once,
 )
-from .checks import check_table_properties
-from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
-from .empty import check_on_no_rows
-from .inputs import commit_streams, committed_inputs, streamed_refs, streamed_tables
-from .landing import StillBeingWritten, changed_note
 from .micro_batch import committed_batch, write_batch
-from .rows import model_rows
 from .server_batches import collect, server_batch, start_stream, worker_trouble
 from .tally import BatchReport, StreamTally
 from .throughput import progress_reports, stream_stats
-from .writes import refuse_new_columns
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
 # How often, under --watch, a query that follows its input's commits looks for a new one
@@ -72,11 +76,12 @@ def watch_trigger(graph: Graph, node: CompiledNode) -> str:
     return FOLLOW_INTERVAL
 
 
-def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
+def start_query(ctx: BuildContext, node: CompiledNode, into: Into, continuous: bool = False,
                 on_batch: Callable[[BatchReport], None] = lambda report: None,
                 on_commit: Callable[[BatchReport], None] = lambda report: None):
     """Start the model's streaming query; returns (query, tally, how it started).
 
+    into: how each batch's rows join the table (the node's strategy, strategies.py);
     continuous: run on the model's processing-time trigger until stopped (--watch); otherwise
     process what is there now (available_now) and stop. on_batch: each batch's report (under
     --watch, once Spark's progress for it is in); on_commit: the same, at the batch's commit."""
@@ -105,15 +110,15 @@ def start_query(ctx: BuildContext, node: CompiledNode, continuous: bool = False,
             return batch, None
     name = f"medallion_{node.name}"
     on_progress = tally.progressed
-    if is_connect(ctx.engine.spark):  # foreachBatch runs on the server (server_batches.py)
-        each_batch = server_batch(ctx, node, start, tally)
+    if ctx.engine.capabilities.batches_on_server:  # foreachBatch there (server_batches.py)
+        each_batch = server_batch(ctx, node, start, tally, into)
 
         def on_progress(progress):
             collect(ctx, node, tally, progress.get("batchId"))
             tally.progressed(progress)
     else:
         def each_batch(batch, batch_id):
-            write_batch(ctx, node, tally, start, rows_of, batch, batch_id)
+            write_batch(ctx, node, tally, start, into, rows_of, batch, batch_id)
     writer = (df.writeStream.foreachBatch(each_batch)
               .option("checkpointLocation", str(checkpoint))
               .queryName(name))
@@ -156,7 +161,7 @@ def server_said(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
         raise problem from failure
 
 
-def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
+def build_streaming(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcome:
     """Process everything new once (trigger available_now), then stop; start no query when
     its inputs are as they were when it last caught up."""
     finished = ran_once(ctx, node)
@@ -168,7 +173,7 @@ def build_streaming(ctx: BuildContext, node: CompiledNode) -> Outcome:
     if done:
         return Outcome("up_to_date", message="no new input since it last caught up")
     with ctx.phases.timing("query_start"):
-        query, tally, start = start_query(ctx, node)
+        query, tally, start = start_query(ctx, node, into)
     try:
         query.awaitTermination()
     except Exception as exc:

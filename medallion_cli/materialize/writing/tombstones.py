@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from ..core.config import interval_seconds
-from ..engines.base import MergeSpec
-from ..engines.sql import newer_condition, quote
-from .context import DELETE_COLUMN, BuildContext
+from ...core.config import interval_seconds
+from ...engines.base import MergeSpec
+from ...engines.sql import newer_condition, quote
+from ..context import DELETE_COLUMN, BuildContext
 
 DELETED_AT = "_deleted_at"
 TOMBSTONED = "_medallion_tombstoned"  # an event whose key has a remembered delete
@@ -63,7 +63,7 @@ def to_remember(events) -> ToRemember:
     remember or forget: a quiet streaming batch skips the tombstones' pass (a join with them,
     0.2 s of a 1-row batch's 1 s). A delete past its retention is ignored by readers and goes
     with the next MERGE of the tombstones."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     flagged = F.col(TOMBSTONED) if TOMBSTONED in events.columns else F.lit(False)
     deletes, tombstoned = events.agg(F.count_if(F.col(DELETE_COLUMN)), F.count_if(flagged)).first()
@@ -81,7 +81,7 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
     delta-spark a batch of new deletes is appended: the deletes past the retention, which
     readers ignore already, go with the next MERGE. counted: the events' own pass
     (to_remember), when the caller made it."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     def counts() -> ToRemember:
         return counted if counted is not None else to_remember(events)

@@ -8,17 +8,17 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from ..core.faults import crash_point
-from ..core.locations import join
-from ..core.nodes import CompiledNode
-from ..engines.base import Engine, WriteResult
-from ..spark.files import read_text
+from ...core.faults import crash_point
+from ...core.locations import join
+from ...core.nodes import CompiledNode
+from ...engines.base import Engine, WriteResult
+from ...storage.files import read_text
+from ..checks import checked_rows
+from ..context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext
+from ..sources.landing import check_settled
+from ..writing.writes import Into, write_incremental
 from .checkpoints import QueryStart, definition_key, refresh_done
-from .checks import checked_rows
-from .context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext
-from .landing import check_settled
 from .tally import BatchReport, StreamTally
-from .writes import write_incremental
 
 
 def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
@@ -31,17 +31,17 @@ def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
 
 
 def write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, start: QueryStart,
-                rows_of: Callable, batch, batch_id: int) -> None:
+                into: Into, rows_of: Callable, batch, batch_id: int) -> None:
     """foreachBatch: write the rows `rows_of(batch, batch_id)` gives as (rows, rows read)."""
     try:
-        _write_batch(ctx, node, tally, start, rows_of, batch, batch_id)
+        _write_batch(ctx, node, tally, start, into, rows_of, batch, batch_id)
     except BaseException as exc:  # Spark wraps it; keep the original to report it plainly
         tally.error = exc
         raise
 
 
 def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, start: QueryStart,
-                 rows_of: Callable, batch, batch_id: int) -> None:
+                 into: Into, rows_of: Callable, batch, batch_id: int) -> None:
     crash_point(node.name, "batch_start", batch_id)
     path = ctx.project.table_path(node.file)
     done = committed_batch(ctx, node, tally)
@@ -62,7 +62,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
         return  # commits that added no rows (compaction), an empty file: nothing to write
     with checked_rows(ctx, node, new_rows, replace, txn, settled=False) as checks, \
             ctx.phases.timing("write"):
-        result = write_incremental(ctx, node, checks, path, replace=replace, txn=txn,
+        result = write_incremental(ctx, node, checks, path, replace, into, txn=txn,
                                    metadata={definition_key(node): start.definition})
         malformed, rescued = (_kept(checks.rows, result, c)
                               for c in (CORRUPT_COLUMN, RESCUED_COLUMN))

@@ -19,18 +19,19 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
-from .. import __version__
-from ..core.errors import MedallionError
-from ..core.failures import error_message
-from ..core.faults import arm, armed
-from ..core.locations import join
-from ..core.nodes import CompiledNode
-from ..core.project import Project, Target
-from ..dag.graph import Graph
-from ..spark.files import list_files, read_text, remove, write_text
+from ... import __version__
+from ...core.errors import MedallionError
+from ...core.failures import error_message
+from ...core.faults import arm, armed
+from ...core.locations import join
+from ...core.nodes import CompiledNode
+from ...core.project import Project, Target
+from ...dag.graph import Graph
+from ...storage.files import list_files, read_text, remove, write_text
+from ..context import BuildContext
+from ..sources.landing import StillBeingWritten
+from ..writing.writes import Into
 from .checkpoints import QueryStart
-from .context import BuildContext
-from .landing import StillBeingWritten
 from .micro_batch import write_batch
 from .tally import BatchReport, StreamTally
 
@@ -73,6 +74,7 @@ class ServerBatch:
     selected: frozenset
     deferred: dict
     reports: str
+    into: Into  # how batches' rows join the table (the node's strategy)
     crash_at: str | None = None  # the crash tests' (core/faults.py)
     version: str = __version__
     # The worker's own, kept across the query's batches (not pickled)
@@ -94,7 +96,7 @@ class ServerBatch:
         ctx = self._context(batch, said)
         replayed = self._tally.replayed
         try:
-            write_batch(ctx, self.node, self._tally, self.start,
+            write_batch(ctx, self.node, self._tally, self.start, self.into,
                         lambda rows, _: (rows, None), batch, batch_id)
         except BaseException as exc:
             write_text(ctx.engine, join(self.reports, ERROR_FILE), json.dumps(_error(exc)))
@@ -104,7 +106,7 @@ class ServerBatch:
         write_text(ctx.engine, join(self.reports, f"{batch_id:020d}.json"), json.dumps(said))
 
     def _context(self, batch, said: dict) -> BuildContext:
-        from ..engines import make_engine
+        from ...engines import make_engine
 
         engine = make_engine(self.project.target)
         engine.__dict__["_session"] = batch.sparkSession  # the worker's, on the server
@@ -118,13 +120,13 @@ class ServerBatch:
 
 
 def server_batch(ctx: BuildContext, node: CompiledNode, start: QueryStart,
-                 tally: StreamTally) -> ServerBatch:
+                 tally: StreamTally, into: Into) -> ServerBatch:
     """The foreachBatch function for the server, reporting into a new folder (past runs'
     removed), which the tally keeps for `collect`."""
     remove(ctx.engine, reports_location(ctx, node))
     tally.server_reports = join(reports_location(ctx, node), uuid.uuid4().hex)
     return ServerBatch(ctx.project, ctx.graph, node, start, ctx.full_refresh, ctx.selected,
-                       ctx.deferred, tally.server_reports, armed())
+                       ctx.deferred, tally.server_reports, into, armed())
 
 
 def collect(ctx: BuildContext, node: CompiledNode, tally: StreamTally,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core.errors import MedallionError
-from ..core.nodes import CompiledNode, changes_relation
-from ..core.project import SourceTable
-from ..dag.graph import Graph
-from .context import BuildContext, input_table
+from ...core.errors import SourceError
+from ...core.nodes import CompiledNode, changes_relation
+from ...core.project import SourceTable
+from ...dag.graph import Graph
+from ..context import BuildContext, input_table
 from .kafka import read_kafka
 from .landing import inferred_schema, read_landing
 
@@ -48,10 +48,10 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
 def built_table(ctx: BuildContext, node: CompiledNode) -> str:
     path = input_table(ctx, node.name)
     if not ctx.engine.table_exists(path):
-        raise MedallionError(f"'{node.name}' has not been built yet (no Delta table at {path})",
-                             path=node.file.rel_path,
-                             hint=f"build it first: medallion build -s +{node.name}, or read "
-                                  "a deployed run's with --defer --state DIR")
+        raise SourceError(f"'{node.name}' has not been built yet (no Delta table at {path})",
+                          path=node.file.rel_path,
+                          hint=f"build it first: medallion build -s +{node.name}, or read "
+                               "a deployed run's with --defer --state DIR")
     return path
 
 
@@ -59,13 +59,13 @@ def feed_table(ctx: BuildContext, node: CompiledNode, name: str) -> str:
     """The table whose change feed `node` reads as ref(name, changes=true)."""
     parent = ctx.graph.nodes[name]
     if parent.config.materialized == "view":
-        raise MedallionError(f"ref('{name}', changes=true): '{name}' is a view, which has no "
-                             "change feed", path=node.file.rel_path,
-                             hint=f"read it without changes=true, or make '{name}' a table")
+        raise SourceError(f"ref('{name}', changes=true): '{name}' is a view, which has no "
+                          "change feed", path=node.file.rel_path,
+                          hint=f"read it without changes=true, or make '{name}' a table")
     if node.config.materialized != "streaming":
-        raise MedallionError(f"ref('{name}', changes=true) is read by streaming models only",
-                             path=node.file.rel_path,
-                             hint="set materialized='streaming' to process each change once")
+        raise SourceError(f"ref('{name}', changes=true) is read by streaming models only",
+                          path=node.file.rel_path,
+                          hint="set materialized='streaming' to process each change once")
     return built_table(ctx, parent)
 
 
@@ -124,7 +124,7 @@ def streamed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
     tables.update({s.relation: s.path for s in sources if s.format == "delta"})
     files = [f"{s.source}.{s.name}" for s in sources if s.format != "delta"]
     if tables and files and not ctx.engine.capabilities.delta_streaming_source:
-        raise MedallionError(
+        raise SourceError(
             f"this streaming model reads landing files ({', '.join(files)}) and streaming "
             f"tables ({', '.join(tables)}) together, which the {ctx.engine.name} engine cannot "
             "stream in one query", path=node.file.rel_path,
@@ -134,7 +134,7 @@ def streamed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
 
 def commit_streams(ctx: BuildContext, tables: dict[str, str]):
     """One stream of (relation, version) over the commits of every followed table."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     streams = [ctx.engine.commit_stream(path).withColumn("relation", F.lit(relation))
                for relation, path in tables.items()]

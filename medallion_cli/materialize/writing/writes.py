@@ -22,13 +22,13 @@ MERGE semantics, the same however rows fall into batches:
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from ..core.errors import MedallionError
-from ..core.nodes import CompiledNode
-from ..engines.base import MergeSpec, WriteResult
-from ..engines.sql import newer_condition, quote, sql_literal
-from .context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
+from ...core.errors import WriteError
+from ...core.nodes import CompiledNode
+from ...engines.base import MergeSpec, WriteResult
+from ...engines.sql import newer_condition, quote, sql_literal
+from ..context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
 from .tombstones import (
     TOMBSTONED,
@@ -39,42 +39,67 @@ from .tombstones import (
 )
 
 if TYPE_CHECKING:
-    from .checks import Checked
+    from ..checks import Checked
 
 TRUNCATED_AT = "_truncated_at"
+# How checked rows join a table: append_rows or merge_rows_into (the strategy table's).
+Into = Callable[..., WriteResult]
 
 
 def write_incremental(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str,
-                      replace: bool, txn: tuple[str, int] | None = None,
+                      replace: bool, into: Into, txn: tuple[str, int] | None = None,
                       metadata: dict | None = None) -> WriteResult:
-    """Append or MERGE the checked rows into the table, or create it (replace) on the first
-    write; their checks settled before the first write (see checks.py).
+    """Put the checked rows into the table the way `into` does (append_rows, merge_rows_into:
+    the node's strategy, strategies.py), or create it (replace) on the first write; their
+    checks settled before the first write (see checks.py).
 
     Used for incremental batch models and for each micro-batch of a streaming model (with txn,
     the app transaction that makes a replayed batch a no-op)."""
     with ExitStack() as held:
-        return _write(ctx, node, checks, path, replace, txn, metadata, held)
+        return into(ctx, node, checks, path, replace, txn, metadata, held)
 
 
-def _write(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str, replace: bool,
-           txn: tuple[str, int] | None, metadata: dict | None, held: ExitStack) -> WriteResult:
+def append_rows(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str,
+                replace: bool, txn: tuple[str, int] | None, metadata: dict | None,
+                held: ExitStack) -> WriteResult:
+    """strategy append: the rows added to the table as they are."""
+    checks.settle()
+    df = checks.rows
+    if replace:
+        return replace_table(ctx, node, df, path, metadata, txn)
+    return ctx.engine.write(df, path, "append", metadata=metadata,
+                            merge_schema=_evolves(ctx, node, df, path), txn=txn,
+                            properties=node.config.delta_properties(df.columns))
+
+
+def merge_rows_into(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str,
+                    replace: bool, txn: tuple[str, int] | None, metadata: dict | None,
+                    held: ExitStack) -> WriteResult:
+    """strategy merge: the latest row per key MERGEd in, with deletes, truncates and SCD2
+    history as this module's docstring says."""
     cfg = node.config
-    spec, df = None, checks.rows
-    if cfg.strategy == "merge":
-        tombstones = ctx.project.tombstone_path(node.file) if cfg.delete_when else None
-        truncates = ctx.project.truncate_path(node.file) if cfg.truncate_when else None
-        df, spec = merge_rows(ctx, cfg, df, None if replace else path, tombstones, txn,
-                              truncates, held, checks)
+    tombstones = ctx.project.tombstone_path(node.file) if cfg.delete_when else None
+    truncates = ctx.project.truncate_path(node.file) if cfg.truncate_when else None
+    df, spec = merge_rows(ctx, cfg, checks.rows, None if replace else path, tombstones, txn,
+                          truncates, held, checks)
     checks.settle()  # (merge_rows may have settled them already)
     if replace:
-        return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
-                                txn=txn, properties=cfg.delta_properties(df.columns))
-    evolve = bool(refuse_new_columns(node, df.columns, ctx.engine.table_columns(path)))
-    if cfg.strategy == "append":
-        return ctx.engine.write(df, path, "append", metadata=metadata, merge_schema=evolve,
-                                txn=txn, properties=cfg.delta_properties(df.columns))
-    return ctx.engine.merge(df, path, spec, metadata, merge_schema=evolve, txn=txn,
-                            properties=cfg.delta_properties(df.columns))
+        return replace_table(ctx, node, df, path, metadata, txn)
+    return ctx.engine.merge(df, path, spec, metadata, merge_schema=_evolves(ctx, node, df, path),
+                            txn=txn, properties=cfg.delta_properties(df.columns))
+
+
+def replace_table(ctx: BuildContext, node: CompiledNode, df, path: str, metadata: dict | None,
+                  txn: tuple[str, int] | None = None) -> WriteResult:
+    """The table written anew with these rows (a table's every build, an incremental model's
+    first)."""
+    cfg = node.config
+    return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
+                            txn=txn, properties=cfg.delta_properties(df.columns))
+
+
+def _evolves(ctx: BuildContext, node: CompiledNode, df, path: str) -> bool:
+    return bool(refuse_new_columns(node, df.columns, ctx.engine.table_columns(path)))
 
 
 def refuse_new_columns(node: CompiledNode, columns, existing) -> list[str]:
@@ -82,7 +107,7 @@ def refuse_new_columns(node: CompiledNode, columns, existing) -> list[str]:
     before anything is written."""
     new_columns = [c for c in columns if c not in existing and c != DELETE_COLUMN]
     if new_columns and node.config.on_schema_change == "fail":
-        raise MedallionError(
+        raise WriteError(
             f"the model now returns new columns {', '.join(new_columns)} that its table lacks",
             path=node.file.rel_path,
             hint="set on_schema_change='append_new_columns' to add them (rows written before "
@@ -150,7 +175,7 @@ def after_truncates(ctx: BuildContext | None, cfg, df, existing: str | None,
     path), and that truncate's sequence as SQL literals (None when there was none), for the
     MERGE to delete the stored rows not newer than it. What is remembered changes first, under
     the batch's app transaction: a replay finds it done and reads the same truncate."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     seq = list(cfg.sequence_by)
     latest_first = [F.col(c).desc_nulls_last() for c in seq]
@@ -179,7 +204,7 @@ def after_truncates(ctx: BuildContext | None, cfg, df, existing: str | None,
 def filled_from_earlier(df, cfg):
     """ignore_null_updates within a batch: a null in a key's event takes the value of that
     key's latest earlier event (by sequence_by) that has one, as the table's row would."""
-    from ..spark.pyspark_api import F, Window
+    from ...spark.pyspark_api import F, Window
 
     earlier = Window.partitionBy(*cfg.unique_key).orderBy(
         *[F.col(c).asc_nulls_first() for c in cfg.sequence_by]).rowsBetween(
@@ -193,7 +218,7 @@ def distinct_events(df, cfg):
     """The rows with identical duplicates kept once, without except_columns and with their
     delete flag (DELETE_COLUMN) where the model has one; rows that share a key and a sequence
     but differ make the batch fail, naming one such key (with no sequence_by: a key's rows)."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     keys, seq = list(cfg.unique_key), list(cfg.sequence_by)
     # SCD1 keeps the latest rows per key, SCD2 every sequence value of a key: in both, what is
@@ -234,7 +259,7 @@ def distinct_events(df, cfg):
 def _delete_flag(cfg):
     """The events' delete flag: from delete_when; always false for SCD2 without one (its
     history is recomputed with the flag); None otherwise."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     if not cfg.delete_when:
         return F.lit(False) if cfg.scd_type == 2 else None
@@ -243,7 +268,7 @@ def _delete_flag(cfg):
 
 def latest(events, cfg):
     """The latest event per key (events are distinct per key and sequence)."""
-    from ..spark.pyspark_api import F, Window
+    from ...spark.pyspark_api import F, Window
 
     if cfg.scd_type != 2 or not cfg.sequence_by:
         return events  # distinct_events kept one row per key already
@@ -255,7 +280,7 @@ def latest(events, cfg):
 
 def without_deletes(df):
     """Rows to write to a new table: those flagged for deletion have nothing to delete."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     if DELETE_COLUMN not in df.columns:
         return df

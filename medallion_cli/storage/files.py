@@ -16,8 +16,8 @@ import shutil
 from pathlib import Path
 
 from ..core.locations import is_remote, local_files
+from ..spark.connect import is_connect
 from . import object_store
-from .connect import is_connect
 
 
 def read_text(on, location: str) -> str:

@@ -20,8 +20,8 @@ source's schema columns, from `after` (from `before` for a delete), and:
 
 from __future__ import annotations
 
-from ..core.project import SourceTable
-from .context import CORRUPT_COLUMN, RESCUED_COLUMN
+from ...core.project import SourceTable
+from ..context import CORRUPT_COLUMN, RESCUED_COLUMN
 from .json_values import parsed_json
 
 OP, DELETED, COMMITTED_AT, LSN = "_cdc_op", "_cdc_deleted", "_cdc_committed_at", "_cdc_lsn"
@@ -43,7 +43,7 @@ def decoded(lines, source: SourceTable, options: dict, position, tombstones=None
 def change_rows(lines, source: SourceTable, options: dict, position, tombstones=None):
     """Debezium events as rows (see the module's doc); `lines`' other columns carried along.
     tombstones: (record key, record timestamp) columns, for Kafka records."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     value = F.col("value")
     envelope = F.from_json(value, ENVELOPE)

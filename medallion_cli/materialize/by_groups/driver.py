@@ -1,6 +1,6 @@
 """The batch build of a table maintained per group (`incremental_by`): the groups its inputs'
 changes touch are brought up to date, by adding the changes to their sums and counts
-(aggregates.py) or by computing them again from their input rows (incremental.py); or, when that
+(aggregates.py) or by computing them again from their input rows (groups.py); or, when that
 cannot be shown equal to a full recompute, the whole table is written again.
 
 Sums and counts take the changes' totals as they are written: no stored row is read apart
@@ -20,9 +20,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import cache
 
-from ..core.errors import MedallionError
-from ..core.nodes import CompiledNode
-from ..engines.base import MergeSpec
+from ...core.errors import MedallionError
+from ...core.nodes import CompiledNode
+from ...engines.base import MergeSpec
+from ..checks import check_table_properties, checked_rows
+from ..context import DELETE_COLUMN, BuildContext, Outcome, cached, input_table
+from ..rows import model_rows
+from ..state import last_build, rows_read
 from .aggregates import (
     MAY_BE_NULL,
     RECOMPUTE,
@@ -34,21 +38,21 @@ from .aggregates import (
     sides,
     updated_groups,
 )
-from .checks import checked_rows
-from .context import DELETE_COLUMN, BuildContext, Outcome, cached, input_table
-from .incremental import (
+from .groups import (
     group_replacement,
     in_groups,
     input_changes,
     input_versions,
     touched_groups,
 )
-from .incremental import metadata as group_metadata
-from .rows import model_rows
-from .state import rows_read
+from .groups import metadata as group_metadata
 
 
-def build_by_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict) -> Outcome:
+def build_by_groups(ctx: BuildContext, node: CompiledNode, into: None = None) -> Outcome:
+    check_table_properties(ctx, node)
+    path, metadata, unchanged = last_build(ctx, node)
+    if unchanged:
+        return unchanged
     cfg = node.config
     versions = input_versions(ctx, node)  # before reading: the changes up to these are applied
     metadata = {**metadata, **group_metadata(ctx, node, versions)}
@@ -121,7 +125,7 @@ def add_in_place(ctx: BuildContext, node: CompiledNode, path: str, metadata: dic
     (replace_groups says which), so that no stored row is read apart first; None when a
     group's sum may have become null (change_totals), or the rows written must be known
     first: for the model's expectations."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     cfg = node.config
     if cfg.expectations:
@@ -158,7 +162,7 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
                   updated) -> Outcome:
     """MERGE the updated groups; those whose sums adding cannot tell from null are computed
     from their rows first."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     cfg = node.config
     with cached(updated) as updated:

@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ..core.errors import MedallionError
-from ..core.locations import COMMIT_OR_CHECKPOINT, data_files, is_remote
-from ..core.project import SourceTable
-from .context import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
+from ...core.errors import SourceError
+from ...core.locations import COMMIT_OR_CHECKPOINT, data_files, is_remote
+from ...core.project import SourceTable
+from ..context import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
 from .debezium import decoded
 from .json_values import readable
 
@@ -57,7 +57,7 @@ def read_landing(spark, source: SourceTable, streaming: bool):
             options.setdefault("columnNameOfCorruptRecord", CORRUPT_COLUMN)
         if streaming and not schema:
             if source.format != "parquet":
-                raise MedallionError(
+                raise SourceError(
                     f"source '{source.source}.{source.name}' is read as a stream and needs a "
                     "schema", path=source.origin,
                     hint="add schema: 'col type, ...' to the source table")
@@ -78,7 +78,7 @@ def inferred_schema(spark, source: SourceTable, kept: str) -> str:
     add_new_columns, the fields of files landed since it was kept are added to it (the files
     it has seen are kept beside it)."""
     if is_remote(kept) or is_remote(source.path):
-        raise MedallionError(
+        raise SourceError(
             f"source '{source.source}.{source.name}' is read as a stream and declares no schema; "
             "an inferred one is kept only for local files and a local warehouse",
             path=source.origin, hint="add schema: 'col type, ...' to the source table")
@@ -91,7 +91,7 @@ def inferred_schema(spark, source: SourceTable, kept: str) -> str:
         # a schema kept before this mode was set: its files count as seen
         seen = set(json.loads(seen_path.read_text())) if seen_path.is_file() else set(landed)
         new = [f for f in landed if f not in seen]
-        from ..spark.pyspark_api import T
+        from ...spark.pyspark_api import T
 
         known = {name.lower() for name in T.StructType.fromDDL(ddl).fieldNames()}
         added = [f for f in _fields(spark, source, new) if f.name.lower() not in known]
@@ -99,7 +99,7 @@ def inferred_schema(spark, source: SourceTable, kept: str) -> str:
     else:
         fields = _fields(spark, source, landed)
         if not fields:
-            raise MedallionError(
+            raise SourceError(
                 f"source '{source.source}.{source.name}' declares no schema and has no rows to "
                 f"infer one from at {source.path}", path=source.origin,
                 hint="land a file first, or add schema: 'col type, ...' to the source table")
@@ -134,10 +134,10 @@ def _ddl(field) -> str:
 def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
     """JSON lines read as text and parsed here, so that the fields outside the schema can be
     seen: Spark's JSON reader drops them."""
-    from ..spark.pyspark_api import F
+    from ...spark.pyspark_api import F
 
     if any(k.lower() in WHOLE_FILE_OPTIONS for k in options):
-        raise MedallionError(
+        raise SourceError(
             f"source '{source.source}.{source.name}': fields outside the schema can only be "
             "rescued from JSON Lines files (one UTF-8 object per line), not with multiLine or "
             "encoding", path=source.origin,
@@ -180,7 +180,7 @@ def _as_read(folder: Path) -> dict[int, dict[str, int]]:
     return {int(p.name): json.loads(p.read_text()) for p in folder.iterdir() if p.name.isdigit()}
 
 
-class StillBeingWritten(MedallionError):
+class StillBeingWritten(SourceError):
     """A landed file a micro-batch is about to read is still being written: the batch waits
     (uncommitted) for the next build or trigger, which reads the same files, whole by then."""
 
