@@ -18,8 +18,8 @@ import pytest
 from conftest import write_project
 from helpers import medallion
 
+from medallion_cli.core.error_text import error_message
 from medallion_cli.core.errors import CapabilityError, MedallionError, ProjectError
-from medallion_cli.core.failures import error_message
 from medallion_cli.core.project import Target
 from medallion_cli.load.profiles import load_target
 from medallion_cli.materialize.streaming.server_batches import (
@@ -316,7 +316,7 @@ def test_connection_problems_are_one_line_each(tmp_path, servers):
 
 @pytest.mark.unit
 def test_a_server_that_stops_answering_mid_build_is_one_line_saying_what_stays():
-    from medallion_cli.core.failures import error_message
+    from medallion_cli.core.error_text import error_message
 
     grpc = ('<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = '
             'StatusCode.UNAVAILABLE\n\tdetails = "failed to connect to all addresses; last '

@@ -503,7 +503,7 @@ def test_cli_test_exit_codes(project, build):
     ("select id from people where id is null", None),
 ])
 def test_which_tests_are_answered_in_one_pass_over_their_table(sql, answer):
-    from medallion_cli.run.test_passes import measure
+    from medallion_cli.run.table_test_passes import measure
 
     found = measure(sql)
     assert (found and (found.table, found.sql, found.exact)) == (answer and ("people", *answer))
@@ -511,7 +511,7 @@ def test_which_tests_are_answered_in_one_pass_over_their_table(sql, answer):
 
 def test_a_tables_tests_are_answered_in_one_spark_job(spark):
     from medallion_cli.load.datatests import DataTest
-    from medallion_cli.run.test_passes import TestPasses
+    from medallion_cli.run.table_test_passes import TestPasses
 
     spark.sql("select * from values (1, 'NL', 30, 'a'), (2, 'XX', -1, 'a'), (null, 'GB', -5, 'b')"
               " as t(id, country, age, kind)").createOrReplaceTempView("people_once")

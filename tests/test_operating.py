@@ -109,7 +109,7 @@ def test_a_java_error_a_foreach_batch_call_raises_is_said_by_its_class():
     Python class of its own (here delta-spark's MERGE refusing its source, inside a streaming
     model's batch) reaches Python as py4j's wrapper line over the Java exception; the user's
     line is the exception's error class and message, not the wrapper."""
-    from medallion_cli.core.failures import error_message
+    from medallion_cli.core.error_text import error_message
 
     raised = Exception(
         "An error occurred while calling o533.sql.\n"
@@ -129,7 +129,7 @@ def test_a_java_error_without_an_error_class_is_said_by_its_message(spark, tmp_p
     """Engine-independent (a Hadoop call through py4j, no Delta): a Java exception with neither
     an error class nor a Python class of its own (here Hadoop's FileNotFoundException) is said
     by its message, not by py4j's wrapper line, which names only the Java object called."""
-    from medallion_cli.core.failures import error_message
+    from medallion_cli.core.error_text import error_message
 
     missing = spark._jvm.org.apache.hadoop.fs.Path(f"file:{tmp_path}/missing.json")
     with pytest.raises(Exception, match="An error occurred while calling") as raised:

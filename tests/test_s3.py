@@ -494,7 +494,7 @@ STORE_ANSWERS = [
 @pytest.mark.parametrize("text, answer", STORE_ANSWERS)
 def test_a_store_answering_5xx_is_one_line_saying_so_whichever_client_met_it(
         text, answer, monkeypatch):
-    from medallion_cli.core.failures import error_message
+    from medallion_cli.core.error_text import error_message
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
     message = error_message(RuntimeError(text))
@@ -506,7 +506,7 @@ def test_a_store_answering_5xx_is_one_line_saying_so_whichever_client_met_it(
 def test_a_missing_bucket_met_by_delta_rs_is_said_so_not_as_a_store_gone():
     """The embedded engine meets a missing bucket first through delta-rs (is_incremental(),
     before Spark starts): what it said was 'the object store did not answer ... after retries'."""
-    from medallion_cli.core.failures import error_message
+    from medallion_cli.core.error_text import error_message
 
     text = ("Generic S3 error\n  ↳ Error performing list request\n  ↳ Error performing GET "
             "http://127.0.0.1:9123/no-such-bucket?list-type=2&prefix=lake - Server returned "
@@ -519,7 +519,7 @@ def test_a_missing_bucket_met_by_delta_rs_is_said_so_not_as_a_store_gone():
 
 @pytest.mark.unit
 def test_a_timeout_is_the_stores_only_where_the_error_names_a_store(monkeypatch):
-    from medallion_cli.core.failures import error_message
+    from medallion_cli.core.error_text import error_message
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
     spark_said = ("java.net.SocketTimeoutException: Timed out while waiting for the Python "

@@ -11,8 +11,8 @@ from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 from helpers import BATCH_1, BATCH_2, MODELS, expected_state, land, medallion, silver
 
 from medallion_cli import commands
+from medallion_cli.core.error_text import CONCURRENT_COMMIT, error_message
 from medallion_cli.core.errors import MedallionError
-from medallion_cli.core.failures import CONCURRENT_COMMIT, error_message
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
 
@@ -194,7 +194,7 @@ def test_a_damaged_log_met_by_delta_for_spark_where_delta_rs_cannot_look_first_i
     """On object storage the delta-spark engine's reads go to Delta Lake for Spark, whose
     error (as captured) names no table: the line says it is a damaged commit and how to
     recover (a local table is checked by delta-rs first: test_engine_contract.py)."""
-    from medallion_cli.core.failures import DAMAGED_LOG_FIX, error_message
+    from medallion_cli.core.error_text import DAMAGED_LOG_FIX, error_message
 
     assert error_message(RuntimeError(said)) == (
         f"the Delta log of a table this model reads or writes cannot be read: {commit} is "

@@ -297,8 +297,8 @@ def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client(monkeypatch
     import queue
     import threading
 
-    from medallion_cli.serve import clients as admission
-    from medallion_cli.serve.clients import MAX_REQUEST, _accept, _Running
+    from medallion_cli.serve import admission
+    from medallion_cli.serve.admission import MAX_REQUEST, _accept, _Running
 
     monkeypatch.setattr(admission, "AUTH_SECONDS", 2.0)
     AUTH_SECONDS = admission.AUTH_SECONDS

@@ -61,7 +61,7 @@ def common_options(func):
         except Exception as exc:  # a failure medallion did not foresee: still one line
             if debug:
                 raise
-            from ..core.failures import error_message
+            from ..core.error_text import error_message
 
             click.secho(f"Error: {error_message(exc)}\n  hint: --debug shows the traceback",
                         fg="red", err=True)

@@ -125,6 +125,6 @@ def run_checks(load: Callable, start_engine: Callable) -> Iterator[Check]:
     try:
         yield _spark(project, lambda: start_engine(project))
     except Exception as exc:
-        from ..core.failures import error_message
+        from ..core.error_text import error_message
 
         yield Check("spark", False, error_message(exc))

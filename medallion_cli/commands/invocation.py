@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ..core.error_text import error_message, store_named, unusable_warehouse
 from ..core.errors import MedallionError
-from ..core.failures import error_message, store_named, unusable_warehouse
 from ..core.project import Project, Target
 from ..dag.graph import Graph, build_graph
 from ..dag.selection import select, select_tests

@@ -10,8 +10,8 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from ..core.error_text import error_message
 from ..core.errors import MedallionError, closest
-from ..core.failures import error_message
 from ..core.project import QUARANTINE_SUFFIX
 from ..engines.base import Engine
 from ..materialize.clustering import check_clustering, check_layout_columns

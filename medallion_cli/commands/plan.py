@@ -18,7 +18,7 @@ from ..run.runner import (
     run_data_test,
     run_node,
 )
-from ..run.test_passes import TestPasses
+from ..run.table_test_passes import TestPasses
 from .invocation import Invocation, Loaded, engine_of
 
 

@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ..core.error_text import error_message
 from ..core.errors import MedallionError
-from ..core.failures import error_message
 from ..dag.graph import Graph
 from ..materialize.context import BuildContext
 from ..materialize.strategies import strategy_for

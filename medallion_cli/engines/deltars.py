@@ -15,8 +15,8 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from ..core.error_text import CONCURRENT_COMMIT, DAMAGED_LOG_FIX
 from ..core.errors import MedallionError
-from ..core.failures import CONCURRENT_COMMIT, DAMAGED_LOG_FIX
 from ..storage.object_store import storage_options
 from .base import commit_metadata
 

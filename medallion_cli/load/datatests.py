@@ -175,7 +175,7 @@ class TestRun:
 def run_test(spark, test: DataTest, limit: int = SHOW_ROWS,
              counted: int | None = None) -> TestRun:
     """Run a test whose inputs are registered; count its failing rows and show the first few.
-    counted: its failing rows, counted already with other tests (run/test_passes.py): a test
+    counted: its failing rows, counted already with other tests (run/table_test_passes.py): a test
     none of whose rows fail is not run again."""
     if counted == 0:
         return TestRun(test.outcome(0), 0, "")

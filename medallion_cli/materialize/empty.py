@@ -8,8 +8,8 @@ A model's inputs are the schemas its parents would write, as checked earlier in 
 
 from __future__ import annotations
 
+from ..core.error_text import error_message
 from ..core.errors import MedallionError
-from ..core.failures import error_message
 from ..core.nodes import CompiledNode, changes_relation
 from .checks import check_contract
 from .clustering import check_layout_columns

@@ -12,8 +12,8 @@ engine's Spark has no Delta SQL (delta-rs keeps its tables), so hooks there read
 
 from __future__ import annotations
 
+from ..core.error_text import error_message
 from ..core.errors import MedallionError
-from ..core.failures import error_message
 from ..core.nodes import CompiledNode
 from ..load.rendering import Renderer
 from .context import BuildContext

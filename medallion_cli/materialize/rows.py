@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from ..core.error_text import error_message
 from ..core.errors import MedallionError
-from ..core.failures import error_message
 from ..core.nodes import CompiledNode, Recorded
 from .context import BuildContext
 from .sources.inputs import register_inputs, register_relations

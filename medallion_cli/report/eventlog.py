@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
+from ..core.error_text import error_message
 from ..core.errors import RunStopped
-from ..core.failures import error_message
 from ..core.locations import join
 from ..run.runner import NodeResult
 from ..storage.files import read_text, write_text

@@ -9,8 +9,8 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ..core.error_text import error_message
 from ..core.errors import RunStopped
-from ..core.failures import error_message
 from ..load.datatests import DataTest, run_test
 from ..materialize.clustering import check_clustering, cluster_table
 from ..materialize.context import BuildContext, Phases
@@ -22,7 +22,7 @@ from ..materialize.rows import with_views
 from ..materialize.sources.inputs import register_relations
 from ..materialize.state import inputs_fingerprint, record_test, verdict_on
 from ..materialize.strategies import build
-from .test_passes import TestPasses
+from .table_test_passes import TestPasses
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import traceback
 from typing import Callable
 
 from ..core.errors import MedallionError
-from .clients import _accept, _as_client, _Client, _Interrupts, _Running, _watch
+from .admission import _accept, _as_client, _Client, _Interrupts, _Running, _watch
 from .protocol import _served, _write_private, listening, served_file, server_kind
 
 

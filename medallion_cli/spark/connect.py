@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import warnings
 
+from ..core.error_text import grpc_details, unanswered
 from ..core.errors import MedallionError
-from ..core.failures import grpc_details, unanswered
 from ..core.project import Target
 from .start import quiet_python_error_log
 

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..core.error_text import JAVA_CAUSE, unusable_warehouse
 from ..core.errors import MedallionError
-from ..core.failures import JAVA_CAUSE, unusable_warehouse
 from ..core.locations import is_remote
 from ..core.processes import environment_set
 from ..core.project import Target

@@ -42,7 +42,7 @@ def aws_settings(env=None) -> AwsSettings:
 
 
 # How long a store that stopped answering is waited for before the node fails (one line:
-# core/failures.py) and the build goes on with what does not need it: about a minute, not
+# core/error_text.py) and the build goes on with what does not need it: about a minute, not
 # S3A's and object_store's defaults (S3A: 7 retries of 5 attempts of up to 200 s each).
 # A slow answer is not a stopped one: the socket timeout is per read, not per transfer.
 S3A_PATIENCE = {"fs.s3a.connection.establish.timeout": "10s", "fs.s3a.connection.timeout": "20s",

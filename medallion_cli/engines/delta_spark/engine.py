@@ -67,7 +67,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
                             self.spark_log, self.long_work())
         check_delta_loaded(spark, self.target)
         # Imported for its effect: Delta's errors (a concurrent commit...) then reach Python
-        # with their error classes, which failures.py reads, whatever Delta API runs first.
+        # with their error classes, which core/error_text.py reads, whatever Delta API runs first.
         from ...spark.pyspark_api import delta_exceptions  # noqa: F401
 
         return spark

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from ...core.config import CHANGE_FEED_COLUMNS
-from ...core.failures import changed_upstream
+from ...core.error_text import changed_upstream
 from ...core.locations import COMMIT, join
 from ...storage.object_store import read_bytes
 from ..deltars import open_table

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Callable
 
 from ...core.config import interval_seconds
+from ...core.crash_points import crash_point
+from ...core.error_text import error_message
 from ...core.errors import MedallionError
-from ...core.failures import error_message
-from ...core.faults import crash_point
 from ...core.nodes import CompiledNode
 from ...dag.graph import Graph
 from ...engines.base import WriteResult

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from ...core.faults import crash_point
+from ...core.crash_points import crash_point
 from ...core.locations import join
 from ...core.nodes import CompiledNode
 from ...engines.base import Engine, WriteResult

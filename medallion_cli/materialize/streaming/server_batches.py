@@ -20,9 +20,9 @@ import uuid
 from dataclasses import asdict, dataclass, field
 
 from ... import __version__
+from ...core.crash_points import arm, armed
+from ...core.error_text import error_message
 from ...core.errors import MedallionError
-from ...core.failures import error_message
-from ...core.faults import arm, armed
 from ...core.locations import join
 from ...core.nodes import CompiledNode
 from ...core.project import Project, Target
@@ -75,7 +75,7 @@ class ServerBatch:
     deferred: dict
     reports: str
     into: Into  # how batches' rows join the table (the node's strategy)
-    crash_at: str | None = None  # the crash tests' (core/faults.py)
+    crash_at: str | None = None  # the crash tests' (core/crash_points.py)
     version: str = __version__
     # The worker's own, kept across the query's batches (not pickled)
     _tally: StreamTally | None = field(default=None, repr=False)
