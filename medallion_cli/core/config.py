@@ -7,6 +7,7 @@ in the SQL file itself; load/model_config.py merges and checks them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import MedallionError
 
@@ -86,11 +87,11 @@ class NodeConfig:
     partition_by: tuple[str, ...] = ()
     on_schema_change: str = "fail"
     tags: tuple[str, ...] = ()
-    expectations: dict = field(default_factory=dict)
+    expectations: dict[str, dict[str, str]] = field(default_factory=dict)
     enabled: bool = True
-    column_types: dict = field(default_factory=dict)
+    column_types: dict[str, str] = field(default_factory=dict)
     optimize_after_files: int | None = None  # streaming: compact once the table has more files
-    table_properties: dict = field(default_factory=dict)  # Delta table properties, as strings
+    table_properties: dict[str, str] = field(default_factory=dict)  # Delta table properties, as strings
     tombstone_retention: str = "30 days"  # how long a MERGE remembers a deleted key
     cdc: str | None = None  # the change-event format the model's rows come in
     # A table kept up to date per group of these columns: only the groups its inputs' changes
@@ -102,7 +103,7 @@ class NodeConfig:
     incremental_min_rows: int = 1_000_000
     event_time: str | None = None  # the column saying when a row's event happened
     # How stale the newest event_time may get: {"warn_after": seconds, "error_after": seconds}
-    freshness: dict = field(default_factory=dict)
+    freshness: dict[str, float] = field(default_factory=dict)
     # dbt's model contract ({enforced: true}): the columns declared with a data_type in its
     # properties file are the rows' names and types, checked before anything is written
     contract: bool = False
@@ -134,14 +135,14 @@ class NodeConfig:
     # dbt's persist_docs: the descriptions written into the catalog as table and column
     # comments ({relation: true, columns: true})
     persist_docs: tuple[str, ...] = ()
-    meta: dict = field(default_factory=dict)  # free-form facts, kept in the manifest
+    meta: dict[str, Any] = field(default_factory=dict)  # free-form facts, kept in the manifest
     # Declarative pipelines' flows: this streaming query appends to another streaming model's
     # table, with a checkpoint of its own (a second landing folder, a backfill); once: it runs
     # one time only (INSERT INTO ONCE), again only when that table is refreshed
     flow_into: str | None = None
     once: bool = False
 
-    def as_dict(self, defining: bool = False) -> dict:
+    def as_dict(self, defining: bool = False) -> dict[str, Any]:
         """The config; defining: only the keys that decide what the table holds (a change to
         how it is watched or checked, its freshness or contract, rebuilds nothing)."""
         return {key: getattr(self, key) for key in CONFIG_KEYS
@@ -161,7 +162,7 @@ CHANGE_FEED = "delta.enableChangeDataFeed"
 CHANGE_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
-def as_tuple(value) -> tuple[str, ...]:
+def as_tuple(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -189,7 +190,7 @@ FRESHNESS_LIMITS = ("warn_after", "error_after")
 NULL_KEY_RULE = "unique_key_not_null"  # every MERGE model's implicit rule
 
 
-def _interval(value, what: str, origin: str) -> float:
+def _interval(value: Any, what: str, origin: str) -> float:
     """An interval as seconds: '6 hours', or dbt's {count: 6, period: hour}."""
     if isinstance(value, dict) and set(value) == {"count", "period"}:
         value = f"{value['count']} {value['period']}"
@@ -200,7 +201,7 @@ def _interval(value, what: str, origin: str) -> float:
     return seconds
 
 
-def freshness_limits(raw, origin: str) -> dict:
+def freshness_limits(raw: Any, origin: str) -> dict[str, float]:
     """{warn_after: seconds, error_after: seconds}, either or both."""
     if not isinstance(raw, dict) or not raw or set(raw) - set(FRESHNESS_LIMITS):
         raise MedallionError("freshness must set warn_after and/or error_after", path=origin,

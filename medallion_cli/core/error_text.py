@@ -14,9 +14,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import urlsplit
 
 from .errors import MedallionError
+
+if TYPE_CHECKING:
+    from .project import Target
 
 PYTHON_ERROR_LINE = re.compile(r"^\s*[\w.]*(Error|Exception): .+")
 # A Java exception line: its causes say "Caused by: ", py4j puts ": " before the first one
@@ -54,12 +58,13 @@ def _raised(reason: str, text: str) -> str:
 
 
 # Error class -> how to say it, given the error's line and Spark's whole error text.
-REWRITES = {"DELTA_SOURCE_TABLE_IGNORE_CHANGES": lambda reason, text: _delta_changed_upstream(text),
-            "USER_RAISED_EXCEPTION": _raised,
-            **{name: lambda reason, text: CONCURRENT_COMMIT for name in (
-                "DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_TRANSACTION",
-                "DELTA_CONCURRENT_WRITE", "DELTA_CONCURRENT_DELETE_READ",
-                "DELTA_CONCURRENT_DELETE_DELETE", "DELTA_METADATA_CHANGED")}}
+REWRITES: dict[str, Callable[[str, str], str]] = {
+    "DELTA_SOURCE_TABLE_IGNORE_CHANGES": lambda reason, text: _delta_changed_upstream(text),
+    "USER_RAISED_EXCEPTION": _raised,
+    **{name: lambda reason, text: CONCURRENT_COMMIT for name in (
+        "DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_WRITE",
+        "DELTA_CONCURRENT_DELETE_READ", "DELTA_CONCURRENT_DELETE_DELETE",
+        "DELTA_METADATA_CHANGED")}}
 
 
 def _csv_header(text: str) -> str | None:
@@ -172,7 +177,7 @@ STORE_REFUSALS = (
 )
 
 
-def unusable_warehouse(target, text: str, store: str) -> MedallionError | None:
+def unusable_warehouse(target: Target, text: str, store: str) -> MedallionError | None:
     """The target's warehouse refused by its store (no bucket, keys refused, not reachable), said
     alike whichever client met it first: S3A at Spark's start (spark/start.py), or delta-rs
     when is_incremental() asks before (commands/invocation.py)."""
@@ -273,12 +278,13 @@ def _spark_reason(lines: list[str], text: str) -> str | None:
                    if ERROR_CLASS.match(stripped) else stripped.split(": ", 1)[-1])
         if (match or ERROR_CLASS.match(message)) and message:
             causes.append(SQLSTATE.sub("", message).strip())
-    classed = [i for i, c in enumerate(causes) if ERROR_CLASS.match(c)]
+    classed = [(i, found) for i, c in enumerate(causes) if (found := ERROR_CLASS.match(c))]
     if not classed:
         return causes[-1] if causes and PY4J_WRAPPER.match(lines[0]) else None
-    reason = causes[classed[-1]]
-    name = ERROR_CLASS.match(reason).group("name").split(".")[0]  # no sub-class
+    index, found = classed[-1]
+    reason = causes[index]
+    name = found.group("name").split(".")[0]  # no sub-class
     if name in REWRITES:
         return REWRITES[name](reason, text)
-    deeper = causes[classed[-1] + 1:]
+    deeper = causes[index + 1:]
     return f"{reason} ({deeper[-1]})" if deeper else reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -65,7 +66,7 @@ class StartError(RunStopped):
     a node first needs it, so this stops the whole run, not each node."""
 
 
-def closest(name: str, candidates) -> str:
+def closest(name: str, candidates: Iterable[str]) -> str:
     """A 'did you mean' phrase naming the closest candidates, or an empty string."""
     import difflib
 

@@ -6,6 +6,7 @@ values masked wherever SQL is shown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .config import NodeConfig
 from .project import NodeFile
@@ -72,7 +73,7 @@ class Recorded:
     """What rendering one file recorded: its config() calls and the relations it named."""
 
     origin: str
-    captured: dict = field(default_factory=dict)
+    captured: dict[str, Any] = field(default_factory=dict)
     refs: list[str] = field(default_factory=list)
     sources: list[tuple[str, str]] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)

@@ -11,9 +11,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 def running(pid: int) -> bool:
@@ -42,7 +43,7 @@ def ended(pid: int, timeout: float, poll_seconds: float = 0.2) -> bool:
     return not running(pid)
 
 
-def terminate(process: subprocess.Popen, timeout: float = 30) -> None:
+def terminate(process: subprocess.Popen[Any], timeout: float = 30) -> None:
     """Stop a process this one started: SIGTERM (a JVM's shutdown hooks run), then SIGKILL
     after `timeout` seconds."""
     if process.poll() is not None:
@@ -56,7 +57,7 @@ def terminate(process: subprocess.Popen, timeout: float = 30) -> None:
 
 
 @contextmanager
-def deferred_ctrl_c(stop: threading.Event | None):
+def deferred_ctrl_c(stop: threading.Event | None) -> Iterator[threading.Event | None]:
     """An event that Ctrl-C sets, for a loop that polls it: Python would raise
     KeyboardInterrupt wherever the main thread is (in the middle of saying a result, say), and
     code that cannot handle it there would leave running work uncancelled. A second Ctrl-C
@@ -68,7 +69,7 @@ def deferred_ctrl_c(stop: threading.Event | None):
         return
     pressed = threading.Event()
 
-    def ctrl_c(*_):
+    def ctrl_c(*_: object) -> None:
         if pressed.is_set():
             raise KeyboardInterrupt
         pressed.set()
@@ -81,7 +82,7 @@ def deferred_ctrl_c(stop: threading.Event | None):
 
 
 @contextmanager
-def environment_set(values: dict[str, str]):
+def environment_set(values: dict[str, str]) -> Iterator[None]:
     """These environment variables set while the block runs (for a process it starts), then
     as they were."""
     before = {key: os.environ.get(key) for key in values}
@@ -104,7 +105,7 @@ def exit_now(code: int) -> NoReturn:
     told, then waits for the threads that are not daemons), the exit handlers (the class
     archive's hand-off, logging's flush), the output flushed."""
     try:
-        threading._shutdown()
+        threading._shutdown()  # type: ignore[attr-defined]  # (Python's own, private)
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import MedallionError
 from .locations import is_remote, join
@@ -48,14 +49,14 @@ class Target:
     engine: str
     warehouse: str  # a location: an absolute local path or an object-store URI (locations.py)
     spark_master: str
-    spark_conf: dict
+    spark_conf: dict[str, str]
     threads: int
     delta_jars: str | None = None  # delta-spark engine: a folder of Delta JARs for spark.jars
     spark_remote: str | None = None  # a Spark Connect server's URL (sc://...): no local JVM
     profiles_file: str | None = None  # where the target is defined, for errors about it
     # OpenLineage: {"namespace": str, "transport": {...openlineage-python's transport config},
     # "batch_every": N}; empty: no lineage events (lineage.py)
-    lineage: dict = field(default_factory=dict)
+    lineage: dict[str, Any] = field(default_factory=dict)
     # Where tables are registered by name (materialize/register.py): None (nowhere: ref()
     # names paths), "local" (a Derby metastore in the warehouse) or "session" (the cluster's
     # own catalog: a Hive metastore or Unity Catalog)
@@ -72,7 +73,7 @@ class SourceTable:
     format: str
     path: str  # a location: a local folder or an object-store URI
     schema: str | None
-    options: dict
+    options: dict[str, str]
     origin: str
     unknown_fields: str = "rescue"  # JSON fields outside the schema: UNKNOWN_FIELDS
     cdc: str | None = None  # "debezium": values are change events, unpacked (materialize/sources/debezium.py)
@@ -80,9 +81,9 @@ class SourceTable:
     # dbt's source freshness: the column saying when a row was loaded (else the files' or
     # commits' times) and {warn_after, error_after} in seconds (freshness.py)
     loaded_at_field: str | None = None
-    freshness: dict = field(default_factory=dict)
-    data_tests: tuple = ()  # generic tests on the table, and on its columns (in `columns`)
-    columns: tuple = ()
+    freshness: dict[str, float] = field(default_factory=dict)
+    data_tests: tuple[Any, ...] = ()  # tests on the table, and on its columns (in `columns`)
+    columns: tuple[Any, ...] = ()
     description: str = ""
 
     @property
@@ -106,10 +107,10 @@ class NodeFile:
     path: Path
     rel_path: str
     layer: str
-    yaml_config: dict
+    yaml_config: dict[str, Any]
     description: str = ""
-    columns: tuple = ()
-    data_tests: tuple = ()  # model-level tests from its properties file
+    columns: tuple[Any, ...] = ()
+    data_tests: tuple[Any, ...] = ()  # model-level tests from its properties file
     properties: str | None = None  # the models/**/*.yml file describing it, if any
 
 
@@ -117,7 +118,7 @@ class NodeFile:
 class Project:
     root: Path
     name: str
-    vars: dict
+    vars: dict[str, Any]
     target: Target
     nodes: dict[str, NodeFile]
     sources: dict[tuple[str, str], SourceTable]

@@ -3,13 +3,18 @@ would print an integer column with a null as floats, and the null as NaN or NaT)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def _cell(value, width: int) -> str:
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def _cell(value: object, width: int) -> str:
     text = "null" if value is None else str(value)
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def rows_text(table, max_width: int = 40) -> str:
+def rows_text(table: pa.Table, max_width: int = 40) -> str:
     """A pyarrow table as aligned columns under a header; numbers right-aligned."""
     import pyarrow.types as types
 

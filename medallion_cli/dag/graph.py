@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from ..core.errors import ProjectError, closest
@@ -25,7 +26,7 @@ class Graph:
         return _walk(name, lambda n: self.children.get(n, ()), depth)
 
 
-def _walk(start: str, step, depth: int) -> set[str]:
+def _walk(start: str, step: Callable[[str], Iterable[str]], depth: int) -> set[str]:
     seen: set[str] = set()
     level, generation = set(step(start)), 1
     while level and (depth < 0 or generation <= depth):
@@ -55,9 +56,9 @@ def flows_into(nodes: dict[str, CompiledNode], target: str) -> list[str]:
 def _check_flow(flow: CompiledNode, nodes: dict[str, CompiledNode]) -> None:
     target = flow.config.flow_into
     where = flow.file.rel_path
-    if target not in nodes:
+    if target is None or target not in nodes:
         raise ProjectError(f"flow_into names no enabled model: '{target}'. "
-                           f"{closest(target, nodes)}".strip(), path=where)
+                           f"{closest(target or '', nodes)}".strip(), path=where)
     cfg = nodes[target].config
     if cfg.materialized != "streaming" or cfg.strategy != "append" or cfg.flow_into:
         raise ProjectError(f"flow_into names '{target}', which is not a streaming table of its "

@@ -16,12 +16,22 @@ import fnmatch
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import CONFIG_KEYS
 from ..core.errors import SelectionError, closest
 from .graph import Graph
+
+if TYPE_CHECKING:
+    from ..core.nodes import CompiledNode
+    from ..core.project import SourceTable
+    from ..load.datatests import DataTest
+
+Tests = Mapping[str, "DataTest"]  # a project's data tests by name
+Previous = dict[str, Any] | None  # an earlier manifest's nodes by name (--state)
 
 RESOURCE_TYPES = ("model", "seed", "test")
 METHODS = ("name, tag:x, path:models/silver, layer:gold, resource_type:model, config.KEY:VALUE, "
@@ -39,7 +49,7 @@ class Criterion:
     down: int | None = None
     at: bool = False
 
-    def names_test(self, name: str, test) -> bool:
+    def names_test(self, name: str, test: DataTest) -> bool:
         """Whether it picks this data test by itself (not through the models it is on)."""
         return ((self.method == "name" and fnmatch.fnmatchcase(name, self.value))
                 or (self.method == "tag" and self.value in test.tags)
@@ -62,28 +72,28 @@ def parse(text: str) -> Criterion:
     method, _, value = found["core"].partition(":") if ":" in found["core"] else (
         "name", "", found["core"])
 
-    def depth(digits):
+    def depth(digits: str | None) -> int | None:
         return None if digits is None else int(digits) if digits else ALL
 
     return Criterion(text, method, value, depth(found["up"]), depth(found["down"]),
                      bool(found["at"]))
 
 
-def _config_matches(node, key: str, value: str) -> bool:
+def _config_matches(node: CompiledNode, key: str, value: str) -> bool:
     actual = getattr(node.config, key)
     if isinstance(actual, (tuple, list)):
         return value in actual
     return str(actual).lower() == value.lower()
 
 
-def checksum(node) -> str:
+def checksum(node: CompiledNode) -> str:
     """What decides a node's table: its file as written, its rendered SQL and its config (the
     SQL shows what a changed macro or var did to it)."""
     facts = [node.file.path.read_text(), node.shown_sql, node.config.as_dict()]
     return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
 
 
-def _state(graph: Graph, c: Criterion, previous: dict | None) -> set[str]:
+def _state(graph: Graph, c: Criterion, previous: Previous) -> set[str]:
     if previous is None:
         raise SelectionError(f"--select '{c.text}' compares with an earlier run",
                              hint="pass --state with the folder of that run's manifest.json")
@@ -96,7 +106,7 @@ def _state(graph: Graph, c: Criterion, previous: dict | None) -> set[str]:
                          hint="use state:modified or state:new")
 
 
-def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[str]:
+def _matched(graph: Graph, c: Criterion, tests: Tests, previous: Previous) -> set[str]:
     """Models and seeds the criterion's method and value pick, before graph operators."""
     nodes = graph.nodes.items()
     if c.method == "state":
@@ -136,7 +146,7 @@ def _matched(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[st
                          hint=f"use {METHODS}")
 
 
-def _nodes(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[str]:
+def _nodes(graph: Graph, c: Criterion, tests: Tests, previous: Previous) -> set[str]:
     """Models and seeds the criterion picks, with its graph operators."""
     matched = _matched(graph, c, tests, previous)
     result = set(matched)
@@ -144,26 +154,27 @@ def _nodes(graph: Graph, c: Criterion, tests, previous: dict | None) -> set[str]
         if c.up is not None:
             result |= graph.ancestors(name, c.up)
         if c.down is not None or c.at:
-            below = graph.descendants(name, ALL if c.at else c.down)
+            below = graph.descendants(name, ALL if c.at or c.down is None else c.down)
             result |= below
             if c.at:
-                result |= set().union(*(graph.ancestors(d, ALL) for d in below))
+                result |= set[str]().union(*(graph.ancestors(d, ALL) for d in below))
     return result
 
 
-def _selectors(texts) -> list[list[Criterion]]:
+def _selectors(texts: Iterable[str] | None) -> list[list[Criterion]]:
     """Each selector as the criteria it intersects."""
     return [[parse(part) for part in selector.split(",") if part]
             for text in texts or () for selector in text.split()]
 
 
-def _union(graph: Graph, selectors: list[list[Criterion]], tests, previous) -> set[str]:
-    return set().union(*(set.intersection(*(_nodes(graph, c, tests, previous) for c in criteria))
+def _union(graph: Graph, selectors: list[list[Criterion]], tests: Tests,
+           previous: Previous) -> set[str]:
+    return set[str]().union(*(set.intersection(*(_nodes(graph, c, tests, previous) for c in criteria))
                          for criteria in selectors))
 
 
-def select(graph: Graph, selectors=(), excludes=(), tests=None,
-           previous: dict | None = None) -> list[str]:
+def select(graph: Graph, selectors: Iterable[str] = (), excludes: Iterable[str] = (),
+           tests: Tests | None = None, previous: Previous = None) -> list[str]:
     """Selected model and seed names in DAG order; no selectors selects everything.
     previous: an earlier manifest's nodes, for state:"""
     tests = tests or {}
@@ -173,8 +184,8 @@ def select(graph: Graph, selectors=(), excludes=(), tests=None,
     return [n for n in graph.order if n in names]
 
 
-def select_tests(graph: Graph, tests, selectors=(), excludes=(),
-                 previous: dict | None = None) -> list[str]:
+def select_tests(graph: Graph, tests: Tests, selectors: Iterable[str] = (),
+                 excludes: Iterable[str] = (), previous: Previous = None) -> list[str]:
     """Data tests to run: a selector picks a test when each of its criteria names the test
     (by name, tag or resource_type:test) or selects a model or seed the test is on."""
     chosen, dropped = _selectors(selectors), _selectors(excludes)
@@ -188,7 +199,8 @@ def select_tests(graph: Graph, tests, selectors=(), excludes=(),
     return [n for n in tests if (not chosen or picked(n, chosen)) and not picked(n, dropped)]
 
 
-def select_sources(sources: dict, selectors=()) -> list:
+def select_sources(sources: dict[tuple[str, str], SourceTable],
+                   selectors: Iterable[str] = ()) -> list[SourceTable]:
     """The sources `source:NAME` or `source:NAME.TABLE` selectors name (wildcards allowed); no
     selectors: every source with freshness limits."""
     texts = [t for text in selectors or () for t in text.split()]
