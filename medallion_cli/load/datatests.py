@@ -12,6 +12,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.errors import MedallionError, ProjectError, closest
 from ..core.nodes import Recorded, masked
@@ -65,7 +66,7 @@ def parse_threshold(condition: str, where: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2))
 
 
-def _test_config(raw: dict, origin: str, key: str) -> dict:
+def _test_config(raw: dict[str, Any], origin: str, key: str) -> dict[str, Any]:
     for k in raw:
         if k not in TEST_CONFIG_KEYS:
             raise ProjectError(f"{key}: unknown test config '{k}'. {closest(k, TEST_CONFIG_KEYS)}",
@@ -78,7 +79,7 @@ def _test_config(raw: dict, origin: str, key: str) -> dict:
     return raw
 
 
-def _parse_spec(spec, origin: str, key: str) -> tuple[str, dict, dict]:
+def _parse_spec(spec, origin: str, key: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(test name, arguments, config) from `not_null` or `{accepted_values: {values: [...]}}`."""
     if isinstance(spec, str):
         return spec, {}, {}
@@ -117,7 +118,7 @@ def _on(node: NodeFile | SourceTable):
             f"models[{node.name}]")
 
 
-def _unique(name: str, taken: dict) -> str:
+def _unique(name: str, taken: dict[str, Any]) -> str:
     candidate, n = name, 1
     while candidate in taken:
         n += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import ProjectError, closest
 from ..core.locations import is_remote, on_s3, resolve
@@ -85,7 +86,8 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
     )
 
 
-def _worker_wait(spark: dict, remote: str | None, profiles_path: Path, target: str) -> float:
+def _worker_wait(spark: dict[str, Any], remote: str | None, profiles_path: Path,
+                 target: str) -> float:
     """spark: worker_wait, in seconds: over Spark Connect only (a local Spark's workers are
     this machine's, started with no such wait)."""
     if "worker_wait" not in spark:
@@ -101,7 +103,7 @@ def _worker_wait(spark: dict, remote: str | None, profiles_path: Path, target: s
     return float(value)
 
 
-def _remote(spark: dict, profiles_path: Path, target: str) -> str | None:
+def _remote(spark: dict[str, Any], profiles_path: Path, target: str) -> str | None:
     """spark: remote, a Spark Connect URL (sc://host:port, with ;token=... and other
     parameters as Spark Connect takes them), checked."""
     remote = spark.get("remote")
@@ -131,7 +133,7 @@ TARGET_KEYS = ("engine", "warehouse", "threads", "spark", "delta_jars", "metasto
 METASTORES = ("local", "session")
 
 
-def _lineage_config(raw, profiles_path: Path, target: str) -> dict:
+def _lineage_config(raw, profiles_path: Path, target: str) -> dict[str, Any]:
     """A target's `lineage:` mapping, checked: a transport as openlineage-python takes it."""
     if raw is None:
         return {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -40,7 +41,7 @@ def _check_name(name: str, kind: str, rel_path: str) -> None:
             + Path(rel_path).suffix)
 
 
-def _folder_config(tree: dict, rel_parts: tuple[str, ...]) -> dict:
+def _folder_config(tree: dict[str, Any], rel_parts: tuple[str, ...]) -> dict[str, Any]:
     """Config for a file from the nested per-folder mapping in medallion_project.yml."""
     layers = []
     level = tree or {}
@@ -53,7 +54,7 @@ def _folder_config(tree: dict, rel_parts: tuple[str, ...]) -> dict:
     return merge_layers(*layers)
 
 
-def _check_folder_tree(tree: dict, base: Path, origin: str) -> None:
+def _check_folder_tree(tree: dict[str, Any], base: Path, origin: str) -> None:
     """Every key in a per-folder config tree is a config key or an existing subfolder."""
     for key, value in (tree or {}).items():
         if key in SPELLED_KEYS:
@@ -77,7 +78,7 @@ DBT_ONLY_PROJECT_KEYS = ("version", "config-version", "require-dbt-version", "an
 
 
 def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None = None,
-                 target: str | None = None, cli_vars: dict | None = None) -> Project:
+                 target: str | None = None, cli_vars: dict[str, Any] | None = None) -> Project:
     root = Path(project_dir).resolve()
     project_path = root / PROJECT_FILE
     if not project_path.is_file():
@@ -102,7 +103,7 @@ def load_project(project_dir: str | Path = ".", profiles_dir: str | Path | None 
         _check_folder_tree(seeds_tree, root / d, origin)
 
     props = _properties(root, model_dirs) + _properties(root, seed_dirs)
-    yaml_entries: dict[str, tuple[str, dict]] = {}
+    yaml_entries: dict[str, tuple[str, dict[str, Any]]] = {}
     for path, data in props:
         for kind in ("models", "seeds"):
             for entry in data.get(kind) or []:

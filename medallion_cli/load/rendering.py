@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import jinja2
 
@@ -43,6 +43,7 @@ TEST_BLOCK = re.compile(r"{%(-?)\s*test\s+(\w+)\s*\(")
 END_TEST_BLOCK = re.compile(r"{%(-?)\s*endtest\s*(-?)%}")
 BUILTIN_TESTS = Path(__file__).resolve().parent / "generic_tests.sql"
 RELATION_CALL = re.compile(r"\s*(ref|source)\(.*\)\s*")  # a string argument naming a relation
+Values = dict[str, Any]  # a template's context, a macro's keyword arguments
 
 
 def test_blocks_as_macros(text: str) -> str:
@@ -99,7 +100,7 @@ class Renderer:
 
     def context(self, record: Recorded, self_name: str | None = None,
                 is_incremental: Callable[[], bool] = lambda: False,
-                extra: dict | None = None) -> dict:
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The Jinja context: ref, source, config, var, env_var, this, is_incremental, macros;
         plus `extra` (run-operation's run_query and log), which macros see too."""
         project = self.project
@@ -191,7 +192,7 @@ class Renderer:
                                line=filename and _template_line(exc, filename),
                                hint="fix the Jinja expression on that line") from exc
 
-    def render_file(self, rel_path: str, context: dict) -> str:
+    def render_file(self, rel_path: str, context: dict[str, Any]) -> str:
         with self._errors(rel_path, str(self.project.root / rel_path)):
             return self.env.get_template(rel_path).render(context)
 
@@ -204,7 +205,7 @@ class Renderer:
             return (self.env.from_string(text).render(self.context(record, self_name)),
                     record)
 
-    def call_macro(self, name: str, kwargs: dict, record: Recorded, on: tuple) -> str:
+    def call_macro(self, name: str, kwargs: Values, record: Recorded, on: tuple[str, ...]) -> str:
         """Render by calling a macro (a generic test) on a relation, `on` = ("ref", model) or
         ("source", source, table), with arguments; `to: ref('x')` style string arguments are
         evaluated as Jinja expressions."""
@@ -218,7 +219,7 @@ class Renderer:
             args = {k: self._evaluate(v, context) for k, v in kwargs.items()}
             return str(context[name](**args))
 
-    def call_operation(self, name: str, args: dict, record: Recorded, extra: dict) -> str:
+    def call_operation(self, name: str, args: Values, record: Recorded, extra: Values) -> str:
         """Render by calling a project macro with keyword arguments (run-operation)."""
         context = self.context(record, extra=extra)
         macros = sorted(k for k, v in context.items() if isinstance(v, jinja2.runtime.Macro)
@@ -229,7 +230,7 @@ class Renderer:
         with self._errors(record.origin, None):
             return str(context[name](**args))
 
-    def _evaluate(self, value, context: dict):
+    def _evaluate(self, value, context: dict[str, Any]):
         if isinstance(value, str) and RELATION_CALL.fullmatch(value):
             return self.env.compile_expression(value, undefined_to_none=False)(**context)
         return value
@@ -243,7 +244,7 @@ class Renderer:
             return str(self._evaluate(text, self.context(Recorded(origin)))).strip("`")
 
     def render(self, node: NodeFile,
-               run_query: Callable[[str, Recorded], list] | None = None) -> CompiledNode:
+               run_query: Callable[[str, Recorded], list[Any]] | None = None) -> CompiledNode:
         """The model's SQL and config. run_query: how its run_query() runs, when it runs
         (`execute` true); without, it is being parsed: `execute` is false and run_query()
         returns no rows, as in dbt."""
@@ -252,7 +253,7 @@ class Renderer:
             return CompiledNode(node, cfg, None, (), (), False)
         record = Recorded(node.rel_path)
 
-        def parse_time_query(sql: str) -> list:
+        def parse_time_query(sql: str) -> list[Any]:
             record.executes = True
             return []
 

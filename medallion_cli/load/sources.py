@@ -5,6 +5,7 @@ files, Delta tables, Kafka topics, CDC), with schemas, options and freshness lim
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -67,7 +68,7 @@ def _discover(root: Path, dirs: list[str], suffix: str) -> list[tuple[Path, Path
     return found
 
 
-def _properties(root: Path, model_dirs: list[str]) -> list[tuple[Path, dict]]:
+def _properties(root: Path, model_dirs: list[str]) -> list[tuple[Path, dict[str, Any]]]:
     files = _discover(root, model_dirs, ".yml") + _discover(root, model_dirs, ".yaml")
     found = []
     for _, path in files:
@@ -77,7 +78,7 @@ def _properties(root: Path, model_dirs: list[str]) -> list[tuple[Path, dict]]:
     return found
 
 
-def _schema_ddl(table: dict, where: str) -> str | None:
+def _schema_ddl(table: dict[str, Any], where: str) -> str | None:
     """A source table's schema as DDL: given as `schema: "a int, b string"`, or as `columns:`
     with a name and a data_type (or type) each, as in dbt."""
     if table.get("schema"):
@@ -91,7 +92,8 @@ def _schema_ddl(table: dict, where: str) -> str | None:
     return ", ".join(f"`{c['name']}` {c.get('data_type') or c.get('type')}" for c in typed)
 
 
-def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str], SourceTable]:
+def _sources(root: Path, props: list[tuple[Path, dict[str, Any]]]) -> dict[tuple[str, str],
+             SourceTable]:
     sources = {}
     for path, data in props:
         origin = str(path.relative_to(root))
@@ -146,14 +148,15 @@ def _sources(root: Path, props: list[tuple[Path, dict]]) -> dict[tuple[str, str]
     return sources
 
 
-def _source_freshness(table: dict, source: dict, origin: str, where: str) -> dict:
+def _source_freshness(table: dict[str, Any], source: dict[str, Any], origin: str,
+                      where: str) -> dict[str, Any]:
     """The table's freshness limits, else its source's; `freshness: null` on a table turns
     its source's off, as in dbt."""
     raw = table["freshness"] if "freshness" in table else source.get("freshness")
     return freshness_limits(raw, f"{origin}, source {where}") if raw else {}
 
 
-def _rendered_options(options: dict, origin: str, where: str) -> dict[str, str]:
+def _rendered_options(options: dict[str, Any], origin: str, where: str) -> dict[str, str]:
     """Reader options with env_var() rendered, so that addresses and credentials come from the
     environment, not the file (values are never written to target/)."""
     return {str(key): _rendered(value, origin, f"{where}: option {key}")
@@ -172,7 +175,7 @@ def _rendered(value, origin: str, where: str) -> str:
         raise ProjectError(f"{where}: cannot render: {exc}", path=origin) from exc
 
 
-def _check_kafka_options(options: dict, origin: str, where: str) -> None:
+def _check_kafka_options(options: dict[str, Any], origin: str, where: str) -> None:
     if not options.get(KAFKA_BROKERS):
         raise ProjectError(f"{where} is a Kafka source without {KAFKA_BROKERS}", path=origin,
                            hint="add it under options:, e.g. " + KAFKA_BROKERS + ': "{{ '
@@ -183,7 +186,8 @@ def _check_kafka_options(options: dict, origin: str, where: str) -> None:
                            hint="e.g. options: {subscribe: orders}")
 
 
-def _check_cdc(table: dict, fmt: str, schema: str | None, unique_key: tuple, origin: str,
+def _check_cdc(table: dict[str, Any], fmt: str, schema: str | None, unique_key: tuple[Any, ...],
+               origin: str,
                where: str) -> None:
     """A change-event source: Debezium's JSON envelope, from Kafka or JSON files, with the
     schema of the table whose changes it carries."""
@@ -208,7 +212,7 @@ def _check_cdc(table: dict, fmt: str, schema: str | None, unique_key: tuple, ori
                                 "the events' before and after)")
 
 
-def _table_location(table: dict, base: str, origin: str, where: str) -> str:
+def _table_location(table: dict[str, Any], base: str, origin: str, where: str) -> str:
     """A source table's files: its `path` under the source's (a local folder or a URI)."""
     try:
         return resolve(_rendered(table.get("path", table.get("name")), origin, f"{where}: path"),

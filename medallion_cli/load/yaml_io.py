@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import yaml
@@ -26,7 +27,7 @@ class YamlMap(dict):
     """A YAML mapping that knows its line and each key's line (1-based), for errors."""
 
     line: int | None = None
-    lines: dict = {}
+    lines: dict[str, Any] = {}
 
 
 class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
@@ -78,7 +79,7 @@ def _jinja_outside_hooks(data, where: str = "") -> str | None:
     return None
 
 
-def read_yaml(path: Path, render_env: bool = False, hooks: bool = False) -> dict:
+def read_yaml(path: Path, render_env: bool = False, hooks: bool = False) -> dict[str, Any]:
     """Parse a YAML file (optionally rendering env_var() first; with hooks, the Jinja of hook
     keys is kept for when they run); errors name the file and line."""
     try:
