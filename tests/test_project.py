@@ -131,3 +131,16 @@ def test_values_a_user_can_write_are_errors_naming_the_file_not_tracebacks(proje
     with pytest.raises(ProjectError) as err:
         commands.list_nodes(commands.Invocation(project_dir=str(root)))
     assert str(err.value).startswith(said) and err.value.line == line, str(err.value)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("written, kept", [(None, 1_000_000), (0, 0), (5000, 5000)])
+def test_incremental_min_rows_written_as_null_is_the_default_not_a_null(written, kept):
+    """`incremental_min_rows: null` in a property file means what leaving it out means (a null
+    reached the per-group build's comparison with an input's row count); 0 stays 0."""
+    from medallion_cli.load.model_config import resolve_config
+
+    raw = {"materialized": "table", "incremental_by": "day", "incremental_min_rows": written}
+    assert resolve_config(raw, "models/gold/g.sql").incremental_min_rows == kept
+    with pytest.raises(ProjectError, match="incremental_min_rows' is -1"):
+        resolve_config({**raw, "incremental_min_rows": -1}, "models/gold/g.sql")

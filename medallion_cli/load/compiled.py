@@ -12,7 +12,7 @@ import jinja2.bccache
 class _CompiledTemplates(jinja2.BytecodeCache):
     """Compiled templates in memory, by name and source checksum (Jinja's bytecode cache)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.code: dict[str, bytes] = {}
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import MedallionError, ProjectError, closest
 from ..core.nodes import Recorded, masked
 from ..core.project import NodeFile, Project, SourceTable
 from ..core.rowtext import rows_text
 from .rendering import Renderer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 TEST_CONFIG_KEYS = ("severity", "error_if", "warn_if", "tags", "enabled", "name", "store_failures")
 SEVERITIES = ("error", "warn")
@@ -44,7 +48,7 @@ class DataTest:
 
     @property
     def shown_sql(self) -> str:
-        return masked(self.sql, self.secrets)
+        return masked(self.sql, self.secrets) or ""
 
     def outcome(self, failures: int) -> str:
         """success, warn or error for a failing-row count."""
@@ -55,7 +59,7 @@ class DataTest:
 
 def threshold_met(failures: int, condition: str) -> bool:
     op, number = parse_threshold(condition, "")
-    return COMPARISONS[op](failures, number)
+    return bool(COMPARISONS[op](failures, number))
 
 
 def parse_threshold(condition: str, where: str) -> tuple[str, int]:
@@ -79,7 +83,7 @@ def _test_config(raw: dict[str, Any], origin: str, key: str) -> dict[str, Any]:
     return raw
 
 
-def _parse_spec(spec, origin: str, key: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def _parse_spec(spec: Any, origin: str, key: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(test name, arguments, config) from `not_null` or `{accepted_values: {values: [...]}}`."""
     if isinstance(spec, str):
         return spec, {}, {}
@@ -97,7 +101,8 @@ def _parse_spec(spec, origin: str, key: str) -> tuple[str, dict[str, Any], dict[
                        hint="e.g. - not_null   or   - accepted_values: {values: [a, b]}")
 
 
-def _generic_specs(where: str, data_tests, columns):
+def _generic_specs(where: str, data_tests: Iterable[Any],
+                   columns: Iterable[dict[str, Any]]) -> Iterator[tuple[Any, str | None, str]]:
     """(spec, column or None, key) for every test declared on a model, seed or source table;
     `where` is its place in the properties file, e.g. models[orders]."""
     for i, spec in enumerate(data_tests):
@@ -108,7 +113,7 @@ def _generic_specs(where: str, data_tests, columns):
             yield spec, col, f"{where}.columns[{col}].tests[{i}]"
 
 
-def _on(node: NodeFile | SourceTable):
+def _on(node: NodeFile | SourceTable) -> tuple[tuple[str, ...], str, str, str, str]:
     """What a generic test on it is called with, its name's prefix and subject (as dbt names
     them: not_null_orders_id, source_not_null_landing_orders_id), and where it is declared."""
     if isinstance(node, SourceTable):
@@ -126,7 +131,8 @@ def _unique(name: str, taken: dict[str, Any]) -> str:
     return candidate
 
 
-def load_tests(project: Project, renderer: Renderer, enabled_models) -> dict[str, DataTest]:
+def load_tests(project: Project, renderer: Renderer,
+               enabled_models: Collection[str]) -> dict[str, DataTest]:
     """Every enabled data test of the project, by unique name."""
     tests: dict[str, DataTest] = {}
     declared = [n for n in project.nodes.values() if n.name in enabled_models]
@@ -154,7 +160,8 @@ def load_tests(project: Project, renderer: Renderer, enabled_models) -> dict[str
     return tests
 
 
-def _make(name, sql, record: Recorded, origin, key, config) -> DataTest:
+def _make(name: str, sql: str, record: Recorded, origin: str, key: str,
+          config: dict[str, Any]) -> DataTest:
     tags = config.get("tags") or ()
     return DataTest(name=name, sql=sql, refs=tuple(record.refs), sources=tuple(record.sources),
                     origin=origin, key=key, severity=config.get("severity", "error"),
@@ -173,7 +180,7 @@ class TestRun:
     rows: object = None  # the failing rows (a DataFrame)
 
 
-def run_test(spark, test: DataTest, limit: int = SHOW_ROWS,
+def run_test(spark: SparkSession, test: DataTest, limit: int = SHOW_ROWS,
              counted: int | None = None) -> TestRun:
     """Run a test whose inputs are registered; count its failing rows and show the first few.
     counted: its failing rows, counted already with other tests (run/table_test_passes.py): a test

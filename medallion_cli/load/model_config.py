@@ -4,15 +4,14 @@ models/**/*.yml) merged, checked key by key and value by value, and made a NodeC
 
 from __future__ import annotations
 
-import re
+from collections.abc import Collection
 from dataclasses import replace
+from typing import Any
 
 from ..core.config import (
     CDC_DEFAULTS,
     CONFIG_KEYS,
-    EXPECTATION_ACTIONS,
     NULL_KEY_RULE,
-    PERSIST_DOCS,
     SPELLED_KEYS,
     SPELLINGS,
     NodeConfig,
@@ -21,70 +20,12 @@ from ..core.config import (
     is_interval,
 )
 from ..core.errors import ProjectError, closest
+from . import config_values as values
 
 
-# Given with no column, these would build the model another way (an empty tags clears them)
-NAMES_REQUIRED = ("unique_key", "sequence_by", "incremental_by")
-
-
-def _names(raw: dict, key: str, origin: str) -> tuple[str, ...]:
-    """A config value naming columns (or tags): one name, a comma-separated string, or a list
-    of names."""
-    value = raw.get(key)
-    if value is None or isinstance(value, str) or (
-            isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
-        names = as_tuple(value)
-        if value is not None and not names and key in NAMES_REQUIRED:
-            raise ProjectError(f"config '{key}' names no column", path=origin,
-                               hint=f"name the columns, e.g. {key}='id', or leave {key} out")
-        return names
-    raise ProjectError(f"config '{key}' is {value!r}", path=origin,
-                       hint=f"give a name or a list of names, e.g. {key}='id' or "
-                            f"{key}=['a', 'b']")
-
-
-def _expectations(raw, origin: str) -> dict:
-    """{rule: {expect: SQL condition, on_violation: warn|drop|fail}}; a bare string is a warn."""
-    if not isinstance(raw, dict):
-        raise ProjectError("expectations must map rule names to conditions", path=origin,
-                           hint="e.g. expectations: {positive_qty: {expect: 'qty > 0', "
-                                "on_violation: drop}}")
-    rules = {}
-    for name, rule in raw.items():
-        rule = {"expect": rule} if isinstance(rule, str) else dict(rule or {})
-        unknown = set(rule) - {"expect", "on_violation"}
-        if "expect" not in rule or unknown:
-            raise ProjectError(f"expectation '{name}' needs 'expect' (a SQL condition) and "
-                               "optionally 'on_violation'" + (
-                                   f"; unknown: {', '.join(sorted(unknown))}" if unknown else ""),
-                               path=origin)
-        action = rule.get("on_violation", "warn")
-        if action not in EXPECTATION_ACTIONS:
-            raise ProjectError(f"expectation '{name}': on_violation is {action!r}; it must be "
-                               "one of warn, drop, fail", path=origin)
-        rules[str(name)] = {"expect": str(rule["expect"]), "on_violation": action}
-    return rules
-
-
-def _table_properties(raw, origin: str) -> dict[str, str]:
-    """{property: value} with values as Delta keeps them: strings, booleans as true/false."""
-    if not isinstance(raw, dict) or any(isinstance(v, (dict, list)) for v in raw.values()):
-        raise ProjectError("table_properties must map property names to values", path=origin,
-                           hint="e.g. table_properties: {delta.enableChangeDataFeed: true}")
-    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in raw.items()}
-
-
-def _whole_number(value, key: str, origin: str, least: int = 1) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ProjectError(f"config '{key}' is {value!r}; it must be a whole number of "
-                           f"{least} or more", path=origin)
-    return value
-
-
-def check_keys(raw: dict, origin: str, allowed=SPELLED_KEYS, what: str = "config key",
-               where: str = "", listed: str = "valid keys", tolerated=()) -> None:
+def check_keys(raw: dict[str, Any], origin: str, allowed: Collection[str] = SPELLED_KEYS,
+               what: str = "config key", where: str = "", listed: str = "valid keys",
+               tolerated: Collection[str] = ()) -> None:
     """Reject keys outside `allowed` (the config vocabulary unless told), naming the closest
     one, the line where a YAML mapping has it, and the valid ones. `tolerated` keys pass
     unlisted (another tool's, meaning nothing here)."""
@@ -99,9 +40,9 @@ def check_keys(raw: dict, origin: str, allowed=SPELLED_KEYS, what: str = "config
                            hint=f"{listed}: " + ", ".join(allowed))
 
 
-def merge_layers(*layers: dict) -> dict:
+def merge_layers(*layers: dict[str, Any]) -> dict[str, Any]:
     """Combine raw config dicts, later winning; tags accumulate as in dbt."""
-    merged: dict = {}
+    merged: dict[str, Any] = {}
     tags: list[str] = []
     for layer in layers:
         for key, value in layer.items():
@@ -115,61 +56,7 @@ def merge_layers(*layers: dict) -> dict:
     return merged
 
 
-def hook_statements(value, key: str, origin: str) -> tuple[str, ...]:
-    """Hook SQL: one statement, or a list of them, run in order."""
-    statements = () if value is None else (value,) if isinstance(value, str) else value
-    if not isinstance(statements, (list, tuple)) or not all(
-            isinstance(s, str) and s.strip() for s in statements):
-        raise ProjectError(f"config '{key}' must be SQL statements (a string or a list of "
-                           "strings)", path=origin,
-                           hint=f"e.g. {key}: \"select assert_true(count(*) > 0) from "
-                                "{{ this }}\"")
-    return tuple(statements)
-
-
-def _contract(value, origin: str) -> bool:
-    """`contract: {enforced: true}` as in dbt (a bare true or false too)."""
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, dict) and set(value) <= {"enforced"} and isinstance(
-            value.get("enforced", False), bool):
-        return value.get("enforced", False)
-    raise ProjectError(f"config 'contract' is {value!r}", path=origin,
-                       hint="use contract: {enforced: true}")
-
-
-def _identifier(value, key: str, origin: str) -> str | None:
-    """A schema or table name as catalogs take it unquoted: letters, digits, underscores."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-        raise ProjectError(f"config '{key}' is {value!r}; it must be a name of letters, "
-                           "digits and underscores", path=origin,
-                           hint=f"e.g. {key}: finance")
-    return value
-
-
-def _persist_docs(value, origin: str) -> tuple[str, ...]:
-    """dbt's {relation: true, columns: true} as the parts whose descriptions are kept."""
-    if value is None:
-        return ()
-    if not isinstance(value, dict) or set(value) - set(PERSIST_DOCS) or not all(
-            isinstance(v, bool) for v in value.values()):
-        raise ProjectError(f"config 'persist_docs' is {value!r}", path=origin,
-                           hint="use persist_docs: {relation: true, columns: true}")
-    return tuple(part for part in PERSIST_DOCS if value.get(part))
-
-
-def _meta(value, origin: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ProjectError(f"config 'meta' is {value!r}; it must be a mapping", path=origin,
-                           hint="e.g. meta: {owner: finance-team}")
-    return dict(value)
-
-
-def resolve_config(raw: dict, origin: str) -> NodeConfig:
+def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
     """Validate a merged raw config and turn it into a NodeConfig."""
     check_keys(raw, origin)
     cdc = raw.get("cdc")
@@ -179,46 +66,46 @@ def resolve_config(raw: dict, origin: str) -> NodeConfig:
             raise ProjectError(
                 f"config '{key}' is {raw[key]!r}; it must be one of "
                 + ", ".join(repr(a) for a in allowed), path=origin)
+    min_rows = values.whole_number(raw.get("incremental_min_rows"), "incremental_min_rows",
+                                   origin, least=0)  # null: the default, as when unset
     config = NodeConfig(
         materialized=raw.get("materialized", "table"),
         strategy=raw.get("strategy", "append"),
-        unique_key=_names(raw, "unique_key", origin),
-        sequence_by=_names(raw, "sequence_by", origin),
+        unique_key=values.names(raw, "unique_key", origin),
+        sequence_by=values.names(raw, "sequence_by", origin),
         delete_when=raw.get("delete_when"),
         scd_type=int(raw.get("scd_type", 1)),
         trigger=str(raw.get("trigger", "available_now")),
-        partition_by=_names(raw, "partition_by", origin),
+        partition_by=values.names(raw, "partition_by", origin),
         on_schema_change=raw.get("on_schema_change", "fail"),
-        tags=_names(raw, "tags", origin),
-        expectations=_expectations(raw.get("expectations") or {}, origin),
+        tags=values.names(raw, "tags", origin),
+        expectations=values.expectations(raw.get("expectations") or {}, origin),
         enabled=bool(raw.get("enabled", True)),
         column_types=dict(raw.get("column_types") or {}),
-        optimize_after_files=_whole_number(raw.get("optimize_after_files"),
-                                           "optimize_after_files", origin),
-        table_properties=_table_properties(raw.get("table_properties") or {}, origin),
+        optimize_after_files=values.whole_number(raw.get("optimize_after_files"),
+                                                 "optimize_after_files", origin),
+        table_properties=values.table_properties(raw.get("table_properties") or {}, origin),
         tombstone_retention=str(raw.get("tombstone_retention", "30 days")),
         cdc=raw.get("cdc"),
-        incremental_by=_names(raw, "incremental_by", origin),
-        incremental_min_rows=_whole_number(raw.get("incremental_min_rows",
-                                                   NodeConfig.incremental_min_rows),
-                                           "incremental_min_rows", origin, least=0),
+        incremental_by=values.names(raw, "incremental_by", origin),
+        incremental_min_rows=NodeConfig.incremental_min_rows if min_rows is None else min_rows,
         event_time=raw.get("event_time"),
         freshness=freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
-        contract=_contract(raw.get("contract"), origin),
-        except_columns=_names(raw, "except_columns", origin),
+        contract=values.contract(raw.get("contract"), origin),
+        except_columns=values.names(raw, "except_columns", origin),
         ignore_null_updates=bool(raw.get("ignore_null_updates", False)),
-        track_history_columns=_names(raw, "track_history_columns", origin),
-        track_history_except_columns=_names(raw, "track_history_except_columns", origin),
-        zorder_by=_names(raw, "zorder_by", origin),
-        cluster_by=_names(raw, "cluster_by", origin),
+        track_history_columns=values.names(raw, "track_history_columns", origin),
+        track_history_except_columns=values.names(raw, "track_history_except_columns", origin),
+        zorder_by=values.names(raw, "zorder_by", origin),
+        cluster_by=values.names(raw, "cluster_by", origin),
         truncate_when=raw.get("truncate_when"),
-        pre_hook=hook_statements(raw.get("pre_hook"), "pre_hook", origin),
-        post_hook=hook_statements(raw.get("post_hook"), "post_hook", origin),
-        schema=_identifier(raw.get("schema"), "schema", origin),
-        alias=_identifier(raw.get("alias"), "alias", origin),
-        persist_docs=_persist_docs(raw.get("persist_docs"), origin),
-        meta=_meta(raw.get("meta"), origin),
-        flow_into=_identifier(raw.get("flow_into"), "flow_into", origin),
+        pre_hook=values.hook_statements(raw.get("pre_hook"), "pre_hook", origin),
+        post_hook=values.hook_statements(raw.get("post_hook"), "post_hook", origin),
+        schema=values.identifier(raw.get("schema"), "schema", origin),
+        alias=values.identifier(raw.get("alias"), "alias", origin),
+        persist_docs=values.persist_docs(raw.get("persist_docs"), origin),
+        meta=values.meta(raw.get("meta"), origin),
+        flow_into=values.identifier(raw.get("flow_into"), "flow_into", origin),
         once=bool(raw.get("once", False)),
     )
     if not is_interval(config.tombstone_retention):

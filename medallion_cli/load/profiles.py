@@ -30,7 +30,7 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
             hint=f"the project asks for profile '{profile_name}' in {PROJECT_FILE}")
     profile = profiles[profile_name] or {}
     outputs = profile.get("outputs") or {}
-    name = target_name or profile.get("target")
+    name = str(target_name or profile.get("target"))
     if name not in outputs:
         raise ProjectError(
             f"target '{name}' not found in profile '{profile_name}'. "
@@ -133,7 +133,7 @@ TARGET_KEYS = ("engine", "warehouse", "threads", "spark", "delta_jars", "metasto
 METASTORES = ("local", "session")
 
 
-def _lineage_config(raw, profiles_path: Path, target: str) -> dict[str, Any]:
+def _lineage_config(raw: Any, profiles_path: Path, target: str) -> dict[str, Any]:
     """A target's `lineage:` mapping, checked: a transport as openlineage-python takes it."""
     if raw is None:
         return {}

@@ -15,7 +15,8 @@ import yaml
 from ..core.config import SPELLED_KEYS
 from ..core.errors import ProjectError, closest
 from ..core.project import PROJECT_FILE, NodeFile, Project
-from .model_config import check_keys, hook_statements, merge_layers
+from .config_values import hook_statements
+from .model_config import check_keys, merge_layers
 from .profiles import load_target
 from .sources import PROPERTY_KEYS, _discover, _properties, _sources
 from .yaml_io import _LineLoader, _mapping_with_lines, read_yaml
@@ -44,12 +45,13 @@ def _check_name(name: str, kind: str, rel_path: str) -> None:
 def _folder_config(tree: dict[str, Any], rel_parts: tuple[str, ...]) -> dict[str, Any]:
     """Config for a file from the nested per-folder mapping in medallion_project.yml."""
     layers = []
-    level = tree or {}
+    level: dict[str, Any] = tree or {}
     for part in ("",) + rel_parts:
         if part:
-            level = level.get(part) if isinstance(level.get(part), dict) else None
-            if level is None:
+            below = level.get(part)
+            if not isinstance(below, dict):
                 break
+            level = below
         layers.append({k: v for k, v in level.items() if k in SPELLED_KEYS})
     return merge_layers(*layers)
 

@@ -32,7 +32,7 @@ def real_relations(project: Project, nodes: dict[str, CompiledNode]) -> dict[str
     names = {}
     for name, node in nodes.items():
         if project.target.metastore:  # a flow's table is the one it flows into
-            names[name] = quoted(*catalog_name(nodes.get(node.config.flow_into, node)))
+            names[name] = quoted(*catalog_name(nodes.get(node.config.flow_into or "", node)))
         elif node.config.materialized != "view":
             names[name] = f"delta.`{project.table_path(node.file)}`"
     for source in project.sources.values():
@@ -49,5 +49,5 @@ def spark_sql(project: Project, nodes: dict[str, CompiledNode],
     incremental = {project.table_path(n.file) for n in nodes.values() if n.is_incremental}
     renderer = Renderer(project, table_exists=incremental.__contains__,
                         relations=real_relations(project, nodes))
-    return {node.name: renderer.render(node.file).shown_sql for node in chosen
+    return {node.name: renderer.render(node.file).shown_sql or "" for node in chosen
             if node.sql is not None}

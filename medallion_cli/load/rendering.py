@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import jinja2
 
@@ -54,7 +54,7 @@ def test_blocks_as_macros(text: str) -> str:
 
 
 class _Loader(jinja2.FileSystemLoader):
-    def get_source(self, environment, template):
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
         source, filename, uptodate = super().get_source(environment, template)
         return test_blocks_as_macros(source), filename, uptodate
 
@@ -106,7 +106,7 @@ class Renderer:
         project = self.project
         origin = record.origin
 
-        def config(**kwargs) -> str:
+        def config(**kwargs: Any) -> str:
             record.captured.update(kwargs)
             return ""
 
@@ -138,7 +138,7 @@ class Renderer:
                 record.sources.append(key)
             return self.named(project.sources[key].relation)
 
-        def var(name: str, default=None):
+        def var(name: str, default: Any = None) -> Any:
             if name in project.vars:
                 return project.vars[name]
             if default is not None:
@@ -172,12 +172,12 @@ class Renderer:
         return self.relations.get(key) or relation(key)
 
     @contextmanager
-    def _errors(self, origin: str, filename: str | None):
+    def _errors(self, origin: str, filename: str | None) -> Iterator[None]:
         """Jinja errors as MedallionErrors naming the file and line."""
         try:
             yield
         except MedallionError as exc:
-            exc.line = exc.line or (filename and _template_line(exc, filename))
+            exc.line = exc.line or (_template_line(exc, filename) if filename else None)
             raise
         except jinja2.TemplateSyntaxError as exc:
             path = (Path(exc.filename).relative_to(self.project.root) if exc.filename
@@ -186,10 +186,10 @@ class Renderer:
                                line=exc.lineno) from exc
         except jinja2.TemplateError as exc:
             raise ProjectError(f"cannot render: {exc}", path=origin,
-                               line=filename and _template_line(exc, filename)) from exc
+                               line=_template_line(exc, filename) if filename else None) from exc
         except Exception as exc:  # Python's, from an expression ({{ 1 // 0 }}, {{ 'a' + 1 }})
             raise ProjectError(f"cannot render: {type(exc).__name__}: {exc}", path=origin,
-                               line=filename and _template_line(exc, filename),
+                               line=_template_line(exc, filename) if filename else None,
                                hint="fix the Jinja expression on that line") from exc
 
     def render_file(self, rel_path: str, context: dict[str, Any]) -> str:
@@ -230,7 +230,7 @@ class Renderer:
         with self._errors(record.origin, None):
             return str(context[name](**args))
 
-    def _evaluate(self, value, context: dict[str, Any]):
+    def _evaluate(self, value: Any, context: Values) -> Any:
         if isinstance(value, str) and RELATION_CALL.fullmatch(value):
             return self.env.compile_expression(value, undefined_to_none=False)(**context)
         return value

@@ -39,7 +39,7 @@ PROPERTY_KEYS = {
 }
 
 
-def _check_property_keys(value, kind: str, origin: str, where: str) -> None:
+def _check_property_keys(value: Any, kind: str, origin: str, where: str) -> None:
     """Every key of a properties mapping is one medallion reads (with file, line and the
     closest valid key otherwise); lists under `kind` are walked down to their columns."""
     if not isinstance(value, dict):
@@ -60,7 +60,7 @@ def _check_property_keys(value, kind: str, origin: str, where: str) -> None:
 
 
 def _discover(root: Path, dirs: list[str], suffix: str) -> list[tuple[Path, Path]]:
-    found = []
+    found: list[tuple[Path, Path]] = []
     for d in dirs:
         base = root / d
         if base.is_dir():
@@ -163,7 +163,7 @@ def _rendered_options(options: dict[str, Any], origin: str, where: str) -> dict[
             for key, value in options.items()}
 
 
-def _rendered(value, origin: str, where: str) -> str:
+def _rendered(value: Any, origin: str, where: str) -> str:
     """A value with env_var() rendered (a reader option, a source's path: a landing zone that
     is a local folder on a laptop and a bucket in production)."""
     text = str(value).lower() if isinstance(value, bool) else str(value)

@@ -3,6 +3,8 @@ table that is a model or seed is reached through ref() (so the DAG knows about i
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -11,9 +13,9 @@ from ..core.errors import ProjectError
 from ..core.nodes import CompiledNode
 
 
-def check_model_sql(node: CompiledNode, node_names) -> None:
+def check_model_sql(node: CompiledNode, node_names: Collection[str]) -> None:
     try:
-        statements = [s for s in sqlglot.parse(node.sql, read="spark") if s is not None]
+        statements = [s for s in sqlglot.parse(node.sql or "", read="spark") if s is not None]
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         raise ProjectError(f"SQL does not parse: {first.get('description', exc)}",

@@ -23,19 +23,19 @@ def env_var(name: str, default: str | None = None) -> str:
     return value
 
 
-class YamlMap(dict):
+class YamlMap(dict[str, Any]):
     """A YAML mapping that knows its line and each key's line (1-based), for errors."""
 
     line: int | None = None
-    lines: dict[str, Any] = {}
+    lines: dict[str, int] = {}
 
 
-class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """libyaml's parser where PyYAML was built with it (several times quicker on a project's
     files, which every command and every --watch refresh reads), with the same safe types."""
 
 
-def _mapping_with_lines(loader: _LineLoader, node) -> YamlMap:
+def _mapping_with_lines(loader: _LineLoader, node: yaml.MappingNode) -> YamlMap:
     mapping = YamlMap(loader.construct_mapping(node, deep=True))
     mapping.line = node.start_mark.line + 1
     mapping.lines = {key.value: key.start_mark.line + 1 for key, _ in node.value
@@ -48,13 +48,13 @@ class _Deferred(jinja2.Undefined):
     (rendered when they run, with ref, this, var and macros) keep their Jinja."""
 
     def __str__(self) -> str:
-        return "{{ " + self._undefined_name + " }}"
+        return "{{ " + str(self._undefined_name) + " }}"
 
-    def __call__(self, *args, **kwargs) -> str:
+    def __call__(self, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
         given = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
         return "{{ " + f"{self._undefined_name}({', '.join(given)})" + " }}"
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> _Deferred:
         if name.startswith("__"):
             raise AttributeError(name)
         return _Deferred(name=f"{self._undefined_name}.{name}")
@@ -64,7 +64,7 @@ DEFERRING = jinja2.Environment(undefined=_Deferred)
 HOOK_KEYS = ("on-run-start", "on-run-end", "pre_hook", "post_hook", "pre-hook", "post-hook")
 
 
-def _jinja_outside_hooks(data, where: str = "") -> str | None:
+def _jinja_outside_hooks(data: Any, where: str = "") -> str | None:
     """Where Jinja was left unrendered outside hooks (a name that is not env_var)."""
     if isinstance(data, dict):
         for key, value in data.items():
