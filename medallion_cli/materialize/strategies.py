@@ -24,7 +24,7 @@ from .writing.writes import Into, append_rows, merge_rows_into
 
 @dataclass(frozen=True)
 class Strategy:
-    name: str  # as the build's output and the docs say it
+    name: str  # named in the error for a pair no row has
     build: Callable[[BuildContext, CompiledNode, Into | None], Outcome]
     into: Into | None = None  # None: the driver writes the table anew, or not at all (a view)
 

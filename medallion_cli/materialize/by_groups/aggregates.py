@@ -137,22 +137,32 @@ def updated_groups(aggregates: Aggregates, stored, touched, added, removed, dele
     # Only the touched groups' stored rows: the table is read, but not grouped, in full.
     stored = in_groups(stored, F.broadcast(touched))
     union = changed.unionByName(stored.select(*columns).withColumn(SIGN, F.lit(1)))
-    sign = F.col(SIGN)
     values, ambiguous = [], []
-    for column, kind, field in zip(columns, aggregates.kinds, added.schema.fields):
-        if kind is None:
-            continue
-        total = F.sum(sign * F.coalesce(F.col(column), F.lit(0)))
+    for column, kind, total, kept, taken, kind_of_value in _signed_totals(aggregates, added):
         if kind != "sum":
-            values.append(total.cast(field.dataType).alias(column))
+            values.append(total.cast(kind_of_value).alias(column))
             continue
-        kept = F.max(F.when((sign > 0) & F.col(column).isNotNull(), 1).otherwise(0)) == 1
-        taken = F.max(F.when((sign < 0) & F.col(column).isNotNull(), 1).otherwise(0)) == 1
-        values.append(F.when(kept, total).cast(field.dataType).alias(column))
+        values.append(F.when(kept, total).cast(kind_of_value).alias(column))
         ambiguous.append(kept & taken & (total == 0))
     grouped = union.groupBy(*keys).agg(
         *values, (F.lit(False) if not ambiguous else _any(ambiguous)).alias(RECOMPUTE))
     return grouped.withColumn(delete_column, F.col(rows_left) <= 0)
+
+
+def _signed_totals(aggregates: Aggregates, added):
+    """For each column the model aggregates (rows signed +1 added, -1 removed, in SIGN): its
+    kind, the signed total of its values, whether any added and any removed row holds a
+    non-null value of it, and its type."""
+    from ...spark.pyspark_api import F
+
+    sign = F.col(SIGN)
+    for column, kind, field in zip(added.columns, aggregates.kinds, added.schema.fields):
+        if kind is None:
+            continue
+        total = F.sum(sign * F.coalesce(F.col(column), F.lit(0)))
+        gained = F.count_if((sign > 0) & F.col(column).isNotNull()) > 0
+        lost = F.count_if((sign < 0) & F.col(column).isNotNull()) > 0
+        yield column, kind, total, gained, lost, field.dataType
 
 
 def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozenset[str]):
@@ -164,21 +174,14 @@ def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozens
     from ...spark.pyspark_api import F
 
     columns = added.columns
-    sign = F.col(SIGN)
+    may_turn_null = dict(zip(columns, aggregates.may_turn_null(without_nulls)))
     values, unsure = [], []
-    for column, kind, may_turn_null, field in zip(columns, aggregates.kinds,
-                                                  aggregates.may_turn_null(without_nulls),
-                                                  added.schema.fields):
-        if kind is None:
-            continue
-        total = F.sum(sign * F.coalesce(F.col(column), F.lit(0)))
+    for column, kind, total, gained, lost, kind_of_value in _signed_totals(aggregates, added):
         if kind != "sum":
-            values.append(total.cast(field.dataType).alias(column))
+            values.append(total.cast(kind_of_value).alias(column))
             continue
-        gained = F.count_if((sign > 0) & F.col(column).isNotNull()) > 0
-        lost = F.count_if((sign < 0) & F.col(column).isNotNull()) > 0
-        values.append(F.when(gained | lost, total).cast(field.dataType).alias(column))
-        if may_turn_null:
+        values.append(F.when(gained | lost, total).cast(kind_of_value).alias(column))
+        if may_turn_null[column]:
             unsure.append(lost & ~gained)
     totals = _signed(added, removed).groupBy(*aggregates.keys(columns)).agg(
         *values, (_any(unsure) if unsure else F.lit(False)).alias(MAY_BE_NULL))
