@@ -49,8 +49,7 @@ def build_and_test(project: Path, target: str | None = None):
 
 
 @pytest.mark.slow("the default tier builds a generated project (test_init_with_custom_values); "
-                  "this adds its delta-spark build and its own pytest run, as .ci/run does "
-                  "from a wheel")
+                  "this adds its delta-spark build")
 def test_no_input_project_builds_and_tests_green(tmp_path, spark, monkeypatch):
     monkeypatch.delenv("MEDALLION_WAREHOUSE", raising=False)
     project = Path(cookiecutter(str(ROOT), no_input=True, output_dir=str(tmp_path)))
@@ -67,11 +66,8 @@ def test_no_input_project_builds_and_tests_green(tmp_path, spark, monkeypatch):
     assert sum(r["orders"] for r in revenue) == 6
     funnel = read_delta(project / "warehouse/gold/gold_funnel_conversion")
     assert [r["purchased"] for r in funnel] == [2, 2]
-    # the project's own pytest tests (with medallion's fixtures) pass where it was generated
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                         cwd=project, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "2 passed" in run.stdout
+    # (The project's own pytest, with medallion's fixtures, runs in .ci/run, where the project
+    # is made from an installed wheel and set up by its README's command, as a user's is.)
 
 
 def test_init_with_custom_values(tmp_path, spark):
