@@ -471,6 +471,11 @@ def test_unit_test_errors(project, spark):
                     "tests/unit/adults.yml": UNIT})
     result = unit_results(root)["adults_only"]
     assert result.status == "error" and "gives no rows for: countries" in result.message
+    root = project({**PEOPLE, "tests/unit/adults.yml": UNIT.replace("model: adults",
+                                                                    "model: countries")})
+    with pytest.raises(MedallionError, match="model 'countries' is a seed: a unit test checks "
+                                             "a model's SQL"):
+        unit_results(root)
 
 
 @pytest.mark.one_engine("exit codes and CLI output of data tests do not depend on the engine")

@@ -22,7 +22,7 @@ from ..core.rowtext import rows_text
 from .rendering import Renderer
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 TEST_CONFIG_KEYS = ("severity", "error_if", "warn_if", "tags", "enabled", "name", "store_failures")
 SEVERITIES = ("error", "warn")
@@ -177,7 +177,7 @@ class TestRun:
     status: str  # success | warn | error
     failures: int
     sample: str  # the first failing rows, as a table
-    rows: object = None  # the failing rows (a DataFrame)
+    rows: DataFrame | None = None  # the failing rows
 
 
 def run_test(spark: SparkSession, test: DataTest, limit: int = SHOW_ROWS,

@@ -29,6 +29,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.errors import LockHeld, RunStopped
@@ -41,7 +42,7 @@ RENEW_SECONDS = LEASE_SECONDS / 4
 LOCK_KEY = "_medallion/lock"
 
 
-def _refused(exc) -> bool:
+def _refused(exc: Any) -> bool:
     """A conditional write the store refused: the object exists (If-None-Match), or changed
     (If-Match); some stores answer 409 to a conditional write racing another."""
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -54,7 +55,7 @@ class LeaseLost(RunStopped):
 
 @dataclass
 class Lease:
-    client: object
+    client: Any  # a boto3 S3 client (object_store.s3_client)
     bucket: str
     key: str
     body: bytes
@@ -105,13 +106,13 @@ def _where(warehouse: str) -> tuple[str, str]:
     return parts.netloc, "/".join(filter(None, [parts.path.strip("/"), LOCK_KEY]))
 
 
-def _holder_text(held: dict, expires: dt.datetime) -> str:
+def _holder_text(held: dict[str, Any], expires: dt.datetime) -> str:
     return (f"`medallion {held.get('command', '?')}` (pid {held.get('pid', '?')} on "
             f"{held.get('host', '?')}, since {held.get('since', '?')}; its lease runs to "
             f"{expires:%H:%M:%S} UTC unless renewed)")
 
 
-def acquire(warehouse: str, command: str, client=None) -> Lease:
+def acquire(warehouse: str, command: str, client: Any = None) -> Lease:
     """Take the warehouse's lease, or raise naming its holder."""
     client = client or s3_client()
     bucket, key = _where(warehouse)
@@ -131,7 +132,7 @@ def acquire(warehouse: str, command: str, client=None) -> Lease:
     return lease
 
 
-def _take_over_lapsed(client, bucket: str, key: str, body: bytes, warehouse: str) -> str:
+def _take_over_lapsed(client: Any, bucket: str, key: str, body: bytes, warehouse: str) -> str:
     held = client.get_object(Bucket=bucket, Key=key)
     renewed = held["LastModified"]
     now = parsedate_to_datetime(held["ResponseMetadata"]["HTTPHeaders"]["date"])
@@ -149,7 +150,9 @@ def _take_over_lapsed(client, bucket: str, key: str, body: bytes, warehouse: str
             hint="wait for it to finish, or stop it; a stopped build's lease lapses "
                  f"{LEASE_SECONDS:.0f} s after its last renewal, then run this again")
     try:
-        return client.put_object(Bucket=bucket, Key=key, Body=body, IfMatch=held["ETag"])["ETag"]
+        taken: str = client.put_object(Bucket=bucket, Key=key, Body=body,
+                                       IfMatch=held["ETag"])["ETag"]
+        return taken
     except Exception as exc:
         if getattr(exc, "response", None) and _refused(exc):
             raise LockHeld(

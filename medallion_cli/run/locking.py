@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import socket
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def _held() -> None:
 
 
 @contextmanager
-def warehouse_lock(warehouse: str, command: str):
+def warehouse_lock(warehouse: str, command: str) -> Iterator[Callable[[], None]]:
     """Hold the warehouse's lock while the block runs; refuse if another process holds it.
     Yields the fence for the engine to ask before each commit (OnDemandSpark.fence): an S3
     lease can be lost while the block runs; a lock on a local file cannot."""
@@ -76,7 +77,7 @@ def warehouse_lock(warehouse: str, command: str):
 
 
 @contextmanager
-def _s3_lease(warehouse: str, command: str):
+def _s3_lease(warehouse: str, command: str) -> Iterator[Callable[[], None]]:
     try:
         held = lease.acquire(warehouse, command)
     except MedallionError:

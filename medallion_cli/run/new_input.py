@@ -5,6 +5,7 @@ JIT is picked by it (spark/conf.py: driver_java_options)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..core.locations import COMMIT_OR_CHECKPOINT, is_remote, local_files
@@ -12,7 +13,8 @@ from ..core.project import Project
 from ..dag.graph import Graph
 
 
-def new_landing_bytes(project: Project, graph: Graph, selected, full_refresh: bool) -> int:
+def new_landing_bytes(project: Project, graph: Graph, selected: Iterable[str],
+                      full_refresh: bool) -> int:
     """Bytes of the landing files that the selected models read and have not taken in: all of
     a source's files for a model with no table yet (or on --full-refresh), else those changed
     since its table's last commit. Kafka and object stores count for nothing (not listed here),
@@ -27,7 +29,7 @@ def new_landing_bytes(project: Project, graph: Graph, selected, full_refresh: bo
             continue
         since = None if full_refresh else _last_commit_time(Path(table))
         for key in node.sources:
-            source = project.sources.get(tuple(key))
+            source = project.sources.get(key)
             if source is None or source.format == "kafka" or is_remote(source.path):
                 continue
             total += sum(size for _, size, modified in local_files(source.path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 from ..core.error_text import error_message
 from ..core.errors import RunStopped
@@ -37,14 +37,14 @@ class NodeResult:
     files_added: int | None = None
     version: int | None = None
     message: str = ""
-    expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
-    on_violation: dict = field(default_factory=dict)  # rule -> warn | drop | fail
+    expectations: dict[str, int] = field(default_factory=dict)  # rule -> rows that failed it
+    on_violation: dict[str, str] = field(default_factory=dict)  # rule -> warn | drop | fail
     quarantine: str | None = None  # where rows of its `drop` rules went
     rows_checked: int | None = None  # rows the expectations were evaluated on
-    stream: dict = field(default_factory=dict)  # streaming: rows/s, batch seconds, Kafka lag
+    stream: dict[str, Any] = field(default_factory=dict)  # streaming: rows/s, batch s, Kafka lag
     malformed: int | None = None
     rescued: int | None = None
-    phases: dict = field(default_factory=dict)  # step -> seconds (materialize/context.py Phases)
+    phases: dict[str, float] = field(default_factory=dict)  # step -> seconds (context.py Phases)
     detail: str = ""  # the traceback, for --debug
     recalled: bool = False  # a test's verdict reached earlier on the same inputs, not run again
 
@@ -136,7 +136,7 @@ def run_project_hooks(ctx: BuildContext, which: str, statements: tuple[str, ...]
     for number, statement in enumerate(statements, 1):
         name = f"{which} {number}"
 
-        def work(statement=statement, name=name) -> NodeResult:
+        def work(statement: str = statement, name: str = name) -> NodeResult:
             run_hooks(own_session(ctx), (statement,), which, "medallion_project.yml",
                       first=number)
             return NodeResult(name, "hook", "", "success")
@@ -151,7 +151,7 @@ def run_project_hooks(ctx: BuildContext, which: str, statements: tuple[str, ...]
     return results
 
 
-def check_node(ctx: BuildContext, name: str, schemas: dict) -> NodeResult:
+def check_node(ctx: BuildContext, name: str, schemas: dict[str, Any]) -> NodeResult:
     """--empty: the node checked over inputs with no rows (materialize/empty.py), nothing written."""
     node = ctx.graph.nodes[name]
 
@@ -192,6 +192,7 @@ def run_data_test(ctx: BuildContext, test: DataTest, skip_passed: bool = False,
         if test.store_failures:  # replaced each run, so it holds this run's failures only
             with test_ctx.phases.timing("store_failures"):
                 where = test_ctx.project.test_failures_path(test.name)
+                assert run.rows is not None  # such a test runs alone, its rows never counted
                 test_ctx.engine.write(run.rows, where, "overwrite")
                 kept = f"; kept in {where}"
         word = {"success": "passed", "warn": "warned", "error": "failed"}[run.status]

@@ -10,7 +10,7 @@ their verdict (its `gate`), so a failing test still leaves its table as it was.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Callable
 
@@ -33,7 +33,7 @@ def skipped_after(parent: NodeResult) -> str:
     return f"upstream '{parent.name}' {parent.status}"
 
 
-def drain(running: dict, finish: Callable[[NodeResult], None],
+def drain(running: dict[Future[NodeResult], str], finish: Callable[[NodeResult], None],
           on_interrupt: Callable[[], None] | None) -> None:
     """Wait for the running nodes. After Ctrl-C (on_interrupt given), Spark jobs they start
     are cancelled as they come, and a node that fails is said to be stopped."""
@@ -76,7 +76,7 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[..., N
             children.setdefault(p, []).append(name)
     results: dict[str, NodeResult] = {}
     verdicts = threading.Condition()  # a gated node's thread waits on it for its gates
-    running: dict = {}
+    running: dict[Future[NodeResult], str] = {}
     by_priority = _by_priority(order, children, labels, gates)
 
     def gate_of(name: str) -> Callable[[], None]:
@@ -144,7 +144,8 @@ def execute(order: list[str], parents: dict[str, set[str]], run: Callable[..., N
                 if not running:
                     break
                 try:
-                    done, _ = wait(running, timeout=stop and 0.5, return_when=FIRST_COMPLETED)
+                    done, _ = wait(running, timeout=None if stop is None else 0.5,
+                                   return_when=FIRST_COMPLETED)
                 except KeyboardInterrupt:  # Ctrl-C: stop what runs, start nothing more
                     interrupted = True
                     on_interrupt()

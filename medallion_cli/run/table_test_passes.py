@@ -15,14 +15,22 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
 
 from ..load.datatests import DataTest
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 # What makes a query more than one table's rows, filtered or grouped by one column.
 NOT_ONE_TABLE = ("joins", "limit", "order", "with", "distinct", "qualify", "laterals", "windows")
+
+
+# The tests answered by one pass: those over one table, with the same refs and sources.
+GroupKey = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,8 @@ def measure(sql: str) -> Measure | None:
     table = source.this.sql("spark")
     if tree.args.get("group") or tree.args.get("having"):
         column = _unique_column(tree)
-        return column and Measure(table, f"count({column}) - count(distinct {column})", False)
+        return (Measure(table, f"count({column}) - count(distinct {column})", False)
+                if column else None)
     shown = tree.expressions
     if where is None or len(shown) != 1 or not isinstance(shown[0], exp.Star):
         return None
@@ -77,7 +86,7 @@ class TestPasses:
     once, by whichever of its tests runs first (the others wait for it)."""
 
     def __init__(self, tests: dict[str, DataTest]):
-        groups: dict[tuple, dict[str, Measure]] = {}
+        groups: dict[GroupKey, dict[str, Measure]] = {}
         for name, test in tests.items():
             found = None if test.store_failures else measure(test.sql)
             if found:
@@ -85,9 +94,9 @@ class TestPasses:
         self.groups = {key: members for key, members in groups.items() if len(members) > 1}
         self.group_of = {name: key for key, members in self.groups.items() for name in members}
         self.locks = {key: threading.Lock() for key in self.groups}
-        self.counts: dict[tuple, dict[str, int] | None] = {}
+        self.counts: dict[GroupKey, dict[str, int] | None] = {}
 
-    def failures(self, spark, test: DataTest) -> int | None:
+    def failures(self, spark: SparkSession, test: DataTest) -> int | None:
         """The test's failing-row count from its table's pass, in a session where the test's
         relations are registered; None when it is to run alone."""
         key = self.group_of.get(test.name)
@@ -103,11 +112,13 @@ class TestPasses:
         return found if self.groups[key][test.name].exact or found == 0 else None
 
 
-def _count(spark, table: str, measures: dict[str, Measure]) -> dict[str, int] | None:
+def _count(spark: SparkSession, table: str, measures: dict[str, Measure]) -> dict[str, int] | None:
     names = list(measures)
     columns = ", ".join(f"{measures[n].sql} as c{i}" for i, n in enumerate(names))
     try:
         row = spark.sql(f"select {columns} from {table}").first()
     except Exception:
+        return None
+    if row is None:  # (an aggregate has its one row)
         return None
     return {name: int(row[i] or 0) for i, name in enumerate(names)}

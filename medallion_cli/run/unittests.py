@@ -22,21 +22,25 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from ..core.errors import MedallionError, closest
+from ..core.errors import MedallionError, ProjectError, closest
 from ..core.project import Project
 from ..dag.graph import Graph
 from ..load.rendering import Renderer
 from ..load.yaml_io import read_yaml
 from ..materialize.writing.writes import first_build_rows
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 
 @dataclass(frozen=True)
 class UnitTest:
     name: str
     model: str
-    given: dict  # relation name -> {"rows": [...], "schema": DDL or None}
-    expect: list
+    given: dict[str, dict[str, Any]]  # relation name -> {"rows": [...], "schema": DDL or None}
+    expect: list[dict[str, Any]]
     origin: str
 
 
@@ -62,6 +66,11 @@ def load_unit_tests(project: Project, graph: Graph) -> list[UnitTest]:
             if model not in graph.nodes:
                 raise MedallionError(f"{key}: model {model!r} does not exist. "
                                      f"{closest(str(model), graph.nodes)}".strip(), path=origin)
+            if graph.nodes[model].sql is None:
+                raise ProjectError(f"{key}: model {model!r} is a seed: a unit test checks a "
+                                   "model's SQL on the rows given to it", path=origin,
+                                   hint="name the model that reads the seed, and give the "
+                                        "seed's rows under 'given:'")
             given = {}
             for j, item in enumerate(entry.get("given") or []):
                 name = input_relation(renderer, str(item.get("input", "")), origin,
@@ -72,7 +81,8 @@ def load_unit_tests(project: Project, graph: Graph) -> list[UnitTest]:
     return found
 
 
-def rows_frame(spark, rows: list, schema=None):
+def rows_frame(spark: SparkSession, rows: list[dict[str, Any]],
+               schema: Any = None) -> DataFrame:
     """A DataFrame from YAML rows; with a schema (DDL or StructType) values are cast like JSON,
     and a value that does not fit is an error rather than a null. Without one, Spark infers
     their types as it does reading JSON (one array of the rows, whose elements' fields it
@@ -84,7 +94,9 @@ def rows_frame(spark, rows: list, schema=None):
     text = F.lit(json.dumps(rows, default=str))
     one = spark.range(1)
     if schema is None:
-        array = one.select(F.schema_of_json(text)).first()[0]
+        inferred = one.select(F.schema_of_json(text)).first()
+        assert inferred is not None  # (a select over range(1): one row)
+        array = inferred[0]
     else:
         array = (T.ArrayType(schema) if isinstance(schema, T.StructType)
                  else f"array<struct<{schema}>>")
@@ -92,7 +104,8 @@ def rows_frame(spark, rows: list, schema=None):
     return one.select(F.explode(rows_of).alias("row")).select("row.*")
 
 
-def model_output(spark, project: Project, graph: Graph, model: str, inputs: dict, origin: str):
+def model_output(spark: SparkSession, project: Project, graph: Graph, model: str,
+                 inputs: dict[str, DataFrame], origin: str) -> DataFrame:
     """The model's rows computed from `inputs` ({relation name: DataFrame}) alone."""
     node = graph.nodes[model]
     missing = [r for r in node.refs if r not in inputs] + [
@@ -103,12 +116,14 @@ def model_output(spark, project: Project, graph: Graph, model: str, inputs: dict
                              path=origin, hint="add them under 'given:' (rows may be empty, with "
                                                "a schema)")
     rendered = Renderer(project, table_exists=lambda path: False).render(node.file)
+    assert rendered.sql is not None  # a seed has no unit test (load_unit_tests)
     for name, frame in inputs.items():
         frame.createOrReplaceTempView(name)
-    return first_build_rows(rendered, spark.sql(rendered.sql))
+    output: DataFrame = first_build_rows(rendered, spark.sql(rendered.sql))
+    return output
 
 
-def run_unit_test(spark, project: Project, graph: Graph, test: UnitTest) -> str | None:
+def run_unit_test(spark: SparkSession, project: Project, graph: Graph, test: UnitTest) -> str | None:
     """None when the model gives the expected rows; otherwise chispa's description of the diff."""
     from chispa import assert_df_equality
     from chispa.dataframe_comparer import DataFramesNotEqualError

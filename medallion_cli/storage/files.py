@@ -14,13 +14,22 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..core.locations import is_remote, local_files
 from ..spark.connect import is_connect
 from . import object_store
 
 
-def read_text(on, location: str) -> str:
+class WithSpark(Protocol):
+    """What the functions here take as `on`: an engine, or anything else holding a session
+    (py4j's and Spark Connect's objects are untyped, hence Any)."""
+
+    @property
+    def spark(self) -> Any: ...
+
+
+def read_text(on: WithSpark, location: str) -> str:
     """A (small) file's content as UTF-8 text; FileNotFoundError when there is none."""
     if not is_remote(location):
         return _local(location).read_text()
@@ -33,10 +42,10 @@ def read_text(on, location: str) -> str:
         raise FileNotFoundError(location)
     out = jvm.java.io.ByteArrayOutputStream()
     jvm.org.apache.hadoop.io.IOUtils.copyBytes(fs.open(path), out, 65536, True)  # closes both
-    return out.toString("UTF-8")
+    return str(out.toString("UTF-8"))
 
 
-def write_text(on, location: str, text: str) -> None:
+def write_text(on: WithSpark, location: str, text: str) -> None:
     """Write a (small) UTF-8 file whole or not at all, replacing one that is there: a local one
     is written beside it and renamed over it (a process killed mid-write leaves the file as it
     was, never an empty one the next build cannot parse); an object appears whole when its
@@ -63,7 +72,7 @@ def write_local_text(location: str, text: str) -> None:
     os.replace(written, path)
 
 
-def remove(on, location: str) -> None:
+def remove(on: WithSpark, location: str) -> None:
     """Delete a file, or a folder and everything under it; nothing there is fine."""
     if not is_remote(location):
         if _local(location).is_file():
@@ -77,7 +86,7 @@ def remove(on, location: str) -> None:
     fs.delete(path, True)
 
 
-def list_files(on, location: str) -> list[tuple[str, int, int]]:
+def list_files(on: WithSpark, location: str) -> list[tuple[str, int, int]]:
     """(path under the location, size, modification time) of every file below a location,
     sorted (a local folder's by Python: no Spark)."""
     if not is_remote(location):
@@ -101,7 +110,7 @@ def _local(location: str) -> Path:
     return Path(location.removeprefix("file://"))
 
 
-def _hadoop_file(spark, location: str):
+def _hadoop_file(spark: Any, location: str) -> tuple[Any, Any]:
     """(Hadoop Path, its FileSystem) for a location."""
     path = spark._jvm.org.apache.hadoop.fs.Path(location)
     return path, path.getFileSystem(spark._jsc.hadoopConfiguration())

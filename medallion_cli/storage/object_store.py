@@ -11,7 +11,9 @@ R2, moto), which is addressed by path (http://host/bucket/key), not by a bucket'
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.locations import on_s3
@@ -29,7 +31,7 @@ class AwsSettings:
     session_token: str | None = None
 
 
-def aws_settings(env=None) -> AwsSettings:
+def aws_settings(env: Mapping[str, str] | None = None) -> AwsSettings:
     """The standard variables (AWS_ENDPOINT_URL_S3 before AWS_ENDPOINT_URL, as the SDKs read
     them; AWS_REGION before AWS_DEFAULT_REGION)."""
     env = os.environ if env is None else env
@@ -106,7 +108,7 @@ def with_s3a(target: Target) -> Target:
     return replace(target, spark_conf={**s3a_conf(aws_settings()), **target.spark_conf})
 
 
-def arrow_filesystem(location: str):
+def arrow_filesystem(location: str) -> tuple[Any, str]:
     """(pyarrow file system, path in it) for a location: S3 with the AWS settings, else the
     local disk. For the few files Python itself reads or writes beside Spark: a commit's JSON,
     a Parquet footer, a staged file going into its table."""
@@ -129,7 +131,8 @@ def read_bytes(location: str) -> bytes:
     """A file's bytes, local or on S3; FileNotFoundError when it is not there."""
     filesystem, path = arrow_filesystem(location)
     with filesystem.open_input_stream(path) as stream:
-        return stream.read()
+        data: bytes = stream.read()
+    return data
 
 
 def write_bytes(location: str, data: bytes) -> None:
@@ -173,8 +176,9 @@ def put_file(local_file: str, location: str) -> None:
                     destination_filesystem=filesystem)
 
 
-def s3_client():
-    """A boto3 client from the AWS settings; with no keys set, boto3 finds credentials itself."""
+def s3_client() -> Any:
+    """A boto3 client from the AWS settings; with no keys set, boto3 finds credentials itself.
+    (boto3 makes its clients' classes at run time: no type to name.)"""
     import boto3
     from botocore.config import Config
 
@@ -199,6 +203,7 @@ def bucket_problem(location: str) -> str | None:
         client.put_object(Bucket=bucket, Key=probe, Body=b"1", IfNoneMatch="*")
     except Exception as exc:
         return str(exc).splitlines()[0]
+    problem: str | None
     try:
         client.put_object(Bucket=bucket, Key=probe, Body=b"2", IfNoneMatch="*")
         problem = ("the store overwrote an object written with If-None-Match: *; it does not "
