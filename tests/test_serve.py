@@ -326,3 +326,30 @@ def test_a_slow_or_endless_peer_is_hung_up_on_and_holds_up_no_client(monkeypatch
         assert time.monotonic() - began < 2 * AUTH_SECONDS
         for peer in (slow, endless, client, taken.connection):
             peer.close()
+
+
+@pytest.mark.unit
+def test_a_stopping_server_turns_away_who_waits_behind_a_request_to_stop():
+    """Engine-independent: the clients still queued when the server stops are hung up on, a
+    request that it stop among them (queued as None) included, and the server's own clean-up
+    after them still runs (it raised AttributeError there)."""
+    import queue
+
+    from medallion_cli.serve.admission import _Client
+    from medallion_cli.serve.server import _turn_away
+
+    clients = queue.Queue()
+    peers = []
+    for waiting in (True, None, True):
+        if waiting is None:
+            clients.put(None)
+            continue
+        ours, theirs = socket.socketpair()
+        clients.put(_Client(ours, ours.makefile("rb"), {"argv": ["build"]}))
+        peers.append(theirs)
+    _turn_away(clients)
+    assert clients.empty()
+    for peer in peers:
+        peer.settimeout(5)
+        assert peer.recv(1) == b""  # hung up on
+        peer.close()

@@ -19,9 +19,9 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
-from .protocol import _hang_up
+from .protocol import Message, _hang_up
 
 
 @dataclass
@@ -38,7 +38,7 @@ class _ClientStream(io.TextIOBase):
     client as messages of one kind; a terminal when the client's stdout is one, so progress
     and colors look as they would there. Writes after the client left are dropped."""
 
-    def __init__(self, send: Callable[[dict], None], kind: str, terminal: bool):
+    def __init__(self, send: Callable[[Message], None], kind: str, terminal: bool):
         super().__init__()
         self.send, self.kind, self.terminal = send, kind, terminal
 
@@ -49,8 +49,8 @@ class _ClientStream(io.TextIOBase):
             self.send({self.kind: text})
         return len(text)
 
-    @property
-    def encoding(self) -> str:
+    @property  # (typeshed has an attribute; io's own is a property without a setter)
+    def encoding(self) -> str:  # type: ignore[override]
         return "utf-8"
 
     def writable(self) -> bool:
@@ -61,7 +61,7 @@ class _ClientStream(io.TextIOBase):
 
 
 @contextmanager
-def _as_client(request: dict, send: Callable[[dict], None]):
+def _as_client(request: Message, send: Callable[[Message], None]) -> Iterator[None]:
     """The client's working folder, environment and output, while its command runs."""
     saved = (os.getcwd(), dict(os.environ), sys.stdout, sys.stderr)
     os.chdir(request["cwd"])
@@ -84,12 +84,12 @@ class _Client:
 
     connection: socket.socket
     messages: io.BufferedReader
-    request: dict
+    request: Message
     sending: threading.Lock = field(default_factory=threading.Lock)
     running: bool = False
     left: bool = False
 
-    def send(self, message: dict) -> None:
+    def send(self, message: Message) -> None:
         with self.sending:
             try:
                 self.connection.sendall(json.dumps(message).encode() + b"\n")
@@ -108,13 +108,17 @@ class _Running:
     since: float = 0.0
 
 
+# Clients admitted, in the order they came; None: a request that the server stop
+Clients = queue.Queue[_Client | None]
+
+
 AUTH_SECONDS = 5.0  # a client sends its request at once: a peer slower than this is dropped
 
 
 MAX_REQUEST = 1 << 20  # bytes, read before the secret is checked
 
 
-def _accept(listener: socket.socket, secret: str, clients: queue.Queue, current: _Running,
+def _accept(listener: socket.socket, secret: str, clients: Clients, current: _Running,
             watch: Callable[[_Client], None]) -> None:
     """Take in connections until the listener closes, each admitted on a thread of its own, so
     that one slow or silent peer holds up nobody."""
@@ -127,7 +131,7 @@ def _accept(listener: socket.socket, secret: str, clients: queue.Queue, current:
             connection, secret, clients, current, watch)).start()
 
 
-def _admit(connection: socket.socket, secret: str, clients: queue.Queue, current: _Running,
+def _admit(connection: socket.socket, secret: str, clients: Clients, current: _Running,
            watch: Callable[[_Client], None]) -> None:
     """A client with the secret is watched from now on, told when it waits for other commands,
     and queued (None for one that asks the server to stop); any other peer is hung up on."""
@@ -152,7 +156,7 @@ def _admit(connection: socket.socket, secret: str, clients: queue.Queue, current
     clients.put(client)
 
 
-def _request(connection: socket.socket) -> dict | None:
+def _request(connection: socket.socket) -> Message | None:
     """The request line, read within AUTH_SECONDS in all and at most MAX_REQUEST bytes; None
     for a peer that sends less, more or slower (a byte every few seconds must not hold the
     connection open, nor a line without end grow the server)."""
@@ -174,7 +178,7 @@ def _request(connection: socket.socket) -> dict | None:
         return None
 
 
-def _watch(client: _Client, interrupts: _Interrupts, cancel_jobs) -> None:
+def _watch(client: _Client, interrupts: _Interrupts, cancel_jobs: Callable[[], None]) -> None:
     """The client sends nothing after its request: anything more, or the connection closing,
     means it left (Ctrl-C). A waiting client is then passed over; a running command is
     cancelled, its Spark jobs from here, since the command's thread may wait on one, where no

@@ -120,7 +120,8 @@ def _relay(connection: socket.socket, server: str) -> int | None:
             print(f"(on the Spark of {server})", file=sys.stderr)
             announced = True
         if "exit" in message:
-            return message["exit"]
+            code: int = message["exit"]
+            return code
         stream = sys.stdout if "out" in message else sys.stderr
         stream.write(message.get("out", message.get("err")))
         stream.flush()

@@ -95,7 +95,8 @@ def start(project_dir: str, serve_here: Callable[[Callable[[int], None]], None],
         return pid if ready.read(1) == b"1" else None
 
 
-def _be_daemon(log: Path, ready_write: int, serve_here) -> None:
+def _be_daemon(log: Path, ready_write: int,
+               serve_here: Callable[[Callable[[int], None]], None]) -> None:
     code = 1
     try:
         os.setsid()  # no terminal: the terminal's Ctrl-C and hang-up are the command's

@@ -12,10 +12,15 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..core.processes import ended
 
 SERVED_FILE = "serve.json"
+# What a serve.json says (pid, port, secret, target, kind, idle), and the JSON messages
+# server and client exchange, one a line
+Served = dict[str, Any]
+Message = dict[str, Any]
 
 # Read where Spark starts (Java's and Spark's options, S3A's credentials), not per command: a
 # server started with other values would run a command otherwise than the command would.
@@ -70,7 +75,7 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _served(path: Path) -> dict:
+def _served(path: Path) -> Served:
     """What a project's serve.json says (empty when there is none)."""
     try:
         served = json.loads(path.read_text())
@@ -79,7 +84,7 @@ def _served(path: Path) -> dict:
     return served if isinstance(served, dict) else {}
 
 
-def _connect(served: dict) -> socket.socket | None:
+def _connect(served: Served) -> socket.socket | None:
     """A connection to the server the file names, or None when it is gone (killed without
     removing its file: its pid is not running, or nothing listens on its port)."""
     try:
@@ -89,7 +94,7 @@ def _connect(served: dict) -> socket.socket | None:
         return None
 
 
-def listening(served: dict) -> bool:
+def listening(served: Served) -> bool:
     """Whether the server a serve.json names answers (the connection closed again)."""
     connection = _connect(served)
     if connection is None:
@@ -98,7 +103,7 @@ def listening(served: dict) -> bool:
     return True
 
 
-def ask_to_stop(served: dict, timeout: float = 120) -> bool:
+def ask_to_stop(served: Served, timeout: float = 120) -> bool:
     """Ask the server a serve.json names to stop (after the command it runs, if any) and wait
     for its process to end: whether it ended."""
     connection = _connect(served)

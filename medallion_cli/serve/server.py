@@ -29,15 +29,32 @@ import socket
 import threading
 import time
 import traceback
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 from ..core.errors import MedallionError
-from .admission import _accept, _as_client, _Client, _Interrupts, _Running, _watch
-from .protocol import _served, _write_private, listening, served_file, server_kind
+from ..core.project import Project
+from .admission import (
+    Clients,
+    _accept,
+    _as_client,
+    _Client,
+    _Interrupts,
+    _Running,
+    _watch,
+)
+from .protocol import (
+    Message,
+    _served,
+    _write_private,
+    listening,
+    served_file,
+    server_kind,
+)
 
 
-def serve(project, engine, run_command: Callable[[list[str]], None],
-          declined: Callable[[dict], str | None],
+def serve(project: Project, engine: Any, run_command: Callable[[list[str]], None],
+          declined: Callable[[Message], str | None],
           on_ready: Callable[[int], None], on_command: Callable[[list[str], int, float], None],
           idle_seconds: float | None = None) -> None:
     """Start the engine's Spark, then run clients' commands until SIGINT or SIGTERM, a client
@@ -56,7 +73,7 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
     interrupts = _Interrupts()
     cancel_jobs = engine.spark.sparkContext.cancelAllJobs
 
-    def interrupted(signum, frame):
+    def interrupted(signum: int, frame: object) -> None:
         interrupts.stopping = interrupts.stopping or not interrupts.client_left
         interrupts.client_left = False
         cancel_jobs()
@@ -104,8 +121,7 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
         except OSError:
             pass
         listener.close()
-        while not clients.empty():  # those still waiting hear that the server stopped
-            clients.get().close()
+        _turn_away(clients)
         if _served(path).get("pid") == os.getpid():
             path.unlink()
         for sig, handler in previous.items():
@@ -115,7 +131,16 @@ def serve(project, engine, run_command: Callable[[list[str]], None],
 LOOK_SECONDS = 2.0  # how often an idle server looks whether it should stop
 
 
-def _retired(path, idle_seconds: float | None, idle_since: float) -> bool:
+def _turn_away(clients: Clients) -> None:
+    """Those still waiting hear that the server stopped (a request that it stop, queued
+    among them, has nobody to tell)."""
+    while not clients.empty():
+        waiting = clients.get()
+        if waiting is not None:
+            waiting.close()
+
+
+def _retired(path: Path, idle_seconds: float | None, idle_since: float) -> bool:
     """Whether an idle server stops: its serve.json gone or another's (nobody can reach it),
     or idle for idle_seconds."""
     if _served(path).get("pid") != os.getpid():
@@ -123,7 +148,9 @@ def _retired(path, idle_seconds: float | None, idle_since: float) -> bool:
     return idle_seconds is not None and time.monotonic() - idle_since >= idle_seconds
 
 
-def _serve_one(client: _Client, run_command, declined, current: _Running, on_command) -> None:
+def _serve_one(client: _Client, run_command: Callable[[list[str]], None],
+               declined: Callable[[Message], str | None], current: _Running,
+               on_command: Callable[[list[str], int, float], None]) -> None:
     with client.sending:
         if client.left:
             return  # it stopped waiting (Ctrl-C)
@@ -133,7 +160,8 @@ def _serve_one(client: _Client, run_command, declined, current: _Running, on_com
     try:
         with _as_client(client.request, client.send):
             reason = declined(client.request)
-            exit_code = None if reason else _run(run_command, client.request["argv"])
+            if not reason:
+                exit_code = _run(run_command, client.request["argv"])
     finally:
         current.argv = None
         with client.sending:
@@ -145,7 +173,7 @@ def _serve_one(client: _Client, run_command, declined, current: _Running, on_com
     on_command(client.request["argv"], exit_code, time.perf_counter() - began)
 
 
-def _close_callback_connections(spark) -> None:
+def _close_callback_connections(spark: Any) -> None:
     """py4j keeps a connection, and a Python thread waiting on it, for every JVM thread that
     ever called into Python (each streaming query's foreachBatch), for as long as the JVM
     lives: 7 more threads per build of the sample, without end. Between commands no query
@@ -160,7 +188,7 @@ def _close_callback_connections(spark) -> None:
                 pass  # closed meanwhile
 
 
-def _run(run_command, argv: list[str]) -> int:
+def _run(run_command: Callable[[list[str]], None], argv: list[str]) -> int:
     """The command's exit code; a bug's traceback goes to the client, not to the server."""
     try:
         run_command(argv)
