@@ -6,13 +6,17 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
 from ..core.project import Project
+from ..dag.graph import Graph
 from ..dag.selection import checksum
+from ..load.datatests import DataTest
 from ..load.relations import spark_sql
 from ..run.runner import NodeResult
+from .freshness import SourceFreshness
 
 
 def write_compiled(project: Project, nodes: dict[str, CompiledNode],
@@ -28,7 +32,7 @@ def write_compiled(project: Project, nodes: dict[str, CompiledNode],
     return compiled
 
 
-def write_manifest(project: Project, graph, tests) -> Path:
+def write_manifest(project: Project, graph: Graph, tests: dict[str, DataTest]) -> Path:
     """target/manifest.json: every model, seed, source and test with config, dependencies and
     rendered SQL, as this invocation saw them."""
     nodes = {}
@@ -62,7 +66,7 @@ def write_manifest(project: Project, graph, tests) -> Path:
     return out
 
 
-def read_state(folder: str | None) -> dict | None:
+def read_state(folder: str | None) -> dict[str, Any] | None:
     """--state: the nodes of an earlier run's manifest.json in `folder` (as dbt's --state)."""
     if folder is None:
         return None
@@ -71,10 +75,11 @@ def read_state(folder: str | None) -> dict | None:
         raise MedallionError(f"--state {folder}: no manifest.json there", path=str(path),
                              hint="pass the target/ folder of an earlier run (copy it aside "
                                   "first: every command writes a new target/manifest.json)")
-    return json.loads(path.read_text())["nodes"]
+    nodes: dict[str, Any] = json.loads(path.read_text())["nodes"]
+    return nodes
 
 
-def read_run_results(project: Project) -> dict | None:
+def read_run_results(project: Project) -> dict[str, Any] | None:
     """The last build's, run's, seed's or test's target/run_results.json, if there is one."""
     path = project.target_dir / "run_results.json"
     return json.loads(path.read_text()) if path.is_file() else None
@@ -97,7 +102,7 @@ def write_run_results(project: Project, command: str, results: list[NodeResult],
     return out
 
 
-def write_sources(project: Project, checked: list) -> Path:
+def write_sources(project: Project, checked: list[SourceFreshness]) -> Path:
     """target/sources.json: `medallion source freshness`'s findings, as dbt writes them."""
     out = project.target_dir / "sources.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +112,7 @@ def write_sources(project: Project, checked: list) -> Path:
     return out
 
 
-def read_sources(project: Project) -> dict[str, dict]:
+def read_sources(project: Project) -> dict[str, dict[str, Any]]:
     """The last `medallion source freshness` findings by source (source.table), if any."""
     path = project.target_dir / "sources.json"
     if not path.is_file():

@@ -6,7 +6,7 @@ Shown on the docs page and sent in OpenLineage's column lineage facet."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import sqlglot
 from sqlglot import exp
@@ -31,17 +31,19 @@ def _ddl_columns(ddl: str) -> dict[str, str]:
             if isinstance(c, exp.ColumnDef)}
 
 
-def _output_columns(sql: str, schema: dict) -> list[str]:
+def _output_columns(sql: str, schema: dict[str, Any]) -> list[str]:
     try:
         query = qualify(sqlglot.parse_one(sql, read="spark"), schema=schema, dialect="spark",
                         validate_qualify_columns=False)
+        if not isinstance(query, exp.Query):  # (a statement that is no query has no columns)
+            return []
         names = query.named_selects
         return [] if "*" in names else names
     except Exception:  # a query sqlglot cannot qualify still gets a page, without columns
         return []
 
 
-def _lineage(column: str, sql: str, schema: dict) -> list[str]:
+def _lineage(column: str, sql: str, schema: dict[str, Any]) -> list[str]:
     """`table.column` inputs of one output column, or [] where sqlglot cannot resolve it."""
     try:
         root = lineage(column, sql, schema=schema, dialect="spark")

@@ -12,7 +12,7 @@ import html
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..core.nodes import CompiledNode
 from ..core.project import Project, SourceTable
@@ -27,7 +27,7 @@ PAGE = Path(__file__).resolve().parent / "docs_page.html"
 
 
 def describe(project: Project, graph: Graph, tests: dict[str, DataTest],
-             table_columns: Callable[[str], dict[str, str] | None]) -> dict:
+             table_columns: Callable[[str], dict[str, str] | None]) -> dict[str, Any]:
     """The page's data: every node with its SQL, config, columns, lineage, tests and edges,
     and each table's freshness and last runs from the event log. table_columns gives a built
     table's columns and types (None when there is no table)."""
@@ -35,7 +35,7 @@ def describe(project: Project, graph: Graph, tests: dict[str, DataTest],
     columns = node_columns(project, graph, table_columns)
     shown = {s.relation: f"{s.source}.{s.name}" for s in project.sources.values()}
 
-    def hops(lineage: list[str]) -> list[dict]:  # `relation.column` -> the node it is in
+    def hops(lineage: list[str]) -> list[dict[str, Any]]:  # `relation.column` -> the node it is in
         return [{"node": shown.get(relation, relation), "column": column}
                 for relation, _, column in (entry.partition(".") for entry in lineage)]
 
@@ -63,7 +63,7 @@ def describe(project: Project, graph: Graph, tests: dict[str, DataTest],
 
 def describe_source(source: SourceTable, graph: Graph, tests: dict[str, DataTest],
                     table_columns: Callable[[str], dict[str, str] | None],
-                    checked: dict[str, dict]) -> dict:
+                    checked: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A source's page: where and how it is read, its columns, freshness and tests."""
     name = f"{source.source}.{source.name}"
     documented = {c.get("name"): c.get("description", "") for c in source.columns}

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
@@ -38,6 +38,7 @@ from ..storage.files import read_text, write_text
 from .tablefacts import newest_value
 
 if TYPE_CHECKING:
+    from ..core.nodes import CompiledNode
     from ..core.project import Project
     from ..dag.graph import Graph
     from ..engines.base import Engine
@@ -96,7 +97,8 @@ class EventLog:
         self.run = Run(uuid.uuid4().hex, command, project.target.name, project.target.engine)
         self.on_problem = on_problem
         self.problem: str | None = None  # the first failure to write, reported once
-        self.queued: queue.Queue = queue.Queue()
+        # events, and actions to run once the events before them are written
+        self.queued: queue.Queue[dict[str, Any] | Callable[[], None]] = queue.Queue()
         self.flushes = 0
         self.last_append = 0.0  # seconds the last commit took
         self.closed = threading.Event()
@@ -156,7 +158,8 @@ class EventLog:
             from ..spark.pyspark_api import F
 
             log = self.engine.read_table(self.path)
-            recorded = log.where(F.col("query_id") == query_id).agg(F.max("batch_id")).first()[0]
+            newest = log.where(F.col("query_id") == query_id).agg(F.max("batch_id")).first()
+            recorded = None if newest is None else newest[0]
         node = self.graph.nodes[model]
         for batch_id in range(0 if recorded is None else recorded + 1, committed + 1):
             self.queued.put(self._event(
@@ -174,15 +177,17 @@ class EventLog:
 
     # How it is written.
 
-    def _event(self, event_type: str, **fields) -> dict:
+    def _event(self, event_type: str, **fields: Any) -> dict[str, Any]:
         return {"run_id": self.run.run_id, "event_time": fields.pop("event_time", None) or now(),
                 "event_type": event_type, "command": self.run.command,
                 "target": self.run.target, "engine": self.run.engine, **fields}
 
-    def _newest(self, node) -> dt.datetime | None:
+    def _newest(self, node: CompiledNode | None) -> dt.datetime | None:
         """The newest event_time in the node's table, from its files' statistics."""
-        column = node.config.event_time if node is not None else None
-        if not column or node.config.materialized == "view":
+        if node is None or node.config.materialized == "view":
+            return None
+        column = node.config.event_time
+        if not column:
             return None
         try:
             return newest_value(self.project.table_path(node.file), column)
@@ -220,7 +225,7 @@ class EventLog:
         except Exception as exc:  # a skipped record only costs the next build a query start
             self.on_problem(f"after writing the event log: {error_message(exc)}")
 
-    def _append(self, events: list[dict], txn: tuple[str, int]) -> bool:
+    def _append(self, events: list[dict[str, Any]], txn: tuple[str, int]) -> bool:
         try:
             rows = pa.Table.from_pylist(events, schema=EVENT_COLUMNS)
             self.engine.append_rows(rows, self.path, txn)
@@ -244,7 +249,7 @@ class EventLog:
             return -1
         return noted["batch_id"] if noted.get("query_id") == query_id else -1
 
-    def _note_logged(self, events: list[dict]) -> None:
+    def _note_logged(self, events: list[dict[str, Any]]) -> None:
         last: dict[str, tuple[str, int]] = {}
         for event in events:
             if event["event_type"] == "batch":

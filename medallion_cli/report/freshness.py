@@ -10,12 +10,18 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..core.errors import MedallionError
 from ..core.locations import data_files, is_remote
 from ..core.project import SourceTable
 from .status import freshness_level
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+# How a source's rows are read (with Spark): its DataFrame
+ReadSource = Callable[[SourceTable], "DataFrame"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,7 @@ class SourceFreshness:
     basis: str  # what `newest` was read from
 
     @property
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"source": self.name, "newest": self.newest.isoformat() if self.newest else None,
                 "age_seconds": self.age_seconds, "status": self.level, "reason": self.reason,
                 "basis": self.basis}
@@ -47,18 +53,19 @@ def _last_commit(path: str) -> dt.datetime | None:
             if last else None)
 
 
-def _newest_loaded(read: Callable, source: SourceTable) -> dt.datetime | None:
+def _newest_loaded(read: ReadSource, source: SourceTable) -> dt.datetime | None:
     """The newest `loaded_at_field` value, read with Spark (as exact microseconds)."""
     from ..spark.pyspark_api import F
 
     rows = read(source)  # first: it starts Spark, which F.col needs
     column = F.col(f"`{source.loaded_at_field}`").cast("timestamp")
-    micros = rows.agg(F.max(F.unix_micros(column))).first()[0]
+    newest = rows.agg(F.max(F.unix_micros(column))).first()
+    micros = None if newest is None else newest[0]
     return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
             if micros is not None else None)
 
 
-def newest(source: SourceTable, read: Callable) -> tuple[dt.datetime | None, str]:
+def newest(source: SourceTable, read: ReadSource) -> tuple[dt.datetime | None, str]:
     """(the newest load time, what it was read from)."""
     if source.loaded_at_field:
         return _newest_loaded(read, source), f"newest {source.loaded_at_field}"
@@ -72,7 +79,7 @@ def newest(source: SourceTable, read: Callable) -> tuple[dt.datetime | None, str
     return _newest_file(Path(source.path)), "newest file"
 
 
-def source_freshness(sources: list[SourceTable], read: Callable,
+def source_freshness(sources: list[SourceTable], read: ReadSource,
                      at: dt.datetime) -> list[SourceFreshness]:
     """Each source's freshness; read(source) gives its rows as a DataFrame (Spark)."""
     found = []

@@ -15,7 +15,7 @@ import datetime as dt
 import queue
 import threading
 import uuid
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlparse
 
 from openlineage.client import OpenLineageClient
@@ -28,6 +28,8 @@ from openlineage.client.event_v2 import (
     RunState,
 )
 from openlineage.client.facet_v2 import (
+    JobFacet,
+    OutputDatasetFacet,
     column_lineage_dataset,
     error_message_run,
     job_type_job,
@@ -45,6 +47,7 @@ from ..run.runner import NodeResult
 from .columns import Column, node_columns
 
 if TYPE_CHECKING:
+    from ..core.nodes import CompiledNode
     from ..dag.graph import Graph
     from ..engines.base import Engine
     from ..materialize.streaming.tally import BatchReport
@@ -73,7 +76,7 @@ def source_dataset(source: SourceTable) -> tuple[str, str]:
 class LineageEmitter:
     """Sends one run's OpenLineage events."""
 
-    def __init__(self, config: dict, engine: Engine, project: Project, graph: Graph,
+    def __init__(self, config: dict[str, Any], engine: Engine, project: Project, graph: Graph,
                  parent_run_id: str, command: str,
                  on_problem: Callable[[str], None] = lambda message: None):
         self.client = OpenLineageClient(config={"transport": config["transport"]})
@@ -90,7 +93,8 @@ class LineageEmitter:
         self.runs: dict[str, str] = {}  # node -> its run id, while it runs
         self.watched: dict[str, int] = {}  # streaming node under --watch -> batches seen
         self.columns: dict[str, list[Column]] | None = None  # found once, on the first event
-        self.queued: queue.Queue = queue.Queue()
+        # (state, node, run id, facts) to send; None: the last
+        self.queued: queue.Queue[tuple[RunState, str, str, dict[str, Any]] | None] = queue.Queue()
         self.sender = threading.Thread(target=self._send_queued, daemon=True,
                                        name="medallion-lineage")
         self.sender.start()
@@ -140,7 +144,7 @@ class LineageEmitter:
                     self.problem = f"OpenLineage events were not sent: {exc}"
                     self.on_problem(self.problem)
 
-    def _event(self, state: RunState, name: str, run_id: str, facts: dict) -> RunEvent:
+    def _event(self, state: RunState, name: str, run_id: str, facts: dict[str, Any]) -> RunEvent:
         if self.columns is None:
             self.columns = node_columns(self.project, self.graph, self._table_columns)
         node = self.graph.nodes[name]
@@ -152,10 +156,10 @@ class LineageEmitter:
         if facts.get("error"):
             run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                 message=facts["error"], programmingLanguage="SQL")
-        job_facets = {"jobType": job_type_job.JobTypeJobFacet(
+        job_facets: dict[str, JobFacet] = {"jobType": job_type_job.JobTypeJobFacet(
             processingType="STREAMING" if streaming else "BATCH", integration="SPARK",
             jobType="MODEL" if node.file.kind == "model" else "SEED")}
-        if node.sql is not None:
+        if node.shown_sql is not None:  # (a seed has none)
             job_facets["sql"] = sql_job.SQLJobFacet(query=node.shown_sql, dialect="spark")
         return RunEvent(
             eventType=state, eventTime=dt.datetime.now(dt.timezone.utc).isoformat(),
@@ -177,7 +181,7 @@ class LineageEmitter:
         found.update({s.relation: source_dataset(s) for s in self.project.sources.values()})
         return found
 
-    def _inputs(self, node) -> list[InputDataset]:
+    def _inputs(self, node: CompiledNode) -> list[InputDataset]:
         """The tables and sources the node reads, through views (which have no table)."""
         inputs, refs, sources, seen = [], list(node.refs), list(node.sources), set()
         while refs:
@@ -198,7 +202,7 @@ class LineageEmitter:
                 source.relation)))
         return inputs
 
-    def _schema(self, name: str) -> dict:
+    def _schema(self, name: str) -> dict[str, Any]:
         columns = (self.columns or {}).get(name)
         if not columns:
             return {}
@@ -206,7 +210,7 @@ class LineageEmitter:
             schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type or None)
             for c in columns])}
 
-    def _outputs(self, node, facts: dict) -> list[OutputDataset]:
+    def _outputs(self, node: CompiledNode, facts: dict[str, Any]) -> list[OutputDataset]:
         if node.config.materialized == "view":
             return []
         namespace, table = dataset_name(self.project.table_path(node.file))
@@ -224,7 +228,7 @@ class LineageEmitter:
         if lineage:
             facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(
                 fields=lineage)
-        statistics = {}
+        statistics: dict[str, OutputDatasetFacet] = {}
         if facts.get("rows") is not None:
             statistics["outputStatistics"] = \
                 output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(

@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..materialize.context import BuildContext
 from ..run.runner import NodeResult
+
+if TYPE_CHECKING:
+    from ..materialize.streaming.tally import BatchReport
 from .eventlog import EventLog
 
 
@@ -20,12 +23,12 @@ class Observed:
     ctx: BuildContext
     begin: Callable[[str], None]
     result: Callable[[NodeResult], None]
-    batch: Callable  # a micro-batch under --watch
+    batch: Callable[[BatchReport], None]  # a micro-batch under --watch
 
 
 @contextmanager
 def observed_run(ctx: BuildContext, command: str, total: int, begin: Callable[[str], None],
-                 result: Callable[[NodeResult], None], batch: Callable,
+                 result: Callable[[NodeResult], None], batch: Callable[[BatchReport], None],
                  on_problem: Callable[[str], None]) -> Iterator[Observed]:
     """A run recorded in the event log and, when configured, sent as lineage: yields what to
     build with; each callback records, then passes on to the one given."""
@@ -52,7 +55,7 @@ def observed_run(ctx: BuildContext, command: str, total: int, begin: Callable[[s
             lineage.finished(node_result)
         result(node_result)
 
-    def batched(report) -> None:
+    def batched(report: BatchReport) -> None:
         if lineage:
             lineage.batch(report)
         batch(report)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from deltalake.exceptions import TableNotFoundError
 
@@ -33,7 +34,7 @@ class Run:
     rows: int | None
     version: int | None
     message: str | None
-    expectations: dict | None = None  # rule -> rows that failed it
+    expectations: dict[str, Any] | None = None  # rule -> rows that failed it
     rows_checked: int | None = None  # rows the expectations were evaluated on
 
     @property
@@ -76,12 +77,14 @@ class TableStatus:
         return bool(self.runs) and self.runs[0].status == "error"
 
     @property
-    def as_json(self) -> dict:
-        run = lambda r: None if r is None else {  # noqa: E731
-            "when": r.when.isoformat(), "status": r.status, "seconds": r.seconds,
-            "rows": r.rows, "version": r.version, "message": r.message,
-            "expectations": r.expectations, "rows_checked": r.rows_checked,
-            "pass_rates": r.pass_rates}
+    def as_json(self) -> dict[str, Any]:
+        def run(r: Run | None) -> dict[str, Any] | None:
+            return None if r is None else {
+                "when": r.when.isoformat(), "status": r.status, "seconds": r.seconds,
+                "rows": r.rows, "version": r.version, "message": r.message,
+                "expectations": r.expectations, "rows_checked": r.rows_checked,
+                "pass_rates": r.pass_rates}
+
         return {"name": self.name, "kind": self.kind, "layer": self.layer,
                 "version": self.version, "rows": self.rows,
                 "last_success": run(self.last_success), "last_failure": run(self.last_failure),
@@ -126,7 +129,7 @@ def _age(seconds: float) -> str:
     return " ".join(parts) or "0s"
 
 
-def freshness_level(limits: dict, age: float | None) -> tuple[str | None, str]:
+def freshness_level(limits: dict[str, Any], age: float | None) -> tuple[str | None, str]:
     """(level, why) of an age against warn_after/error_after seconds; an unknown age is past
     every limit."""
     if not limits:

@@ -19,13 +19,12 @@ class TableFacts:
     newest: dt.datetime | None  # the newest value of the column asked for, when known
 
 
-def as_utc(value) -> dt.datetime | None:
+def as_utc(value: dt.date | None) -> dt.datetime | None:
     """A timestamp or date statistic as an aware UTC time (a timestamp without zone is UTC)."""
     if value is None:
         return None
-    if not isinstance(value, dt.datetime):
-        value = dt.datetime.combine(value, dt.time())
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    moment = value if isinstance(value, dt.datetime) else dt.datetime.combine(value, dt.time())
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
 
 
 def table_facts(path: str, column: str | None = None) -> TableFacts | None:
