@@ -36,7 +36,7 @@ TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 @dataclass
 class ConnectServer:
     port: int
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     home: Path
     token: str | None = None
 
@@ -57,7 +57,8 @@ class ConnectServer:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-def command(port: int, home: Path, delta: bool = True, cores: int = 2, conf: dict | None = None,
+def command(port: int, home: Path, delta: bool = True, cores: int = 2,
+            conf: dict[str, str] | None = None,
             bundles: tuple[str, ...] = ()) -> list[str]:
     """spark-submit's arguments for a server on 127.0.0.1:port, set up as medallion sets up a
     local driver (spark/conf.py: listing, time zone, Python workers on this interpreter, which
@@ -98,7 +99,7 @@ def command(port: int, home: Path, delta: bool = True, cores: int = 2, conf: dic
 
 def start(port: int | None = None, delta: bool = True, token: str | None = None,
           timeout: float = 120, detached: bool = False, env: dict[str, str] | None = None,
-          conf: dict | None = None, bundles: tuple[str, ...] = ()) -> ConnectServer:
+          conf: dict[str, str] | None = None, bundles: tuple[str, ...] = ()) -> ConnectServer:
     """Start a server (on `port`, or a free one) and return once it takes clients. token: the
     one clients must send. detached: in a session of its own, to outlive this process. env:
     more environment for the server and its Python workers. conf, bundles: as command's."""
@@ -133,7 +134,7 @@ def main() -> None:
     args = parser.parse_args()
     server = start(args.port, delta=not args.no_delta)
 
-    def stop(*_):  # `kill` (as a job started with & is stopped) too, not only Ctrl-C
+    def stop(*_: object) -> None:  # `kill` (as a job started with & is stopped) too, not only Ctrl-C
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)

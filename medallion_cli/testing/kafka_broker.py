@@ -38,7 +38,8 @@ rootLogger.appenderRef.file.ref = FILE
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def server_properties(data: Path, port: int, controller_port: int) -> str:
@@ -69,7 +70,7 @@ def server_properties(data: Path, port: int, controller_port: int) -> str:
 @dataclass
 class KafkaBroker:
     bootstrap: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     home: Path
 
     @property

@@ -14,16 +14,23 @@ Set the project folder with --medallion-project-dir (default: pytest's rootdir).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable
+
 import pytest
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
-def pytest_addoption(parser):
+    from ..commands.invocation import Loaded
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--medallion-project-dir", default=None,
                      help="the Medallion project the fixtures load (default: rootdir)")
 
 
 @pytest.fixture(scope="session")
-def medallion_project(pytestconfig):
+def medallion_project(pytestconfig: pytest.Config) -> Loaded:
     from ..commands.invocation import Invocation, load
 
     folder = pytestconfig.getoption("--medallion-project-dir") or str(pytestconfig.rootpath)
@@ -31,21 +38,23 @@ def medallion_project(pytestconfig):
 
 
 @pytest.fixture(scope="session")
-def spark(medallion_project):
+def spark(medallion_project: Loaded) -> SparkSession:
     from ..spark.start import start_spark
 
-    return start_spark(medallion_project.project.target)
+    session: SparkSession = start_spark(medallion_project.project.target)
+    return session
 
 
 @pytest.fixture
-def run_model(spark, medallion_project):
+def run_model(spark: SparkSession,
+              medallion_project: Loaded) -> Callable[[str, dict[str, Any]], DataFrame]:
     from ..load.rendering import Renderer
     from ..run.unittests import input_relation, model_output, rows_frame
 
     project, graph = medallion_project.project, medallion_project.graph
     renderer = Renderer(project)
 
-    def _run(name: str, inputs: dict):
+    def _run(name: str, inputs: dict[str, Any]) -> DataFrame:
         frames = {}
         for key, value in inputs.items():
             relation = input_relation(renderer, key, "run_model", f"input {key!r}")

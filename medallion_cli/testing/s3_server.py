@@ -29,8 +29,10 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.processes import running
 
@@ -42,7 +44,7 @@ REQUEST = re.compile(r'"(?:\x1b\[[\d;]*m)*([A-Z]+) (/[^ ]*) HTTP/1\.1')
 @dataclass
 class S3Server:
     endpoint: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes] | None  # None: a server in this process (serve_here)
     log: Path
 
     def aws_env(self) -> dict[str, str]:
@@ -50,7 +52,7 @@ class S3Server:
         return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                 "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION}
 
-    def client(self):
+    def client(self) -> Any:  # (boto3 makes its clients' classes at run time)
         import boto3
 
         return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
@@ -68,10 +70,10 @@ class S3Server:
             key = "/".join(filter(None, [prefix, str(path.relative_to(folder))]))
             client.upload_file(str(path), bucket, key)
 
-    def requests(self) -> collections.Counter:
+    def requests(self) -> collections.Counter[str]:
         """The requests served so far by kind: GET, PUT, HEAD, DELETE, POST, and LIST (a GET
         of a bucket with a prefix or list-type)."""
-        counts = collections.Counter()
+        counts: collections.Counter[str] = collections.Counter()
         for match in REQUEST.finditer(self.log.read_text(errors="replace")):
             method, path = match.groups()
             listing = method == "GET" and ("list-type" in path or path.count("/") == 1)
@@ -90,6 +92,8 @@ class S3Server:
 
     def stop(self) -> None:
         """Stop the server, and remove its request log's folder (megabytes a test run)."""
+        if self.process is None:  # this process's own: it stops with it
+            return
         if running(self.process.pid):
             self.process.send_signal(signal.SIGTERM)
         try:
@@ -109,7 +113,7 @@ class Cuttable:
         self.upstream = upstream.removeprefix("http://").split(":")
         self.port = 0
         self.open: list[socket.socket] = []
-        self.listener = None
+        self.listener: socket.socket  # (restore's)
         self.restore()
 
     @property
@@ -175,12 +179,13 @@ class Faulty:
     """moto's application behind a switch (S3Server.fault): a store that is slow, or answers
     500 or 503 for some keys (S3 throttles per prefix), while the rest of it works."""
 
-    def __init__(self, app):
+    def __init__(self, app: Any):
         self.app, self.status, self.under, self.delay, self.times = app, 0, "", 0.0, 0
         self.method = ""
         self.lock = threading.Lock()
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == FAULTS:
             asked = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
@@ -192,17 +197,17 @@ class Faulty:
             start_response("204 No Content", [])
             return [b""]
         # a listing names its prefix in the query: prefix=busy%2Fsilver%2F...
-        asked = urllib.parse.unquote(f"{path}?{environ.get('QUERY_STRING', '')}")
+        request = urllib.parse.unquote(f"{path}?{environ.get('QUERY_STRING', '')}")
         with self.lock:
-            hit = (self.under in asked and self.times != 0
+            hit = (self.under in request and self.times != 0
                    and self.method in ("", environ.get("REQUEST_METHOD")))
             if hit and self.times > 0:
                 self.times -= 1
-        if not hit:
-            return self.app(environ, start_response)
-        time.sleep(self.delay)
-        if not self.status:
-            return self.app(environ, start_response)
+        if hit:
+            time.sleep(self.delay)
+        if not hit or not self.status:
+            answer: Iterable[bytes] = self.app(environ, start_response)
+            return answer
         environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
         code, message = ERRORS.get(self.status, ("Error", "injected"))
         start_response(f"{self.status} {code}", [("Content-Type", "application/xml")])
@@ -255,7 +260,11 @@ def serve(port: int = 0, bucket: str | None = None, upload: str | None = None) -
         if upload:
             here.upload_folder(Path(upload), f"s3://{bucket}/{Path(upload).name}")
     print(f"serving http://{host}:{bound}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: (server.stop(), os._exit(0)))
+    def stopped(*_: object) -> None:
+        server.stop()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stopped)
     while True:
         time.sleep(3600)
 
