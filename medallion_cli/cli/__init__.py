@@ -18,8 +18,9 @@ def run() -> None:
         main()
         code = 0
     except SystemExit as exc:
-        code = exc.code
-        if code is not None and not isinstance(code, int):
-            print(code, file=sys.stderr)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
             code = 1
-    exit_now(code or 0)
+        else:
+            code = exc.code or 0
+    exit_now(code)

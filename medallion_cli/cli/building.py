@@ -35,7 +35,8 @@ from .group import (
                    "default those are reported up to date).")
 @EMPTY
 @LOG_FORMAT
-def build(inv, debug, watch, rerun_tests, empty, log_format):
+def build(inv: commands.Invocation, debug: bool, watch: bool, rerun_tests: bool, empty: bool,
+          log_format: str) -> None:
     inv = replace(inv, rerun_tests=rerun_tests, empty=empty)
     _report(lambda report: commands.build(inv, "build", ("seed", "model"), report, watch), debug,
             log_format, watch)
@@ -47,7 +48,7 @@ def build(inv, debug, watch, rerun_tests, empty, log_format):
 @running_options
 @EMPTY
 @LOG_FORMAT
-def run(inv, debug, empty, log_format):
+def run(inv: commands.Invocation, debug: bool, empty: bool, log_format: str) -> None:
     inv = replace(inv, empty=empty)
     _report(lambda report: commands.build(inv, "run", ("model",), report), debug, log_format)
 
@@ -57,14 +58,14 @@ def run(inv, debug, empty, log_format):
 @servable
 @running_options
 @LOG_FORMAT
-def seed(inv, debug, log_format):
+def seed(inv: commands.Invocation, debug: bool, log_format: str) -> None:
     _report(lambda report: commands.build(inv, "seed", ("seed",), report), debug, log_format)
 
 
 @main.command(help="Print the rendered Spark SQL of the selected models (no Spark started). "
                    "Also written to target/compiled/.")
 @common_options
-def compile(inv, debug):
+def compile(inv: commands.Invocation, debug: bool) -> None:
     compiled = commands.compile_models(inv, _warn)
     if compiled.note:
         click.secho(f"note: {compiled.note}", fg="yellow", err=True)
@@ -76,7 +77,7 @@ def compile(inv, debug):
 @main.command("ls", help="List models and seeds in DAG order with layer, materialization, "
                          "dependencies and streaming checkpoints (no Spark started).")
 @common_options
-def ls(inv, debug):
+def ls(inv: commands.Invocation, debug: bool) -> None:
     rows = commands.list_nodes(inv, _warn)
     for row in rows:
         deps = ", ".join(row.depends_on) or "-"
@@ -96,7 +97,7 @@ def ls(inv, debug):
 @running_options
 @click.option("--unit", is_flag=True, help="Run only the model unit tests (tests/unit/*.yml).")
 @LOG_FORMAT
-def test(inv, debug, unit, log_format):
+def test(inv: commands.Invocation, debug: bool, unit: bool, log_format: str) -> None:
     task = commands.unit_test if unit else commands.test
     _report(lambda report: task(inv, report), debug, log_format)
 
@@ -107,5 +108,5 @@ def test(inv, debug, unit, log_format):
 @servable
 @running_options
 @LOG_FORMAT
-def retry(inv, debug, log_format):
+def retry(inv: commands.Invocation, debug: bool, log_format: str) -> None:
     _report(lambda report: commands.retry(inv, report), debug, log_format)

@@ -14,12 +14,16 @@ import sys
 import threading
 import time
 from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..commands.plan import Reporter
 from ..run.runner import NodeResult
 from ..run.scheduler import NOT_STARTED, STOPPED, interrupted
+
+if TYPE_CHECKING:
+    from ..materialize.streaming.tally import BatchReport
 
 STATUS_LABEL = {"success": "OK", "up_to_date": "UP TO DATE", "warn": "WARN", "error": "ERROR",
                 "skipped": "SKIP"}
@@ -111,7 +115,7 @@ class Console:
         self.batches = 0  # micro-batches under --watch
         self.closed = False  # the output's reader left
 
-    def _echo(self, text: str, **style) -> None:
+    def _echo(self, text: str, **style: Any) -> None:
         """click.secho, until the output is closed (`medallion build | head` once head has
         its lines): then nothing more is written, and the run stops as on Ctrl-C, since a
         thread stuck writing, or a build no one reads, would hold the warehouse's lock."""
@@ -134,7 +138,7 @@ class Console:
                 self._echo(ERASE_LINE, nl=False, color=True)
             self._echo(f"Warning: {message}", fg="yellow", err=True)
 
-    def _emit(self, event: str, **fields) -> None:
+    def _emit(self, event: str, **fields: Any) -> None:
         at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._echo(json.dumps({"event": event, "at": at, **fields}, default=str))
 
@@ -214,7 +218,7 @@ class Console:
             lines.append(result.detail)
         self._line("\n".join(lines))
 
-    def batch(self, report) -> None:
+    def batch(self, report: BatchReport) -> None:
         self.batches += 1
         if self.json:
             return self._emit("batch", **asdict(report))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -16,8 +17,12 @@ from .. import __version__, commands
 from ..core.errors import MedallionError
 from ..run.scheduler import interrupted
 
+if TYPE_CHECKING:
+    from ..commands.plan import Reporter
+    from ..run.runner import NodeResult
 
-def common_options(func):
+
+def common_options(func: Callable[..., None]) -> Callable[..., None]:
     """Options every command takes, so `medallion build -s x --target t` reads like dbt."""
 
     @click.option("--project-dir", default=".", show_default=True, type=click.Path(),
@@ -42,8 +47,9 @@ def common_options(func):
     @click.option("--debug", is_flag=True,
                   help="Show Python tracebacks and Spark's own log (else in target/spark.log).")
     @functools.wraps(func)
-    def wrapper(project_dir, profiles_dir, target, select, exclude, state, full_refresh,
-                vars_text, debug, **kwargs):
+    def wrapper(project_dir: str, profiles_dir: str | None, target: str | None,
+                select: tuple[str, ...], exclude: tuple[str, ...], state: str | None,
+                full_refresh: bool, vars_text: str | None, debug: bool, **kwargs: Any) -> None:
         try:
             inv = commands.Invocation(project_dir, profiles_dir, target, tuple(select),
                                    tuple(exclude), full_refresh, commands.parse_vars(vars_text),
@@ -70,7 +76,8 @@ def common_options(func):
     return wrapper
 
 
-def _report(task, debug: bool, log_format: str = "text", watch: bool = False) -> None:
+def _report(task: Callable[[Reporter], list[NodeResult]], debug: bool, log_format: str = "text",
+            watch: bool = False) -> None:
     """Run a task that reports node results, print them as they come, exit 1 on any failure."""
     from .console import CLOSED_OUTPUT, Console
 
@@ -114,7 +121,7 @@ def spread_selectors(args: list[str]) -> list[str]:
 
 
 class _Command(click.Command):
-    def parse_args(self, ctx, args):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # Commands that take a positional argument (show MODEL) keep click's reading.
         if not any(isinstance(p, click.Argument) for p in self.params):
             args = spread_selectors(args)
@@ -124,7 +131,7 @@ class _Command(click.Command):
 class _Group(click.Group):
     command_class = _Command
 
-    def parse_args(self, ctx, args):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["argv"] = list(args)  # as typed, for a server to run (servable)
         return super().parse_args(ctx, args)
 
@@ -135,7 +142,7 @@ def main() -> None:
     pass
 
 
-def running_options(func):
+def running_options(func: Callable[..., None]) -> Callable[..., None]:
     """Options of the commands that run nodes."""
     func = click.option("--defer", is_flag=True,
                         help="Read the tables of unselected models this target has not built "
@@ -148,7 +155,7 @@ def running_options(func):
                              "profile's).")(func)
 
 
-def servable(func):
+def servable(func: Callable[..., None]) -> Callable[..., None]:
     """A command that runs on the project's `medallion serve` or daemon when one is up, or
     starts the daemon (server.py, daemon.py)."""
 
@@ -160,7 +167,8 @@ def servable(func):
                        "warm for the next commands and stops after 15 idle minutes (default: "
                        "on in a terminal; $MEDALLION_DAEMON).")
     @functools.wraps(func)
-    def wrapper(inv, debug, no_server, daemon, **kwargs):
+    def wrapper(inv: commands.Invocation, debug: bool, no_server: bool, daemon: bool | None,
+                **kwargs: Any) -> None:
         if not (no_server or debug or kwargs.get("watch")):
             argv = click.get_current_context().meta.get("argv", [])
             code = commands.on_server(inv, argv, daemon,

@@ -10,6 +10,7 @@ import click
 
 from .. import commands
 from ..core.errors import MedallionError
+from ..core.project import Project
 from ..spark.jars import BUNDLES
 from .group import _Group, common_options, main
 
@@ -20,19 +21,19 @@ from .group import _Group, common_options, main
 @common_options
 @click.option("--stop", is_flag=True, help="Stop the project's server or daemon instead, once "
                                            "the command it runs ends.")
-def serve(inv, debug, stop):
+def serve(inv: commands.Invocation, debug: bool, stop: bool) -> None:
     if stop:
         pid = commands.stop_server(inv)
         click.echo(f"Stopped the project's server (pid {pid})" if pid else
                    "No server runs for this project")
         return
 
-    def ready(project, port):
+    def ready(project: Project, port: int) -> None:
         click.echo(f"Serving {project.root} on target '{project.target.name}' "
                    f"({project.target.engine}), port {port} on loopback (target/serve.json). "
                    "Ctrl-C stops.")
 
-    def done(argv, exit_code, seconds):
+    def done(argv: list[str], exit_code: int, seconds: float) -> None:
         click.echo(f"{' '.join(['medallion', *argv])}: exit {exit_code} in {seconds:.1f} s")
 
     commands.serve(inv, lambda argv: main.main(argv, prog_name="medallion"), ready, done)
@@ -41,7 +42,7 @@ def serve(inv, debug, stop):
 @main.command(help="Delete the project's clean-targets (medallion_project.yml; default: "
                    "target/). Tables in the warehouse are kept.")
 @common_options
-def clean(inv, debug):
+def clean(inv: commands.Invocation, debug: bool) -> None:
     for folder in commands.clean(inv):
         click.echo(f"Removed {folder}")
 
@@ -53,7 +54,7 @@ def clean(inv, debug):
 @click.argument("macro")
 @click.option("--args", "args_text", default=None, help="The macro's arguments, e.g. "
                                                          "'{days: 7}'.")
-def run_operation(inv, debug, macro, args_text):
+def run_operation(inv: commands.Invocation, debug: bool, macro: str, args_text: str | None) -> None:
     from ..commands.run_operation import run_operation as run
 
     output = run(inv, macro, commands.parse_vars(args_text, "--args"), click.echo)
@@ -65,7 +66,7 @@ def run_operation(inv, debug, macro, args_text):
                             "building: Python and Java, the project, the target, the JARs its "
                             "engine needs, the warehouse, and Spark (started, one query run).")
 @common_options
-def debug_command(inv, debug):
+def debug_command(inv: commands.Invocation, debug: bool) -> None:
     failed = False
     for check in commands.debug(inv):
         mark = click.style("OK  " if check.ok else "FAIL", fg="green" if check.ok else "red")
@@ -80,7 +81,7 @@ def debug_command(inv, debug):
 @common_options
 @click.option("--out", default=None, type=click.Path(),
               help="Where to write the page (default: target/docs/index.html).")
-def docs(inv, debug, out):
+def docs(inv: commands.Invocation, debug: bool, out: str | None) -> None:
     click.echo(f"Wrote {commands.docs(inv, out)}")
 
 
@@ -91,7 +92,7 @@ def docs(inv, debug, out):
 @common_options
 @click.option("--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def status(inv, debug, output):
+def status(inv: commands.Invocation, debug: bool, output: str) -> None:
     import json
 
     from ..report.status import exit_code, status_lines
@@ -115,7 +116,7 @@ def source() -> None:
                                   "freshness limits; exit 1 past an error_after limit. Select "
                                   "with -s source:NAME or source:NAME.TABLE.")
 @common_options
-def source_freshness(inv, debug):
+def source_freshness(inv: commands.Invocation, debug: bool) -> None:
     checked = commands.source_freshness(inv)
     for c in checked:
         level = (c.level or "-").upper()
@@ -126,7 +127,7 @@ def source_freshness(inv, debug):
 
 @main.command(help="Compact the small files of the selected tables (streaming writes many).")
 @common_options
-def optimize(inv, debug):
+def optimize(inv: commands.Invocation, debug: bool) -> None:
     from ..commands import maintain as maintenance
 
     for name, metrics in maintenance.optimize(inv):
@@ -140,7 +141,7 @@ def optimize(inv, debug):
               help="Keep what versions this recent need (e.g. 168h, 7d).")
 @click.option("--allow-short-retention", is_flag=True,
               help="Allow --retain under 168h (readers of older versions lose their files).")
-def vacuum(inv, debug, retain, allow_short_retention):
+def vacuum(inv: commands.Invocation, debug: bool, retain: str, allow_short_retention: bool) -> None:
     from ..commands import maintain as maintenance
 
     for name, deleted in maintenance.vacuum(inv, retain, allow_short_retention):
@@ -155,14 +156,17 @@ def vacuum(inv, debug, retain, allow_short_retention):
 @click.option("--as-of", default=None, help="A version number or an ISO 8601 timestamp.")
 @click.option("--inline", default=None, help="Spark SQL to run instead, e.g. "
                                              "\"select * from {{ ref('x') }} where ...\".")
-def show(inv, debug, model, limit, as_of, inline):
+def show(inv: commands.Invocation, debug: bool, model: str | None, limit: int, as_of: str | None,
+         inline: str | None) -> None:
     from ..commands import maintain as maintenance
     from ..core.rowtext import rows_text
 
-    if (model is None) == (inline is None):
+    if model is not None and inline is None:
+        rows = maintenance.show(inv, model, limit, as_of)
+    elif inline is not None and model is None:
+        rows = maintenance.show_inline(inv, inline, limit)
+    else:
         raise click.UsageError("give a MODEL or --inline SQL (one of them)")
-    rows = (maintenance.show_inline(inv, inline, limit) if inline is not None
-            else maintenance.show(inv, model, limit, as_of))
     click.echo(rows_text(rows))
 
 
@@ -171,7 +175,7 @@ def show(inv, debug, model, limit, as_of, inline):
 @common_options
 @click.argument("model")
 @click.option("--limit", default=None, type=int)
-def history(inv, debug, model, limit):
+def history(inv: commands.Invocation, debug: bool, model: str, limit: int | None) -> None:
     from ..commands import maintain as maintenance
 
     for commit in maintenance.history(inv, model, limit):
@@ -184,7 +188,7 @@ def history(inv, debug, model, limit):
 @common_options
 @click.argument("model")
 @click.option("--to", "version", required=True, type=int, help="The version to restore.")
-def restore(inv, debug, model, version):
+def restore(inv: commands.Invocation, debug: bool, model: str, version: int) -> None:
     from ..commands import maintain as maintenance
 
     click.echo(f"{model} restored to version {version} as version "
@@ -195,7 +199,7 @@ def restore(inv, debug, model, version):
                            "reused, and print it. delta (the default): Delta Lake for Spark, "
                            "which a delta-spark target without delta_jars uses.")
 @click.argument("bundles", nargs=-1, type=click.Choice(BUNDLES))
-def jars(bundles):
+def jars(bundles: tuple[str, ...]) -> None:
     try:
         for folder in commands.fetch_jars(bundles or ("delta",)):
             click.echo(folder)
@@ -211,8 +215,8 @@ def jars(bundles):
               help="Template folder or git URL (default: the one beside this package).")
 @click.option("--output-dir", default=".", show_default=True, type=click.Path())
 @click.option("--no-input", is_flag=True, help="Take the template's defaults for the rest.")
-def init(name, template, output_dir, no_input):
-    def ask(key, question, default, choices):
+def init(name: str, template: str | None, output_dir: str, no_input: bool) -> None:
+    def ask(key: str, question: str, default: str, choices: list[str] | None) -> str:
         return click.prompt(question, default=default,
                             type=click.Choice(choices) if choices else str)
 
