@@ -103,8 +103,9 @@ class TableIO(Protocol):
         """The engine with a Spark session of its own for one node, made when first used;
         before_commit: called before each of the node's commits (where stages_writes)."""
 
-    def fence(self) -> None:
-        """Raises (RunStopped) once this process may no longer write the warehouse."""
+    # raises (RunStopped) once this process may no longer write the warehouse; set by the
+    # command holding the warehouse's lock (spark/session.py)
+    fence: Callable[[], None]
 
     def table_exists(self, path: str) -> bool: ...
 
