@@ -6,7 +6,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
@@ -16,7 +16,9 @@ from ..dag.selection import checksum
 from ..load.datatests import DataTest
 from ..load.relations import spark_sql
 from ..run.runner import NodeResult
-from .freshness import SourceFreshness
+
+if TYPE_CHECKING:  # (its module reads Delta logs: ls and compile do not load it)
+    from .freshness import SourceFreshness
 
 
 def write_compiled(project: Project, nodes: dict[str, CompiledNode],
