@@ -12,6 +12,9 @@ import pytest
 pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
+# mypy's incremental cache (mypy's own place, in the checkout): 13-15 s on a fresh clone, half a
+# second again while the files are unchanged
+CACHE = PACKAGE.parent / ".mypy_cache"
 STRICT = ("cli", "core", "dag", "load", "report", "run", "serve", "storage", "testing")
 
 
@@ -20,7 +23,7 @@ def test_the_strictly_typed_packages_type_check():
 
     out, err, status = api.run([
         "--strict", "--ignore-missing-imports", "--follow-imports=silent",
-        "--cache-dir", os.devnull, "--python-version", "3.11",
+        "--cache-dir", str(CACHE), "--python-version", "3.11",
         *(str(PACKAGE / package) for package in STRICT)])
     assert status == 0, out + err
 
