@@ -9,6 +9,7 @@ import sqlglot
 from conftest import ON_BOTH_STORES, target_for
 from sqlglot import exp
 
+from medallion_cli.core.errors import CapabilityError
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
 from medallion_cli.engines.base import MergeSpec
@@ -154,6 +155,30 @@ def test_merge_keeps_newer_rows_and_applies_deletes(engine, spark, lake):
     assert rows(engine, path) == [(1, "a", 2), (2, "new", 2), (4, "d", 1), (6, "f", 1)]
     # the rows it changed (1 updated, 1 deleted, 1 inserted), not the unchanged ones it copied
     assert (merged.version, merged.rows) == (1, 3)
+
+
+def test_a_merge_into_a_table_that_is_gone_fails_naming_it_and_creates_nothing(
+        engine, spark, tmp_path):
+    """A build creates a table before it merges into it; one deleted in between is an error
+    that names it (Delta's own on delta-spark), not a table made from the MERGE's rows."""
+    path = str(tmp_path / "wh/gone")
+    with pytest.raises(Exception, match=f"{path}: no Delta table here|Path does not exist: {path}"):
+        engine.merge(frame(spark, [(1, "a", 1)]), path, MergeSpec(("id",)))
+    assert not engine.table_exists(path)
+
+
+@pytest.mark.unit
+def test_an_engine_refuses_in_one_line_the_stream_reads_its_capabilities_rule_out(tmp_path):
+    """A stream over a table is Delta's own source (capabilities.delta_streaming_source) or
+    follows the table's commit log, never both: the other kind's reads say which it does."""
+    for name in ("embedded", "delta-spark"):
+        engine = make_engine(Target("t", name, str(tmp_path / name), "local[1]", {}, 1))
+        calls = ([lambda: engine.commit_stream("t"), lambda: engine.read_commits("t", [0], True)]
+                 if engine.capabilities.delta_streaming_source
+                 else [lambda: engine.read_stream("t")])
+        for call in calls:
+            with pytest.raises(CapabilityError, match=f"the {name} engine .*commit log"):
+                call()
 
 
 def test_merge_replaces_whole_groups(engine, spark, tmp_path):

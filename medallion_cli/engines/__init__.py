@@ -16,9 +16,11 @@ from .base import Engine
 
 if TYPE_CHECKING:
     from ..core.project import Target
+    from .delta_spark.engine import DeltaSparkEngine
+    from .embedded.engine import EmbeddedEngine
 
 
-def engine_class(name: str) -> type:
+def engine_class(name: str) -> type[EmbeddedEngine] | type[DeltaSparkEngine]:
     """The class of the engine a target names (imported when asked for: the embedded engine
     brings delta-rs, the delta-spark engine Delta's Python API)."""
     if name == "embedded":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
 from ..core.errors import MedallionError
 from ..spark.conf import LongQueries
@@ -18,13 +18,18 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+# How a write meets the table: rows added, or the table replaced (schema included)
+WriteMode = Literal["append", "overwrite"]
+# A JSON object: Delta's commitInfo, a history entry, medallion's commit metadata
+Json = dict[str, Any]
+
 
 @dataclass(frozen=True)
 class WriteResult:
     version: int
     rows: int | None
     files_added: int | None = None
-    non_null: dict = field(default_factory=dict)  # column -> non-null values in what was written
+    non_null: dict[str, int] = field(default_factory=dict)  # column -> non-null values in what was written
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,16 @@ class TableIO(Protocol):
     # command holding the warehouse's lock (spark/session.py)
     fence: Callable[[], None]
 
+    def plan_start(self, on_start: Callable[[bool], None], long_queries: bool = False) -> None:
+        """Before Spark's first use: whom to tell of its start (True before, False after),
+        and whether long queries over many rows follow it."""
+
+    def about_to_commit(self) -> None:
+        """Called just before each commit: the node's gate (before_commit), then the fence."""
+
+    def cancel_jobs(self) -> None:
+        """Cancel every Spark job this process started (Ctrl-C), if Spark has started."""
+
     def table_exists(self, path: str) -> bool: ...
 
     def read_table(self, path: str) -> DataFrame: ...
@@ -135,8 +150,8 @@ class TableIO(Protocol):
     def committed_version(self, path: str, app_id: str) -> int | None:
         """The last version (batch id) `app_id` committed to the table, or None."""
 
-    def write(self, df: DataFrame, path: str, mode: str, partition_by: tuple[str, ...] = (),
-              metadata: dict | None = None, merge_schema: bool = False,
+    def write(self, df: DataFrame, path: str, mode: WriteMode, partition_by: tuple[str, ...] = (),
+              metadata: Json | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
         """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows.
@@ -148,7 +163,7 @@ class TableIO(Protocol):
         """Append a few rows made in Python (the event log's) in one commit with the app
         transaction `txn`; nothing when `txn` is already in the table."""
 
-    def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: dict | None = None,
+    def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: Json | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult: ...
 
@@ -164,7 +179,7 @@ class TableAdmin(Protocol):
         its own, no data change); whether it changed them."""
 
     def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
-                 cluster_by: tuple[str, ...] = ()) -> dict:
+                 cluster_by: tuple[str, ...] = ()) -> dict[str, int]:
         """Compact small files (a commit with no data change); {files_removed, files_added}.
         zorder_by: rewrite the rows clustered on these columns (Z-order), so that files hold
         narrow ranges of them and reads filtering on them skip most files. cluster_by: the
@@ -183,12 +198,13 @@ class TableAdmin(Protocol):
         """The table's top-level columns with no null at `version`, from the Delta log's file
         statistics (a column they do not cover, or a log not read here, is left out)."""
 
-    def history(self, path: str, limit: int | None = None) -> list[dict]: ...
+    def history(self, path: str, limit: int | None = None) -> list[Json]: ...
 
     def restore(self, path: str, version: int) -> int:
         """Make `version` current as a new commit; returns the new version."""
 
-    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
+    def snapshot(self, path: str, as_of: int | str | None = None,
+                 limit: int | None = None) -> pa.Table:
         """Rows now, at a version, or at a timestamp (a pyarrow Table)."""
 
     def table_columns(self, path: str) -> dict[str, str] | None:
@@ -213,20 +229,21 @@ ROWLESS_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTI
                       "CHANGE COLUMN", "CLUSTER BY")
 
 
-def commit_metadata(metadata: dict) -> str:
+def commit_metadata(metadata: Json) -> str:
     """Medallion's commit metadata as Delta's commitInfo.userMetadata (JSON), which both engines
     write and read, so each sees the other's fingerprints."""
     return json.dumps(metadata, sort_keys=True)
 
 
-def last_commit_value(history: list[dict], key: str) -> str | None:
+def last_commit_value(history: list[Json], key: str) -> str | None:
     """`key` from the userMetadata of the newest data-writing commit in `history` (newest
     first), passing over commits that change no rows."""
     for commit in history:
         if commit.get("operation") in ROWLESS_OPERATIONS:
             continue
         try:
-            return json.loads(commit.get("userMetadata") or "{}").get(key)
+            value: str | None = json.loads(commit.get("userMetadata") or "{}").get(key)
+            return value
         except ValueError:
             return None  # someone else's free-text userMetadata
     return None

@@ -8,8 +8,10 @@ which both engines read.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeGuard
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -18,7 +20,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from ..core.error_text import CONCURRENT_COMMIT, DAMAGED_LOG_FIX
 from ..core.errors import MedallionError
 from ..storage.object_store import storage_options
-from .base import commit_metadata
+from .base import Json, commit_metadata
 
 
 def open_table(path: str, version: int | None = None) -> DeltaTable:
@@ -63,7 +65,7 @@ def writable(dt: DeltaTable, path: str) -> DeltaTable:
     return dt
 
 
-def commit_properties(metadata: dict | None, txn: tuple[str, int] | None) -> CommitProperties | None:
+def commit_properties(metadata: Json | None, txn: tuple[str, int] | None) -> CommitProperties | None:
     """Commit properties: custom metadata, and the app transaction that makes a replay a no-op."""
     if not metadata and not txn:
         return None
@@ -89,7 +91,7 @@ def append_rows(rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
 
 
 @contextmanager
-def one_writer(path: str):
+def one_writer(path: str) -> Iterator[None]:
     """A commit that lost to a concurrent one (another build writing the same table) fails with
     one line; nothing of it is in the table."""
     try:
@@ -98,7 +100,7 @@ def one_writer(path: str):
         raise MedallionError(CONCURRENT_COMMIT, path=path) from exc
 
 
-def replayed(dt: DeltaTable | None, txn: tuple[str, int] | None) -> bool:
+def replayed(dt: DeltaTable | None, txn: tuple[str, int] | None) -> TypeGuard[DeltaTable]:
     """Whether the app transaction already committed this version (or a later one): then the
     write is a replay and must change nothing, as in Delta's own txnAppId/txnVersion."""
     if txn is None or dt is None:

@@ -5,7 +5,12 @@ check with sqlglot's Spark dialect without a cluster or the Delta JARs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .base import MergeSpec
+
+# A column's name as SQL on one side of a MERGE (`s.amount`, `t."amount"`)
+Side = Callable[[str], str]
 
 SOURCE, TARGET = "s", "t"
 
@@ -19,7 +24,7 @@ def table(path: str) -> str:
     return f"delta.{quote(path)}"
 
 
-def updated_value(spec: MergeSpec, column: str, source, target) -> str:
+def updated_value(spec: MergeSpec, column: str, source: Side, target: Side) -> str:
     """SQL: the value a matched row's column is updated to."""
     if column in spec.added:
         return f"coalesce(coalesce({target(column)}, 0) + {source(column)}, {target(column)})"
@@ -28,7 +33,7 @@ def updated_value(spec: MergeSpec, column: str, source, target) -> str:
     return source(column)
 
 
-def deleted_condition(spec: MergeSpec, source, target) -> str | None:
+def deleted_condition(spec: MergeSpec, source: Side, target: Side) -> str | None:
     """SQL: a matched row is deleted (the spec's delete column, or no rows left in its group
     once the source's are added), None when no row is."""
     if spec.added_rows:
@@ -36,23 +41,23 @@ def deleted_condition(spec: MergeSpec, source, target) -> str | None:
     return source(spec.delete_column) if spec.delete_column else None
 
 
-def inserted_condition(spec: MergeSpec, source) -> str | None:
+def inserted_condition(spec: MergeSpec, source: Side) -> str | None:
     """SQL: an unmatched source row is inserted (not a delete; rows to add), None: every one."""
     if spec.added_rows:
         return f"{source(spec.added_rows)} > 0"
     return f"NOT {source(spec.delete_column)}" if spec.delete_column else None
 
 
-def match_condition(spec: MergeSpec, source, target) -> str:
+def match_condition(spec: MergeSpec, source: Side, target: Side) -> str:
     """SQL: a target row is the source row's, by the spec's keys (`source` and `target` as in
     newer_condition)."""
     keys = [f"({target(k)} IS NOT DISTINCT FROM {source(k)})" if k in spec.null_safe_keys
             else f"{target(k)} = {source(k)}" for k in spec.keys]
-    markers = [source(spec.delete_column)] if spec.replace_groups else []
+    markers = [source(spec.delete_column)] if spec.replace_groups and spec.delete_column else []
     return " AND ".join(keys + markers)
 
 
-def newer_condition(columns: tuple[str, ...], source, target) -> str | None:
+def newer_condition(columns: tuple[str, ...], source: Side, target: Side) -> str | None:
     """SQL: the source row is at least as new as the target row, comparing `columns` in order,
     a null older than any value (so a row with a null sequence never replaces one with a value,
     and a valid update always replaces a null); on equal sequences the source wins. `source`
@@ -82,7 +87,7 @@ def sql_literal(text: str | None, type_name: str) -> str:
     return text  # numbers and booleans read as themselves
 
 
-def removed_condition(spec: MergeSpec, target) -> str | None:
+def removed_condition(spec: MergeSpec, target: Side) -> str | None:
     """SQL: a target row the source lacks is deleted (spec.expire, or not newer than the latest
     truncate); `target` names a column as SQL."""
     conditions = [spec.expire] if spec.expire else []
@@ -99,7 +104,8 @@ def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
     replaced only by one at least as new (sequence_by); delete_column deletes; new keys insert
     unless they are deletes. evolve: columns the table lacks are added (Delta's schema
     evolution, which resolves them only when assigned by their bare names)."""
-    source, target = (lambda c: f"{SOURCE}.{quote(c)}"), (lambda c: f"{TARGET}.{quote(c)}")
+    source: Side = lambda c: f"{SOURCE}.{quote(c)}"
+    target: Side = lambda c: f"{TARGET}.{quote(c)}"
     on = match_condition(spec, source, target)
     newer = newer_condition(spec.sequence_by, source, target)
     deleting = deleted_condition(spec, source, target)

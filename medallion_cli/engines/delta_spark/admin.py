@@ -5,19 +5,57 @@ and columns from the table's log, where log.py says.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from ..deltars import columns_without_nulls, rows_in_stats
 from ..sql import quote, snapshot_sql, table
-from .log import client_log
+from .log import Answer, JvmLog, SqlLog, client_log
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+    from ...core.project import Target
+    from ..base import Json
 
 
 class DeltaSparkAdmin:
-    """Table administration (TableAdmin) on Delta Lake for Spark."""
+    """Table administration (TableAdmin) on Delta Lake for Spark, and where the engine reads
+    a table's log."""
+
+    # the engine's (engine.py)
+    spark: SparkSession
+    target: Target
+    table_exists: Callable[[str], bool]
+    table_version: Callable[[str], int]
+    read_table: Callable[[str], DataFrame]
+
+    def _log(self) -> JvmLog | SqlLog:
+        """Delta's log where Spark runs: in this process's JVM, or over Spark Connect by SQL
+        (log.py says which answers what, and why)."""
+        return (SqlLog if self.target.spark_remote else JvmLog)(self.spark)
+
+    def _answer(self, sql: str) -> Row:
+        """The one row a Delta command answers (DESCRIBE DETAIL, OPTIMIZE)."""
+        row = self.spark.sql(sql).first()
+        assert row is not None, sql
+        return row
+
+    def _from_log(self, path: str, by_delta_rs: Callable[[DeltaTable], Answer],
+                  by_log: Callable[[JvmLog | SqlLog], Answer]) -> Answer:
+        """by_delta_rs(the table opened by delta-rs here) where it answers (a local table, and
+        over Spark Connect any this machine reaches), else by_log(the log where Spark runs)."""
+        answer = client_log(path, lambda table: [by_delta_rs(table)],
+                            anywhere=bool(self.target.spark_remote))
+        return by_log(self._log()) if answer is None else answer[0]
+
 
     def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
         # Set after each build: Delta 4.4's DataFrame writes to a path ignore clusterBy and an
         # overwrite drops the table's clustering columns.
-        current = self.spark.sql(f"DESCRIBE DETAIL {table(str(path))}").first()[
-            "clusteringColumns"] or []
+        current = self._answer(f"DESCRIBE DETAIL {table(str(path))}")["clusteringColumns"] or []
         if sorted(current) == sorted(columns):
             return False
         self.spark.sql(f"ALTER TABLE {table(str(path))} CLUSTER BY "
@@ -25,11 +63,11 @@ class DeltaSparkAdmin:
         return True
 
     def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
-                 cluster_by: tuple[str, ...] = ()) -> dict:
+                 cluster_by: tuple[str, ...] = ()) -> dict[str, int]:
         if cluster_by:  # OPTIMIZE of a clustered table clusters it
             self.cluster(path, cluster_by)
         zorder = f" ZORDER BY ({', '.join(quote(c) for c in zorder_by)})" if zorder_by else ""
-        metrics = self.spark.sql(f"OPTIMIZE {table(str(path))}{zorder}").first()["metrics"]
+        metrics = self._answer(f"OPTIMIZE {table(str(path))}{zorder}")["metrics"]
         return {"files_removed": metrics["numFilesRemoved"], "files_added": metrics["numFilesAdded"]}
 
     def vacuum(self, path: str, retain_hours: float, enforce_retention: bool = True) -> list[str]:
@@ -57,12 +95,12 @@ class DeltaSparkAdmin:
 
     def columns_without_nulls(self, path: str, version: int) -> frozenset[str]:
         """From the log where delta-rs reads it; elsewhere none are known (no Spark job)."""
-        def at_version(dt):
+        def at_version(dt: DeltaTable) -> frozenset[str]:
             dt.load_as_version(version)
             return columns_without_nulls(dt)
         return client_log(path, at_version, anywhere=bool(self.target.spark_remote)) or frozenset()
 
-    def history(self, path: str, limit: int | None = None) -> list[dict]:
+    def history(self, path: str, limit: int | None = None) -> list[Json]:
         """Newest first, as DESCRIBE HISTORY has them (timestamps in ms; absent fields left
         out): delta-rs's where it answers, else Delta's own (log.py)."""
         return self._from_log(path, lambda table: table.history(limit),
@@ -72,7 +110,8 @@ class DeltaSparkAdmin:
         self.spark.sql(f"RESTORE TABLE {table(str(path))} TO VERSION AS OF {int(version)}")
         return self.table_version(path)
 
-    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
+    def snapshot(self, path: str, as_of: int | str | None = None,
+                 limit: int | None = None) -> pa.Table:
         df = self.spark.sql(snapshot_sql(str(path), as_of))
         return (df.limit(limit) if limit is not None else df).toArrow()
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ...core.errors import CapabilityError
 from ...core.locations import is_remote, join, local_table_exists, local_table_version
 from ...core.project import Target
 from ...spark.conf import LongQueries
@@ -33,8 +35,19 @@ from ..base import (
 from ..deltars import append_rows
 from ..sql import merge_sql, table
 from .admin import DeltaSparkAdmin
-from .log import JvmLog, SqlLog, client_log
+from .log import client_log
 from .settings import check_delta_loaded, spark_settings
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+
+    from ..base import Json, WriteMode
+
+
+# Streams here are Delta's own (capabilities.delta_streaming_source), not a table's commit log
+_DELTA_STREAMS = ("the delta-spark engine streams tables with Delta's own source (read_stream), "
+                  "not by following their commit log")
 
 
 class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
@@ -56,7 +69,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         if target.spark_remote:
             self.capabilities = self.over_connect
 
-    def _start_session(self, checked: bool = False):
+    def _start_session(self, checked: bool = False) -> SparkSession:
         if self.target.spark_remote:  # no JVM here: the server runs Spark and keeps Delta
             session = client_session(self.target, quiet=self.spark_log is not None)
             if not checked:
@@ -89,16 +102,23 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
             raise
         return True
 
-    def read_table(self, path: str):
+    def read_table(self, path: str) -> DataFrame:
         return self.spark.read.format("delta").load(self._readable(path))
 
-    def read_stream(self, path: str, changes: bool = False):
+    def read_stream(self, path: str, changes: bool = False) -> DataFrame:
         reader = self.spark.readStream.format("delta")
         if changes:  # Delta's change data feed: the table as inserts, then every change
             reader = reader.option("readChangeFeed", "true")
         return reader.load(self._readable(path))
 
-    def read_changes(self, path: str, first: int, last: int):
+    def commit_stream(self, path: str) -> DataFrame:
+        raise CapabilityError(_DELTA_STREAMS, path=path)
+
+    def read_commits(self, path: str, versions: list[int], from_snapshot: bool,
+                     changes: bool = False) -> tuple[DataFrame, int]:
+        raise CapabilityError(_DELTA_STREAMS, path=path)
+
+    def read_changes(self, path: str, first: int, last: int) -> DataFrame:
         return (self.spark.read.format("delta").option("readChangeFeed", "true")
                 .option("startingVersion", first).option("endingVersion", last)
                 .load(self._readable(path)))
@@ -112,18 +132,6 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         if local_table_exists(path):
             client_log(path, lambda table: None, anywhere=False)
         return str(path)
-
-    def _log(self):
-        """Delta's log where Spark runs: in this process's JVM, or over Spark Connect by SQL
-        (log.py says which answers what, and why)."""
-        return (SqlLog if self.target.spark_remote else JvmLog)(self.spark)
-
-    def _from_log(self, path: str, by_delta_rs, by_log):
-        """by_delta_rs(the table opened by delta-rs here) where it answers (a local table, and
-        over Spark Connect any this machine reaches), else by_log(the log where Spark runs)."""
-        answer = client_log(path, lambda table: [by_delta_rs(table)],
-                            anywhere=bool(self.target.spark_remote))
-        return by_log(self._log()) if answer is None else answer[0]
 
     def table_version(self, path: str) -> int:
         version = local_table_version(path)
@@ -154,7 +162,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
     def _unchanged(self, path: str) -> WriteResult:
         return WriteResult(version=self.table_version(path), rows=0, files_added=0)
 
-    def _writer(self, df, metadata, txn):
+    def _writer(self, df: DataFrame, metadata: Json | None, txn: tuple[str, int] | None
+                ) -> DataFrameWriter:
         writer = df.write.format("delta")
         if metadata:
             writer = writer.option("userMetadata", commit_metadata(metadata))
@@ -162,7 +171,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
         return writer
 
-    def append_rows(self, rows, path: str, txn: tuple[str, int]) -> None:
+    def append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
         """A local table's by delta-rs: 0.02 s, against 0.8-1.5 s of the build's cores for a
         Spark job (the event log appends every second or two). Object storage takes Delta's
         own writer, with the cluster's credentials."""
@@ -172,15 +181,15 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         else:
             append_rows(rows, path, txn)
 
-    def delta_append_rows(self, rows, path: str, txn: tuple[str, int]) -> None:
+    def delta_append_rows(self, rows: pa.Table, path: str, txn: tuple[str, int]) -> None:
         """One append job and nothing around it (no history read for a WriteResult): Delta
         itself skips a write whose app transaction is in the table (idempotent writes)."""
         (self.spark.createDataFrame(rows).write.format("delta").mode("append")
          .option("mergeSchema", "true").option("txnAppId", txn[0])
          .option("txnVersion", txn[1]).save(str(path)))
 
-    def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
-              metadata: dict | None = None, merge_schema: bool = False,
+    def write(self, df: DataFrame, path: str, mode: WriteMode, partition_by: tuple[str, ...] = (),
+              metadata: Json | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
         if self._replayed(self._readable(path), txn):
@@ -207,7 +216,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
             self._ensure_properties(path, own)
         return result
 
-    def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
+    def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: Json | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
         if self._replayed(self._readable(path), txn):

@@ -14,17 +14,27 @@ file counts, properties) without a Spark job, by how it reaches Spark.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deltalake.exceptions import DeltaError
 
 from ...core.errors import MedallionError
 from ...core.locations import is_remote
+from ..base import Json
 from ..deltars import open_table
 from ..sql import table
 
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import Row, SparkSession
 
-def client_log(path: str, read, anywhere: bool):
+Answer = TypeVar("Answer")
+
+
+def client_log(path: str, read: Callable[[DeltaTable], Answer], anywhere: bool
+               ) -> Answer | None:
     """read(the table opened by delta-rs); None where it cannot answer (no table, a store this
     machine does not reach, a table it cannot read). anywhere: also for object storage (over
     Spark Connect), else only for a local table. A log with a damaged commit is one line
@@ -42,13 +52,18 @@ class JvmLog:
     version, metadata and checksum cost no Spark job, and its history no DataFrame
     (DeltaTable.history and detail plan a query each time: 0.2-3 s apiece on a busy machine)."""
 
-    def __init__(self, spark):
+    def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
-    def _snapshot(self, path: str):
+    @property
+    def _jvm(self) -> Any:
+        """py4j's view of this process's JVM (a session in this process has one)."""
+        return self.spark._jvm
+
+    def _snapshot(self, path: str) -> Any:
         """The table's current snapshot; raises, as delta-rs and DeltaTable.forPath do, where
         there is no table (Delta gives an empty snapshot, version -1)."""
-        jvm = self.spark._jvm
+        jvm = self._jvm
         none = jvm.scala.Option.empty()
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
             self.spark._jsparkSession, str(path))
@@ -69,18 +84,19 @@ class JvmLog:
         checksum = snapshot.checksumOpt()
         known = checksum.get().setTransactions() if checksum.isDefined() else None
         if known is not None and known.isDefined():
-            versions = [t["version"] for t in json.loads(self._json(known.get()))
-                        if t["appId"] == app_id]
+            versions: list[int] = [t["version"] for t in json.loads(self._json(known.get()))
+                                   if t["appId"] == app_id]
             return max(versions, default=None)
         version = snapshot.transactions().get(app_id)
         return None if version.isEmpty() else int(version.get())
 
-    def history(self, path: str, limit: int | None) -> list[dict]:
-        jvm = self.spark._jvm
+    def history(self, path: str, limit: int | None) -> list[Json]:
+        jvm = self._jvm
         none = jvm.scala.Option.empty()
         commits = self._snapshot(path).deltaLog().history().getHistory(
             none if limit is None else jvm.scala.Option.apply(limit), none)
-        return json.loads(self._json(commits))
+        history: list[Json] = json.loads(self._json(commits))
+        return history
 
     def file_count(self, path: str) -> int:
         """From the version's checksum, as app_version reads it: no Spark job. Delta 4.4's
@@ -90,28 +106,30 @@ class JvmLog:
         return int(checksum.get().numFiles() if checksum.isDefined() else snapshot.numOfFiles())
 
     def properties(self, path: str) -> dict[str, str]:
-        return dict(self.spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+        jvm = self._jvm
+        return dict(jvm.scala.jdk.javaapi.CollectionConverters.asJava(
             self._snapshot(path).metadata().configuration()))
 
-    def _json(self, value) -> str:
+    def _json(self, value: Any) -> str:
         """A Delta object (actions, history) as JSON, by Delta's own mapper: one call."""
-        return self.spark._jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper() \
-            .writeValueAsString(value)
+        jvm = self._jvm
+        return str(jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper()
+                   .writeValueAsString(value))
 
 
 class SqlLog:
     """Delta's SQL on a Spark Connect server, where delta-rs does not reach the storage."""
 
-    def __init__(self, spark):
+    def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
     def version(self, path: str) -> int:
-        return self.history(path, 1)[0]["version"]
+        return int(self.history(path, 1)[0]["version"])
 
     def app_version(self, path: str, app_id: str) -> int | None:
         return None  # not in Delta's SQL: Delta's own txnAppId/txnVersion skip a replay
 
-    def history(self, path: str, limit: int | None) -> list[dict]:
+    def history(self, path: str, limit: int | None) -> list[Json]:
         """As DESCRIBE HISTORY has them, newest first: timestamps in ms, absent fields left
         out (as Delta's JSON mapper and delta-rs give them)."""
         rows = self.spark.sql(f"DESCRIBE HISTORY {table(str(path))}"
@@ -125,9 +143,11 @@ class SqlLog:
     def properties(self, path: str) -> dict[str, str]:
         return dict(self._detail(path)["properties"] or {})
 
-    def _detail(self, path: str):
-        return self.spark.sql(f"DESCRIBE DETAIL {table(str(path))}").first()
+    def _detail(self, path: str) -> Row:
+        detail = self.spark.sql(f"DESCRIBE DETAIL {table(str(path))}").first()
+        assert detail is not None  # DESCRIBE DETAIL answers one row
+        return detail
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     return int(value.timestamp() * 1000) if isinstance(value, datetime) else value

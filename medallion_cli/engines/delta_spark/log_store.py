@@ -98,4 +98,6 @@ def java_compiler() -> str:
 def spark_jars() -> Path:
     import importlib.util
 
-    return Path(importlib.util.find_spec("pyspark").origin).parent / "jars"
+    spec = importlib.util.find_spec("pyspark")
+    assert spec is not None and spec.origin is not None  # a dependency, installed with medallion
+    return Path(spec.origin).parent / "jars"

@@ -7,6 +7,7 @@ were loaded (else one line saying what to do).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import MedallionError
 from ...core.locations import join, on_s3
@@ -15,6 +16,9 @@ from ...spark import jars
 from ...spark.conf import LongQueries, is_local_master, shuffle_partitions, spark_conf
 from ...spark.jars import delta_jar_files, jars_fix
 from .log_store import log_store_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -82,9 +86,9 @@ def metastore_settings(target: Target,
                        if k in conf and k != "spark.driver.extraJavaOptions"}}
 
 
-def check_delta_loaded(spark, target: Target) -> None:
+def check_delta_loaded(spark: SparkSession, target: Target) -> None:
     """Delta's classes load and were built for this Spark, wherever they came from."""
-    jvm = spark._jvm
+    jvm: Any = spark._jvm
     try:
         # The context class loader is the one that sees spark.jars.
         cls = jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_CLASS)

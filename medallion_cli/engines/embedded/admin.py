@@ -4,14 +4,24 @@ compaction and Z-order, vacuum, restore, history and time travel, counts and col
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import pyarrow.fs as pafs
 
 from ...core.errors import MedallionError
 from ...storage.object_store import arrow_filesystem
 from ..deltars import columns_without_nulls, open_table, rows_in_stats, writable
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
 
-def _type_name(delta_type) -> str:
+CANNOT_CLUSTER = ("the embedded engine cannot cluster tables: delta-rs, which keeps its Delta "
+                  "log, cannot write a table with liquid clustering")
+
+
+def _type_name(delta_type: Any) -> str:
     """`long`, `decimal(12,2)`, or the kind of a nested type (array, struct, map)."""
     primitive = getattr(delta_type, "type", None)
     return primitive if isinstance(primitive, str) else type(delta_type).__name__.replace(
@@ -21,11 +31,16 @@ def _type_name(delta_type) -> str:
 class EmbeddedAdmin:
     """Table administration (TableAdmin) on the embedded engine: delta-rs alone, no JVM."""
 
+    # the engine's (engine.py)
+    _open: Callable[[str], DeltaTable]
+    table_version: Callable[[str], int]
+    table_exists: Callable[[str], bool]
+
     def cluster(self, path: str, columns: tuple[str, ...]) -> bool:
-        raise MedallionError(self.capabilities.clustering, path=path)
+        raise MedallionError(CANNOT_CLUSTER, path=path)
 
     def optimize(self, path: str, zorder_by: tuple[str, ...] = (),
-                 cluster_by: tuple[str, ...] = ()) -> dict:
+                 cluster_by: tuple[str, ...] = ()) -> dict[str, int]:
         """Compact small files into larger ones (no data change); returns files removed/added."""
         if cluster_by:
             self.cluster(path, cluster_by)
@@ -38,15 +53,14 @@ class EmbeddedAdmin:
         delta-rs names every expired file its log removed, those an earlier vacuum deleted
         too: only the ones still there are counted."""
         dt = self._open(path)
-        asked = {"retention_hours": int(retain_hours),
-                 "enforce_retention_duration": enforce_retention}
-        expired = dt.vacuum(dry_run=True, **asked)
+        expired = dt.vacuum(int(retain_hours), dry_run=True,
+                            enforce_retention_duration=enforce_retention)
         filesystem, root = arrow_filesystem(path)
         found = filesystem.get_file_info([
             arrow_filesystem(f)[1] if "://" in f else f if f.startswith("/") else f"{root}/{f}"
             for f in expired])
         there = [f for f, info in zip(expired, found) if info.type != pafs.FileType.NotFound]
-        dt.vacuum(dry_run=False, **asked)
+        dt.vacuum(int(retain_hours), dry_run=False, enforce_retention_duration=enforce_retention)
         return there
 
     def file_count(self, path: str) -> int:
@@ -58,7 +72,7 @@ class EmbeddedAdmin:
     def columns_without_nulls(self, path: str, version: int) -> frozenset[str]:
         return columns_without_nulls(open_table(path, version))
 
-    def history(self, path: str, limit: int | None = None) -> list[dict]:
+    def history(self, path: str, limit: int | None = None) -> list[dict[str, Any]]:
         return self._open(path).history(limit)
 
     def restore(self, path: str, version: int) -> int:
@@ -67,7 +81,8 @@ class EmbeddedAdmin:
         dt.restore(version)
         return self.table_version(path)
 
-    def snapshot(self, path: str, as_of: int | str | None = None, limit: int | None = None):
+    def snapshot(self, path: str, as_of: int | str | None = None,
+                 limit: int | None = None) -> pa.Table:
         """The table's rows (as a pyarrow Table) now, at a version, or at a timestamp."""
         dt = self._open(path)
         if as_of is not None:

@@ -19,9 +19,14 @@ staged, where 19k (0.3 MB) took 0.1 s less than staged. Larger inputs, or the th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 
 from .staged import table_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 # Rows collected at most from a query over small inputs whose own estimate is not small, and
 # what share of the broadcast threshold its inputs may take.
@@ -29,11 +34,11 @@ COLLECT_ROWS = 1_000_000
 INPUTS_SHARE = 10
 
 
-def _threshold(df) -> int:
-    return df.sparkSession._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold()
+def _threshold(df: DataFrame) -> int:
+    return int(df.sparkSession._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
 
 
-def estimated_small(df) -> bool:
+def estimated_small(df: DataFrame) -> bool:
     """Whether Spark estimates the DataFrame within its broadcast threshold."""
     limit = _threshold(df)
     if limit < 0:
@@ -42,7 +47,7 @@ def estimated_small(df) -> bool:
     return int(str(size)) <= limit
 
 
-def _inputs_small(df) -> bool:
+def _inputs_small(df: DataFrame) -> bool:
     """Whether the relations the DataFrame reads total within a tenth of the broadcast
     threshold."""
     limit = _threshold(df)
@@ -57,7 +62,7 @@ def _inputs_small(df) -> bool:
     return True
 
 
-def collected_if_small(df) -> CollectedRows | None:
+def collected_if_small(df: DataFrame) -> CollectedRows | None:
     """The rows collected, when small (above); None: stage them."""
     if estimated_small(df):
         return CollectedRows(df)
@@ -70,7 +75,7 @@ def collected_if_small(df) -> CollectedRows | None:
 class CollectedRows:
     """Rows collected through Arrow, with the counts a write reports (StagedFiles' own)."""
 
-    def __init__(self, df):
+    def __init__(self, df: DataFrame) -> None:
         table = df.toArrow()
         self.table = table.cast(_utc(table_schema(table.schema)))
         self.rows = table.num_rows

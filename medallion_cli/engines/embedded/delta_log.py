@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -22,6 +23,9 @@ from ...core.config import CHANGE_FEED_COLUMNS
 from ...core.error_text import changed_upstream
 from ...core.locations import COMMIT, join
 from ...storage.object_store import read_bytes
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 from ..deltars import open_table
 
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = CHANGE_FEED_COLUMNS
@@ -31,7 +35,7 @@ class ChangeCommitError(Exception):
     pass
 
 
-def commit_stream(spark, path: str):
+def commit_stream(spark: SparkSession, path: str) -> DataFrame:
     """A streaming DataFrame with one row (column `version`) per commit of the table."""
     from ...spark.pyspark_api import F
 
@@ -49,7 +53,7 @@ def snapshot_files(path: str, version: int) -> list[tuple[str, int | None]]:
         actions.column("path").to_pylist(), actions.column("num_records").to_pylist(), strict=True)]
 
 
-def _actions(path: str, version: int) -> list[dict]:
+def _actions(path: str, version: int) -> list[dict[str, Any]]:
     commit = join(str(path), "_delta_log", f"{version:020d}.json")
     try:
         text = read_bytes(commit).decode()
@@ -60,7 +64,7 @@ def _actions(path: str, version: int) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _file(path: str, action: dict) -> tuple[str, int | None]:
+def _file(path: str, action: dict[str, Any]) -> tuple[str, int | None]:
     rows = json.loads(action["stats"]).get("numRecords") if action.get("stats") else None
     return join(str(path), unquote(action["path"])), rows
 
@@ -96,7 +100,7 @@ def commit_changes(path: str, versions: list[int]) -> list[CommitChanges]:
     changes = []
     for version in sorted(versions):
         actions = _actions(path, version)
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         timestamp = info.get("inCommitTimestamp") or info.get("timestamp") or 0
         cdc = [join(str(path), unquote(a["cdc"]["path"])) for a in actions if "cdc" in a]
         if cdc:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -48,26 +50,22 @@ from ..sql import (
     removed_condition,
     updated_value,
 )
-from .admin import EmbeddedAdmin
+from .admin import CANNOT_CLUSTER, EmbeddedAdmin
 from .collected import CollectedRows, collected_if_small
+from .properties import property_problem
 from .reads import EmbeddedReads
 from .staged import StagedFiles, adoptable, remove_dead_staging, staging_folder
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..base import Json, WriteMode
+    from ..sql import Side
+
+# The rows for delta-rs, as Arrow data with their rows and non-null counts
+HandedOver = tuple[pa.Table | pa.RecordBatchReader, StagedFiles | CollectedRows]
+
 SOURCE, TARGET = "s", "t"
-# Table properties delta-rs keeps and this engine's reads (Spark's Parquet reader over the
-# snapshot's files) stay correct under.
-EMBEDDED_PROPERTIES = (
-    "delta.appendOnly", "delta.enableChangeDataFeed", "delta.checkpointInterval",
-    "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
-    "delta.enableExpiredLogCleanup", "delta.dataSkippingNumIndexedCols",
-    "delta.dataSkippingStatsColumns", "delta.targetFileSize",
-    "delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct")
-EMBEDDED_REFUSED = {
-    "delta.enableDeletionVectors": "its reads cannot apply deletion vectors (rows a vector "
-                                   "deletes would come back)",
-    "delta.columnMapping.mode": "its reads find columns by their names in the data files, "
-                                "which column mapping renames",
-}
 
 
 def _quote(column: str) -> str:
@@ -79,8 +77,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
     capabilities = Capabilities(
         delta_streaming_source=False,  # streams follow each table's commit log
         skips_empty_writes=True,  # rows are staged before the commit: none, no commit
-        clustering=("the embedded engine cannot cluster tables: delta-rs, which keeps its Delta "
-                    "log, cannot write a table with liquid clustering"),
+        clustering=CANNOT_CLUSTER,
         delta_sql=False, catalog_tables=False, object_stores=S3_SCHEMES, jar_bundles=(),
         long_queries=LongQueries(128 * 2**20, HOT_CODE_ONLY), merges_wide_cheaply=True,
         stages_writes=True,
@@ -92,11 +89,11 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         self.staging = staging_folder(target.warehouse)
         remove_dead_staging(self.staging)
 
-    def _start_session(self):
+    def _start_session(self) -> SparkSession:
         return start_spark(self.target, log_file=self.spark_log, long_queries=self.long_work())
 
     @contextmanager
-    def _staged(self, df):
+    def _staged(self, df: DataFrame) -> Iterator[tuple[pa.RecordBatchReader, StagedFiles]]:
         """The DataFrame as (stream of Arrow batches, staged files), via a staging Parquet folder."""
         folder = self.staging / f"{os.getpid()}-{uuid.uuid4().hex}"
         try:
@@ -112,7 +109,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
             shutil.rmtree(folder, ignore_errors=True)
 
     @contextmanager
-    def _handed_over(self, df):
+    def _handed_over(self, df: DataFrame) -> Iterator[HandedOver]:
         """The rows for delta-rs, as (Arrow data, its rows and non-null counts): collected when
         small (collected.py), else staged."""
         source = collected_if_small(df)
@@ -140,13 +137,9 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         except TableNotFoundError as exc:
             raise MedallionError("no Delta table here", path=path) from exc
 
-    def read_table(self, path: str):
+    def read_table(self, path: str) -> DataFrame:
         dt = self._open(path)
         return self._read_files(dt, path, dt.file_uris())
-
-    # Streaming models follow a Delta table through its commit log (see delta_log.py): Spark
-    # 4.1 without the Delta JARs has no Delta streaming source, and a Python one costs a Python
-    # process per query and reads rows through Python.
 
     def table_version(self, path: str) -> int:
         version = local_table_version(path)
@@ -156,8 +149,8 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         """`key` from the metadata of the table's last data-writing commit."""
         return last_commit_value(self._open(path).history(10), key)
 
-    def write(self, df, path: str, mode: str, partition_by: tuple[str, ...] = (),
-              metadata: dict | None = None, merge_schema: bool = False,
+    def write(self, df: DataFrame, path: str, mode: WriteMode, partition_by: tuple[str, ...] = (),
+              metadata: Json | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
         dt = self._snapshot(path, properties)
@@ -182,8 +175,8 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                     storage_options=storage_options(str(path)) if dt is None else None)
         return self._result(path, handed)
 
-    def _adopt(self, dt: DeltaTable | None, path: str, staged: StagedFiles, mode: str,
-               metadata: dict | None, txn: tuple[str, int] | None,
+    def _adopt(self, dt: DeltaTable | None, path: str, staged: StagedFiles, mode: WriteMode,
+               metadata: Json | None, txn: tuple[str, int] | None,
                properties: dict[str, str] | None) -> WriteResult:
         """Commit Spark's staged files as the table's own data files: moved into the table's
         folder (a rename on the same disk; on S3 an upload) and added with their statistics in
@@ -204,7 +197,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                                           commit_properties=commit_properties(metadata, txn),
                                           storage_options=storage_options(str(path)))
         else:
-            dt.create_write_transaction(actions, mode, schema,
+            dt.create_write_transaction([*actions], mode, schema,
                                         commit_properties=commit_properties(metadata, txn))
         return WriteResult(version=self._open(path).version(), rows=staged.rows,
                            files_added=len(actions), non_null=staged.non_null)
@@ -213,10 +206,11 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         self.fence()
         append_rows(rows, path, txn)
 
-    def merge(self, df, path: str, spec: MergeSpec, metadata: dict | None = None,
+    def merge(self, df: DataFrame, path: str, spec: MergeSpec, metadata: Json | None = None,
               merge_schema: bool = False, txn: tuple[str, int] | None = None,
               properties: dict[str, str] | None = None) -> WriteResult:
-        dt = self._snapshot(path, properties)
+        # a MERGE needs its table: one line when it is gone (a build creates it, then merges)
+        dt = self._snapshot(path, properties) or self._open(path)
         if replayed(dt, txn):
             return self._unchanged(dt)
         with self._handed_over(df) as (data, source):
@@ -244,13 +238,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
             dt = self._open(path)
         return dt
 
-    def property_problem(self, key: str, value: str) -> str | None:
-        if key in EMBEDDED_PROPERTIES:
-            return None
-        why = EMBEDDED_REFUSED.get(key, "delta-rs, which keeps this engine's Delta log, does "
-                                   "not know it")
-        return (f"the embedded engine cannot keep table property {key}: {why}. It keeps "
-                + ", ".join(EMBEDDED_PROPERTIES) + "; the delta-spark engine keeps any")
+    property_problem = staticmethod(property_problem)
 
     @staticmethod
     def _unchanged(dt: DeltaTable, rows: StagedFiles | CollectedRows | None = None
@@ -258,8 +246,10 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         return WriteResult(version=dt.version(), rows=0, files_added=0,
                            non_null=rows.non_null if rows else {})
 
-    def _merge(self, dt, data, spec, metadata, merge_schema, txn) -> None:
-        source, target = (lambda c: f"{SOURCE}.{_quote(c)}"), (lambda c: f"{TARGET}.{_quote(c)}")
+    def _merge(self, dt: DeltaTable, data: pa.Table | pa.RecordBatchReader, spec: MergeSpec,
+               metadata: Json | None, merge_schema: bool, txn: tuple[str, int] | None) -> None:
+        source: Side = lambda c: f"{SOURCE}.{_quote(c)}"
+        target: Side = lambda c: f"{TARGET}.{_quote(c)}"
         columns = [c for c in data.schema.names if c != spec.delete_column]
         newer = newer_condition(spec.sequence_by, source, target)
         deleting = deleted_condition(spec, source, target)

@@ -5,23 +5,32 @@ log), and the change feed between versions, from the Delta log's actions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from ...core.errors import MedallionError
+from ...core.errors import CapabilityError, MedallionError
 from ...core.locations import join
 from ...storage.object_store import arrow_filesystem
 from . import delta_log
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 
 def _rows_in(file: str) -> int:
     """A Parquet file's rows, from its footer (local or on S3)."""
     filesystem, where = arrow_filesystem(file)
-    return pq.ParquetFile(where, filesystem=filesystem).metadata.num_rows
+    rows: int = pq.ParquetFile(where, filesystem=filesystem).metadata.num_rows
+    return rows
 
 
-def _as_changes(rows, change_type: str | None, version: int, timestamp_ms: int):
+def _as_changes(rows: DataFrame, change_type: str | None, version: int,
+                timestamp_ms: int) -> DataFrame:
     """Rows as change-feed rows: their _change_type (None: they have it already), the commit's
     version and time."""
     from ...spark.pyspark_api import F
@@ -35,7 +44,11 @@ def _as_changes(rows, change_type: str | None, version: int, timestamp_ms: int):
 class EmbeddedReads:
     """Reads of a table's files, its commits and its change feed, for batch and streaming models."""
 
-    def _read_files(self, dt: DeltaTable, path: str, files: list[str]):
+    # the engine's (engine.py)
+    spark: SparkSession
+    _open: Callable[[str], DeltaTable]
+
+    def _read_files(self, dt: DeltaTable, path: str, files: list[str]) -> DataFrame:
         """The rows of some of the table's data files, with the table's current schema."""
         if "deletionVectors" in (dt.protocol().reader_features or []):
             raise MedallionError("this table uses deletion vectors, which the embedded engine "
@@ -47,12 +60,19 @@ class EmbeddedReads:
         # basePath lets Spark take partition values from the hive-style folder names delta-rs writes.
         return self.spark.read.schema(schema).option("basePath", str(path)).parquet(*files)
 
-    def commit_stream(self, path: str):
+    def read_stream(self, path: str, changes: bool = False) -> DataFrame:
+        """Not on this engine (capabilities.delta_streaming_source): Spark 4.1 without Delta's
+        JARs has no Delta streaming source, and a Python one costs a Python process per query
+        and reads rows through Python, so streams follow each table's commit log instead."""
+        raise CapabilityError("the embedded engine has no Delta streaming source: its streams "
+                              "follow each table's commit log (commit_stream)", path=path)
+
+    def commit_stream(self, path: str) -> DataFrame:
         """A streaming DataFrame with one row (column `version`) per commit of the table."""
         return delta_log.commit_stream(self.spark, path)
 
     def read_commits(self, path: str, versions: list[int], from_snapshot: bool,
-                     changes: bool = False):
+                     changes: bool = False) -> tuple[DataFrame, int]:
         """(rows, count): what the given commits added, or with from_snapshot, every row of the
         table at the newest of them (the first batch of a stream). changes: their row-level
         changes instead, as Delta's change data feed gives them (a snapshot's rows as inserts)."""
@@ -71,12 +91,13 @@ class EmbeddedReads:
                                                  if newest else (-1, 0)))
         return rows, sum(n or 0 for _, n in files)
 
-    def read_changes(self, path: str, first: int, last: int):
+    def read_changes(self, path: str, first: int, last: int) -> DataFrame:
         """The table's change feed from version `first` to `last`, both included."""
         return self._read_changes(path, delta_log.commit_changes(path, list(range(first, last + 1)))
                                   )[0]
 
-    def _read_changes(self, path: str, commits: list[delta_log.CommitChanges]):
+    def _read_changes(self, path: str, commits: list[delta_log.CommitChanges]
+                      ) -> tuple[DataFrame, int]:
         """(rows, count) of the commits' changes, with _change_type, _commit_version and
         _commit_timestamp as delta-spark's change feed has them."""
         dt = self._open(path)
@@ -103,7 +124,8 @@ class EmbeddedReads:
         return rows, count
 
     @staticmethod
-    def _spark_schema(dt: DeltaTable):
+    def _spark_schema(dt: DeltaTable) -> StructType:
         from ...spark.pyspark_api import from_arrow_schema
 
-        return from_arrow_schema(pa.schema(dt.schema().to_arrow()))
+        schema: StructType = from_arrow_schema(pa.schema(dt.schema().to_arrow()))
+        return schema

@@ -18,7 +18,9 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,7 +38,7 @@ class StagedFiles:
     """Staged Parquet files, with row and null counts from their footers (no scan). Counted
     while the files exist: a write reports them after the staging folder is gone."""
 
-    def __init__(self, files: list[str]):
+    def __init__(self, files: list[str]) -> None:
         self.files = files
         self.metadata = [pq.ParquetFile(f).metadata for f in files]
         self.rows = sum(m.num_rows for m in self.metadata)
@@ -45,7 +47,7 @@ class StagedFiles:
     def arrow_schema(self) -> pa.Schema:
         return table_schema(self.metadata[0].schema.to_arrow_schema())
 
-    def add_actions(self, configuration: dict[str, str | None]) -> list[AddAction]:
+    def add_actions(self, configuration: Mapping[str, str | None]) -> list[AddAction]:
         """Add actions for the files with rows (Spark writes empty ones for empty partitions),
         once moved to the table's root."""
         stats_columns = _stats_columns(self.arrow_schema(), configuration)
@@ -68,21 +70,23 @@ def table_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_nullable(True) for f in schema]).remove_metadata()
 
 
-def _stats_columns(schema: pa.Schema, configuration: dict[str, str | None]) -> list[str]:
+def _stats_columns(schema: pa.Schema, configuration: Mapping[str, str | None]) -> list[str]:
     listed = configuration.get("delta.dataSkippingStatsColumns")
     if listed:
         return [c.strip() for c in listed.split(",")]
     count = int(configuration.get("delta.dataSkippingNumIndexedCols") or DEFAULT_INDEXED_COLUMNS)
-    return schema.names if count < 0 else schema.names[:count]
+    names: list[str] = schema.names
+    return names if count < 0 else names[:count]
 
 
-def file_stats(meta: pq.FileMetaData, columns: list[str]) -> dict:
+def file_stats(meta: pq.FileMetaData, columns: list[str]) -> dict[str, Any]:
     """A file's Delta statistics from its row groups' Parquet statistics."""
     arrow = meta.schema.to_arrow_schema()
     lows, highs, nulls = {}, {}, {}
     for index, name in _top_level_columns(meta, set(columns)):
         kind = arrow.field(name).type
-        count, low, high, bounded = 0, None, None, True
+        count: int | None = 0
+        low, high, bounded = None, None, True
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             stats = group.column(index).statistics
@@ -108,7 +112,7 @@ def file_stats(meta: pq.FileMetaData, columns: list[str]) -> dict:
             "nullCount": nulls}
 
 
-def _top_level_columns(meta: pq.FileMetaData, wanted: set[str]):
+def _top_level_columns(meta: pq.FileMetaData, wanted: set[str]) -> Iterator[tuple[int, str]]:
     """(column index, name) of the primitive top-level columns among `wanted`."""
     if not meta.num_row_groups:
         return
@@ -119,7 +123,7 @@ def _top_level_columns(meta: pq.FileMetaData, wanted: set[str]):
             yield index, name
 
 
-def _stat_value(value, kind: pa.DataType):
+def _stat_value(value: Any, kind: pa.DataType) -> Any:
     """A Parquet statistic as Delta writes it in JSON; None where it is left out."""
     if pa.types.is_timestamp(kind):
         text = value.replace(microsecond=value.microsecond // 1000 * 1000).isoformat(
@@ -138,7 +142,7 @@ def _stat_value(value, kind: pa.DataType):
     return None  # binary and others: no bounds
 
 
-def _non_null(files: list[str], metadata: list) -> dict[str, int]:
+def _non_null(files: list[str], metadata: list[pq.FileMetaData]) -> dict[str, int]:
     """Non-null values per top-level column, from the row groups' statistics, reading the column
     itself where a footer has none (Parquet writers drop statistics for long values)."""
     counts: dict[str, int] = {}
