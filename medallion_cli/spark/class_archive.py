@@ -29,8 +29,12 @@ import time
 from dataclasses import dataclass
 from importlib.metadata import distribution, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.processes import ended
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 CACHE_ENV = "MEDALLION_CLASS_ARCHIVE_DIR"
 OPTIONS = "spark.driver.extraJavaOptions"
@@ -94,7 +98,7 @@ def with_archive(conf: dict[str, str], archive: ClassArchive | None) -> dict[str
     return {**conf, OPTIONS: " ".join(filter(None, (conf.get(OPTIONS), archive.option())))}
 
 
-def keep_when_recorded(archive: ClassArchive | None, spark) -> None:
+def keep_when_recorded(archive: ClassArchive | None, spark: SparkSession) -> None:
     """When this JVM records the archive: at the command's exit, start the keeper (holding this
     command's claim) and let the JVM exit and record, without waiting for either."""
     if archive is None or archive.recording is None:

@@ -65,7 +65,7 @@ def spark_conf(target: Target, long_queries: LongQueries | None = None) -> dict[
     }
 
 
-def shuffle_partitions(target: Target):
+def shuffle_partitions(target: Target) -> str:
     """The target's shuffle partitions: its own, else 4 (a laptop's few cores)."""
     return target.spark_conf.get("spark.sql.shuffle.partitions", "4")
 
@@ -119,6 +119,7 @@ def driver_java_options(own: str, local: bool, long_queries: LongQueries | None 
     collector = () if re.search(r"-XX:\+Use\w+GC\b", own) else ("-XX:+UseParallelGC",)
     zone = () if "-Duser.timezone=" in own else ("-Duser.timezone=UTC",)
     own_tiers = re.search(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)", own)
+    jit: tuple[str, ...]
     if not local or own_tiers:
         jit = ()
     elif long_queries is None:

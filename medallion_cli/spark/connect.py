@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import TYPE_CHECKING
 
 from ..core.error_text import grpc_details, unanswered
 from ..core.errors import MedallionError
 from ..core.project import Target
 from .start import quiet_python_error_log
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Spark retries a server that does not answer for about ten minutes; this says so in seconds.
 RETRIES = 3
@@ -31,10 +35,10 @@ def shown(url: str) -> str:
 # every session releases its results (__del__, then client.close()); collected while its own
 # thread was in that pool's submit, it waited for a lock that thread held: a build hung. Sessions
 # are kept until the process ends instead (node_sessions_released closes their channels).
-_KEPT: list = []
+_KEPT: list[SparkSession] = []
 
 
-def client_session(target: Target, quiet: bool = True):
+def client_session(target: Target, quiet: bool = True) -> SparkSession:
     """A new session on the target's server (each node gets its own, as on a local Spark).
     Made without a round trip: `check_server` makes the first. quiet: the server's errors are
     not also logged on stderr (medallion says them itself; --debug shows them)."""
@@ -52,10 +56,10 @@ def client_session(target: Target, quiet: bool = True):
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
     # pyspark's own builder, which also switches pyspark's functions (F.col...) to Connect's
     # in this process
-    session = SparkSession.builder.remote(target.spark_remote).create()
+    session = SparkSession.builder.remote(_url(target)).create()
     session.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES)])
     _KEPT.append(session)
-    return session
+    return session  # type: ignore[no-any-return]  # pyspark's untyped @remote_only on create
 
 
 def _missing(exc: ImportError) -> str:
@@ -66,7 +70,7 @@ def _missing(exc: ImportError) -> str:
     return re.sub(r"^\[[A-Z_]+\]\s*", "", (str(exc).strip().splitlines() or ["?"])[0])
 
 
-def configure(session, target: Target) -> None:
+def configure(session: SparkSession, target: Target) -> None:
     """The target's Spark settings, on a session of the server: settings a session can change
     (spark.sql.*, Delta's); one line for those only the server's start takes."""
     for key, value in target.spark_conf.items():
@@ -86,12 +90,12 @@ def _server_setting(target: Target, key: str) -> MedallionError:
              "the target")
 
 
-def is_connect(spark) -> bool:
+def is_connect(spark: SparkSession) -> bool:
     """Whether the session is a Spark Connect client's (no JVM here: no sparkContext)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def check_server(spark, target: Target) -> str:
+def check_server(spark: SparkSession, target: Target) -> str:
     """The server's Spark version, once it answered, runs a Spark of the client's minor
     version, and has Delta Lake; else one line saying which and what to do."""
     import pyspark
@@ -103,22 +107,21 @@ def check_server(spark, target: Target) -> str:
                              hint=connection_hint(exc)) from exc
     if version.split(".")[:2] != pyspark.__version__.split(".")[:2]:
         raise MedallionError(
-            f"target '{target.name}': the Spark Connect server at {shown(target.spark_remote)} "
-            f"runs Spark {version}, and this client is pyspark {pyspark.__version__}",
+            f"{_server(target)} runs Spark {version}, and this client is pyspark "
+            f"{pyspark.__version__}",
             path=target.profiles_file,
             hint=f"install the client of the server's version: pip install "
                  f"'pyspark[connect]=={'.'.join(version.split('.')[:2])}.*'")
     if not has_delta(spark):
         raise MedallionError(
-            f"target '{target.name}': the Spark Connect server at {shown(target.spark_remote)} "
-            "has no Delta Lake", path=target.profiles_file,
+            f"{_server(target)} has no Delta Lake", path=target.profiles_file,
             hint="start it with Delta's JARs (`medallion jars` fetches them) and "
                  "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension, "
                  "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog")
     return version
 
 
-def has_delta(spark) -> bool:
+def has_delta(spark: SparkSession) -> bool:
     """Whether the server knows Delta's SQL: without Delta's extension, DESCRIBE HISTORY of a
     path is read as DESCRIBE of a table named HISTORY, which is not found. (With it, the path
     has no table, and Delta's error says so.)"""
@@ -132,7 +135,7 @@ def has_delta(spark) -> bool:
 def connection_problem(target: Target, exc: BaseException) -> str:
     text = str(exc)
     details = grpc_details(text) or (text.strip().splitlines() or [type(exc).__name__])[0]
-    where = f"target '{target.name}': the Spark Connect server at {shown(target.spark_remote)}"
+    where = _server(target)
     if "UNAUTHENTICATED" in text:
         return f"{where} refused the token ({details})"
     if "Tls handshake failed" in text or "WRONG_VERSION_NUMBER" in text:
@@ -140,6 +143,15 @@ def connection_problem(target: Target, exc: BaseException) -> str:
     if "UNAVAILABLE" in text:
         return f"{where} did not answer ({unanswered(details)})"
     return f"{where} failed: {details}"
+
+
+def _url(target: Target) -> str:
+    assert target.spark_remote is not None  # only a Spark Connect target's is asked for
+    return target.spark_remote
+
+
+def _server(target: Target) -> str:
+    return f"target '{target.name}': the Spark Connect server at {shown(_url(target))}"
 
 
 def connection_hint(exc: BaseException) -> str:

@@ -101,10 +101,17 @@ def jar_files(location: str | Path) -> list[Path]:
     return sorted(Path(location).glob("*.jar"))
 
 
+def _pyspark_folder() -> Path:
+    """The installed pyspark's folder, found without importing it: importing pyspark here
+    could race a node's first import of it."""
+    spec = importlib.util.find_spec("pyspark")
+    assert spec is not None and spec.origin is not None  # a dependency, a regular package
+    return Path(spec.origin).parent
+
+
 def installed_spark() -> tuple[str, str]:
     """(Spark major.minor, Scala binary version) of the installed pyspark, read without a JVM."""
-    # Read from its files: importing pyspark here could race a node's first import of it.
-    home = Path(importlib.util.find_spec("pyspark").origin).parent
+    home = _pyspark_folder()
     scala = next((m.group(1) for p in (home / "jars").glob("scala-library-*.jar")
                   if (m := re.match(r"scala-library-(\d+\.\d+)", p.name))), "2.13")
     return ".".join(version("pyspark").split(".")[:2]), scala
@@ -112,7 +119,7 @@ def installed_spark() -> tuple[str, str]:
 
 def installed_hadoop() -> str:
     """The Hadoop version inside the installed pyspark, from its client JAR's name."""
-    home = Path(importlib.util.find_spec("pyspark").origin).parent
+    home = _pyspark_folder()
     return next((m.group(1) for p in (home / "jars").glob("hadoop-client-api-*.jar")
                  if (m := re.match(r"hadoop-client-api-([\d.]+)\.jar$", p.name))), "?")
 
@@ -167,7 +174,7 @@ def check_spark_jars(jars: list[Path], where: str, hint: str, subject: str = "")
                 f"this Spark is {spark} with Scala {scala}", path=where, hint=hint)
 
 
-def with_bundles(target, bundles: list[str]):
+def with_bundles(target: Target, bundles: list[str]) -> Target:
     """The target with the bundles' JARs (fetched when not here yet, checked against this
     Spark) added to its spark.jars: e.g. Spark's Kafka source for a project with Kafka sources."""
     from dataclasses import replace

@@ -22,9 +22,14 @@ import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..core.processes import environment_set
 from .class_archive import java_binary
+
+if TYPE_CHECKING:
+    from py4j.java_gateway import JavaGateway
+    from pyspark import SparkConf
 
 CACHE_ENV = "MEDALLION_LAUNCH_DIR"
 # set by pyspark for each start, or by bash for its own bookkeeping: not spark-submit's
@@ -40,7 +45,7 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "medallion" / "launch")
 
 
-def launch(settings, popen_kwargs: dict):
+def launch(settings: SparkConf, popen_kwargs: dict[str, Any]) -> JavaGateway:
     """pyspark's gateway to a new driver JVM started with `settings` (a SparkConf), as
     pyspark.java_gateway.launch_gateway returns it (`proc` the JVM's process)."""
     from . import pyspark_api
@@ -59,7 +64,8 @@ def launch(settings, popen_kwargs: dict):
         importing.join()
 
 
-def _launched(settings, popen_kwargs: dict, record: Path | None):
+def _launched(settings: SparkConf, popen_kwargs: dict[str, Any],
+              record: Path | None) -> JavaGateway:
     from .pyspark_api import launch_gateway
 
     if record is not None and record.is_file():
@@ -73,7 +79,7 @@ def _launched(settings, popen_kwargs: dict, record: Path | None):
     return gateway
 
 
-def _record_path(settings) -> Path | None:
+def _record_path(settings: SparkConf) -> Path | None:
     from .pyspark_api import find_spark_home
 
     try:
@@ -124,7 +130,7 @@ def _record(record: Path, pid: int) -> None:
         pass  # a record is only ever a saving: the next start goes through spark-submit
 
 
-def _started_directly(record: Path, popen_kwargs: dict):
+def _started_directly(record: Path, popen_kwargs: dict[str, Any]) -> JavaGateway | None:
     """The gateway to a JVM started with the recorded command, or None when the record cannot
     be read or its JVM exits before taking a connection."""
     from .pyspark_api import UTF8Deserializer, launch_gateway, read_int

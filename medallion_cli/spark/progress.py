@@ -12,9 +12,14 @@ report's name and JSON, two calls; over Spark Connect the reports come as JSON a
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .connect import is_connect
+
+if TYPE_CHECKING:
+    from py4j.java_gateway import JavaObject
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.listener import QueryProgressEvent
 
 LISTENER_INTERFACE = "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
 
@@ -23,20 +28,20 @@ class _ProgressOnly:
     """Both sessions' listeners: the reports of the query named `name`, as dicts, passed to
     `on_progress`; other events ignored."""
 
-    def __init__(self, name: str, on_progress: Callable[[dict], None]):
+    def __init__(self, name: str, on_progress: Callable[[dict[str, Any]], None]):
         self.name, self.on_progress = name, on_progress
 
-    def pass_on(self, name: str, report_json: Callable[[], str]) -> None:
+    def pass_on(self, name: str | None, report_json: Callable[[], str]) -> None:
         if name == self.name:
             self.on_progress(json.loads(report_json()))
 
-    def onQueryStarted(self, event):  # noqa: N802 - the listener interface's names
+    def onQueryStarted(self, event: object) -> None:  # noqa: N802 - the listener interface's names
         pass
 
-    def onQueryIdle(self, event):  # noqa: N802
+    def onQueryIdle(self, event: object) -> None:  # noqa: N802
         pass
 
-    def onQueryTerminated(self, event):  # noqa: N802
+    def onQueryTerminated(self, event: object) -> None:  # noqa: N802
         pass
 
 
@@ -44,7 +49,7 @@ class _ReportsAsJson(_ProgressOnly):
     """Spark's listener interface in a classic session, implemented through py4j's callback
     server: a report's JSON is asked for only when it is the followed query's."""
 
-    def onQueryProgress(self, event):  # noqa: N802
+    def onQueryProgress(self, event: JavaObject) -> None:  # noqa: N802
         progress = event.progress()
         self.pass_on(progress.name(), progress.json)
 
@@ -52,7 +57,8 @@ class _ReportsAsJson(_ProgressOnly):
         implements = [LISTENER_INTERFACE]
 
 
-def follow_progress(spark, name: str, on_progress: Callable[[dict], None]) -> Callable[[], None]:
+def follow_progress(spark: SparkSession, name: str,
+                    on_progress: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
     """Pass each progress report of the query named `name` (started in `spark`'s session) to
     `on_progress`; returns what stops that."""
     if is_connect(spark):
@@ -60,18 +66,21 @@ def follow_progress(spark, name: str, on_progress: Callable[[dict], None]) -> Ca
     from .pyspark_api import SparkContext, ensure_callback_server_started
 
     ensure_callback_server_started(SparkContext._gateway)
-    wrapper = SparkContext._jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper
+    jvm = SparkContext._jvm
+    assert jvm is not None  # a classic session's: its JVM runs
+    wrapper = jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper
     listener = wrapper(_ReportsAsJson(name, on_progress))
     manager = spark._jsparkSession.streams()
     manager.addListener(listener)
     return lambda: manager.removeListener(listener)
 
 
-def _follow_over_connect(spark, name: str, on_progress: Callable[[dict], None]):
+def _follow_over_connect(spark: SparkSession, name: str,
+                         on_progress: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
     from .pyspark_api import StreamingQueryListener
 
     class Listener(_ProgressOnly, StreamingQueryListener):
-        def onQueryProgress(self, event):  # noqa: N802
+        def onQueryProgress(self, event: QueryProgressEvent) -> None:  # noqa: N802
             self.pass_on(event.progress.name, lambda: event.progress.json)
 
     listener = Listener(name, on_progress)

@@ -13,6 +13,23 @@ from __future__ import annotations
 
 import importlib
 import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below that pyspark and delta type, as type checkers see them
+    from delta import exceptions as delta_exceptions
+    from delta.tables import DeltaTable
+    from pyspark import SparkConf, SparkContext
+    from pyspark.logger import PySparkLogger
+    from pyspark.sql import Observation, SparkSession, Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+# exported to type checkers; the untyped names come through __getattr__ alone
+__all__ = ["F", "T", "Window", "Observation", "SparkSession", "SparkConf", "SparkContext",
+           "StreamingQueryListener", "PySparkLogger", "from_arrow_schema", "DeltaTable",
+           "delta_exceptions", "import_meanwhile"]
 
 _IMPORTING = threading.Lock()
 
@@ -42,7 +59,7 @@ def import_meanwhile(module_name: str) -> threading.Thread:
     """Import a module on a thread of its own (as the names here are, one thread at a time),
     for a caller that waits meanwhile: join the thread before using it. One that fails to
     import is left to whoever imports it next, to fail there."""
-    def load():
+    def load() -> None:
         with _IMPORTING:
             try:
                 importlib.import_module(module_name)
@@ -54,7 +71,8 @@ def import_meanwhile(module_name: str) -> threading.Thread:
     return thread
 
 
-def __getattr__(name: str):
+# Any: the names not typed above are pyspark's untyped ones (its py4j plumbing)
+def __getattr__(name: str) -> Any:
     where = _NAMES.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

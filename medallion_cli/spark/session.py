@@ -6,12 +6,32 @@ import contextlib
 import copy
 import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol, Self
 
 from ..core.errors import MedallionError, StartError
 from .conf import LongQueries
 from .connect import is_connect
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 _STARTING = threading.RLock()  # one start per process, however many nodes ask at once
+
+
+class _Declared(Protocol):
+    """What OnDemandSpark reads of an engine's capabilities (engines/base.py)."""
+
+    @property
+    def long_queries(self) -> LongQueries: ...
+
+
+def _nothing() -> None:
+    """No gate and no fence: what an engine has until a command sets them."""
+
+
+def _told_nothing(starting: bool) -> None:
+    """Nobody to tell of Spark's start."""
 
 
 class OnDemandSpark:
@@ -25,10 +45,20 @@ class OnDemandSpark:
     _parent: OnDemandSpark | None = None
     _failed: StartError | None = None
     start_seconds: float | None = None  # how long this invocation's start took, once started
-    on_start = staticmethod(lambda starting: None)  # told True before a start, False after
+    on_start: Callable[[bool], None] = staticmethod(_told_nothing)  # True before, False after
     long_queries = False  # the work ahead is long queries over many rows (spark/conf.py)
+    # Called by an engine that stages its writes (capabilities.stages_writes) once a write's
+    # rows are computed, before it commits them; a node's gate (run/scheduler.py)
+    before_commit: Callable[[], None] = staticmethod(_nothing)
+    # Raises (RunStopped) once this process may no longer write the warehouse: set by the
+    # command holding the warehouse's lock (run/locking.py: an S3 lease can be lost)
+    fence: Callable[[], None] = staticmethod(_nothing)
+    # What the engine declares (engines/base.py), and how it starts its session (checked: a
+    # Spark Connect server already checked, for a node's session)
+    capabilities: _Declared
+    _start_session: Callable[..., SparkSession]
 
-    def plan_start(self, on_start, long_queries: bool = False) -> None:
+    def plan_start(self, on_start: Callable[[bool], None], long_queries: bool = False) -> None:
         """Before first use: whom to tell about the start, and what work follows it."""
         self.on_start, self.long_queries = on_start, long_queries
 
@@ -37,22 +67,12 @@ class OnDemandSpark:
         engine's capability); None when they do not."""
         return self.capabilities.long_queries if self.long_queries else None
 
-    @staticmethod
-    def before_commit() -> None:
-        """Called by an engine that stages its writes (capabilities.stages_writes) once a
-        write's rows are computed, before it commits them; a node's gate (run/scheduler.py)."""
-
-    @staticmethod
-    def fence() -> None:
-        """Raises (RunStopped) once this process may no longer write the warehouse: set by the
-        command holding the warehouse's lock (run/locking.py: an S3 lease can be lost)."""
-
     def about_to_commit(self) -> None:
         """Called by both engines just before each commit: the node's gate, then the fence."""
         self.before_commit()
         self.fence()
 
-    def for_node(self, before_commit=None):
+    def for_node(self, before_commit: Callable[[], None] | None = None) -> Self:
         node = copy.copy(self)
         node.__dict__.pop("_session", None)
         node._parent = self
@@ -61,7 +81,7 @@ class OnDemandSpark:
         return node
 
     @property
-    def spark(self):
+    def spark(self) -> SparkSession:
         session = self.__dict__.get("_session")
         if session is None:
             with _STARTING:
@@ -84,7 +104,7 @@ class OnDemandSpark:
         for each in [session, *root.__dict__.get("_node_sessions", ())]:
             each.interruptAll()
 
-    def _new_session(self):
+    def _new_session(self) -> SparkSession:
         if self._parent is not None:
             parent = self._parent.spark
             if not is_connect(parent):
@@ -109,7 +129,7 @@ class OnDemandSpark:
 
 
 @contextlib.contextmanager
-def node_sessions_released(engine: OnDemandSpark):
+def node_sessions_released(engine: object) -> Iterator[None]:
     """Over Spark Connect, have the server drop the sessions the engine's nodes made once the
     work in this block is done, and close their connections: the server keeps an idle session
     for an hour, so a shared server would gather one per node of every build. One try each: a

@@ -10,8 +10,10 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..core.error_text import JAVA_CAUSE, unusable_warehouse
@@ -22,6 +24,9 @@ from ..core.project import Target
 from .class_archive import class_archive, forget, keep_when_recorded, with_archive
 from .conf import LongQueries, is_local_master, is_secret, spark_conf
 from .launch import launch
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Where each object store's Hadoop file system comes from, for the error when it is missing.
 CONNECTORS = {"s3a": "hadoop-aws (and the AWS SDK bundle it names)", "abfss": "hadoop-azure",
@@ -50,12 +55,13 @@ def check_master_reachable(target: Target) -> None:
              "instead, use a target with master local[*]")
 
 
-def check_file_system(spark, target: Target) -> None:
+def check_file_system(spark: SparkSession, target: Target) -> None:
     """The warehouse's store has a Hadoop file system on the classpath (hadoop-aws for s3a://)."""
     if not is_remote(target.warehouse):
         return
     scheme = urlsplit(target.warehouse).scheme
     jvm = spark._jvm
+    assert jvm is not None  # a session of a JVM this process started
     try:
         jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(
             scheme, spark._jsc.hadoopConfiguration())
@@ -71,12 +77,14 @@ def check_file_system(spark, target: Target) -> None:
     check_store_reachable(spark, target)
 
 
-def check_store_reachable(spark, target: Target) -> None:
+def check_store_reachable(spark: SparkSession, target: Target) -> None:
     """The warehouse's bucket answers before any model runs: a missing bucket, refused keys or
     an endpoint that does not answer is one line naming the store, not a Java error from
     whichever node touched it first."""
+    jvm = spark._jvm
+    assert jvm is not None  # a session of a JVM this process started
     hadoop = spark._jsc.hadoopConfiguration()
-    root = spark._jvm.org.apache.hadoop.fs.Path(target.warehouse)
+    root = jvm.org.apache.hadoop.fs.Path(target.warehouse)
     try:
         root.getFileSystem(hadoop).exists(root)
     except Exception as exc:
@@ -99,7 +107,7 @@ def java_reason(text: str) -> str:
     return (useful or lines or ["unknown error"])[0][:300]
 
 
-def _set_after_start(spark, target: Target, conf: dict[str, str]) -> None:
+def _set_after_start(spark: SparkSession, target: Target, conf: dict[str, str]) -> None:
     """spark.hadoop.* settings go into the Hadoop configuration (file systems, Delta and the
     executors' tasks read them there): credentials only this way, never on the JVM's command
     line; and all of them for a JVM that was already running (the test suite's), whose Hadoop
@@ -136,7 +144,7 @@ def _last_java_cause(log_file: Path, offset: int) -> str | None:
 
 
 @contextmanager
-def _jvm_output(log_file: Path | None):
+def _jvm_output(log_file: Path | None) -> Iterator[dict[str, IO[bytes]]]:
     """How to start the JVM (Popen's arguments) so that its output (its banner, Spark's log)
     goes to log_file. The JVM then holds neither of this process's stdout and stderr: a
     caller reading them (a scheduler, a CI job, `| tee`) is done when the command is, not
@@ -150,7 +158,8 @@ def _jvm_output(log_file: Path | None):
 
 
 def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
-                log_file: Path | None = None, long_queries: LongQueries | None = None):
+                log_file: Path | None = None,
+                long_queries: LongQueries | None = None) -> SparkSession:
     """The session for a target. log_file: where Spark's own output goes (None: the terminal,
     with tracebacks, as --debug wants). long_queries: as for spark_conf."""
     # The master first: a cluster that is not up is said as such on a client with no Java too
@@ -207,7 +216,7 @@ def _callbacks_ready() -> None:
     ensure_callback_server_started(SparkContext._gateway)
 
 
-def _session(target: Target, conf: dict[str, str], log_file: Path | None):
+def _session(target: Target, conf: dict[str, str], log_file: Path | None) -> SparkSession:
     from .pyspark_api import SparkConf, SparkContext, SparkSession
 
     # One description of the session for the JVM's start and the session (no JVM defaults
@@ -232,7 +241,7 @@ def _loopback_address(target: Target) -> dict[str, str]:
 
 
 @contextmanager
-def _own_ctrl_c():
+def _own_ctrl_c() -> Iterator[None]:
     """Keep medallion's Ctrl-C handling: a SparkContext made on the main thread installs a
     handler of pyspark's that calls the JVM from inside the signal, which breaks py4j when
     the main thread is in a JVM call itself (`reentrant call`)."""
