@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..core.config import NULL_KEY_RULE
 from ..core.errors import MedallionError
@@ -22,6 +22,9 @@ from .context import (
     cached,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Observation
+
 CHECKED = "_medallion_rows_checked"  # beside the rule names in the one counting pass
 
 
@@ -32,7 +35,7 @@ class Checked:
     anything is written. settle(computed=True) once the rows have been computed (a cache
     filled) takes the counts made on the way; settle() counts them in a pass of its own."""
 
-    rows: object  # DataFrame
+    rows: DataFrame
     settle: Callable[..., None] = lambda computed=False: None
     pending: bool = False  # rules whose counts are not known yet
     counts: dict[str, int] = field(default_factory=dict)
@@ -40,8 +43,9 @@ class Checked:
 
 
 @contextmanager
-def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
-                 txn: tuple[str, int] | None = None, settled: bool = True):
+def checked_rows(ctx: BuildContext, node: CompiledNode, df: DataFrame, replace: bool,
+                 txn: tuple[str, int] | None = None, settled: bool = True
+                 ) -> Iterator[Checked]:
     """Evaluate the model's expectations on the rows it is about to write; yields Checked.
 
     A `fail` rule that any row breaks raises before anything is written; rows breaking a `drop`
@@ -95,7 +99,9 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
                 # 2.7 s against 0.9 s). Only rows split between the table and the quarantine
                 # are cached, computed once.
                 with ctx.phases.timing("expectations"):
-                    totals = checked.select(measures).first().asDict()
+                    row = checked.select(measures).first()
+                    assert row is not None  # (an aggregate over all rows: one row)
+                    totals = row.asDict()
             counts = {name: int(totals[name] or 0) for name in rules}
             stopping = [n for n, r in rules.items() if r["on_violation"] == "fail" and counts[n]]
             if stopping:
@@ -126,7 +132,7 @@ def checked_rows(ctx: BuildContext, node: CompiledNode, df, replace: bool,
         yield result
 
 
-def observed_totals(counted) -> dict | None:
+def observed_totals(counted: Observation) -> dict[str, Any] | None:
     """The counts an Observation made while the rows were computed, or None when Spark has
     none: it hands an empty row to an observation whose plan it optimised away (adaptive
     execution drops the plan below a shuffle that produced no rows, as when a batch's every
@@ -146,7 +152,7 @@ def check_table_properties(ctx: BuildContext, node: CompiledNode) -> None:
                                  hint="remove it from table_properties or change engine")
 
 
-def check_contract(node: CompiledNode, df) -> None:
+def check_contract(node: CompiledNode, df: DataFrame) -> None:
     """Refuse, before anything is written, rows whose columns are not the ones the model's
     enforced contract declares (names and data types), listing every difference."""
     if not node.config.contract:

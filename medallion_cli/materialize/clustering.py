@@ -6,6 +6,8 @@ written (checks.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from ..core.errors import CapabilityError, ProjectError
 from ..core.nodes import CompiledNode
 from ..engines.base import Engine
@@ -19,7 +21,7 @@ def check_clustering(engine: Engine, cluster_by: tuple[str, ...], origin: str) -
                                    "BY, on both engines) instead of cluster_by")
 
 
-def check_layout_columns(have, what: str, origin: str, after: str = "",
+def check_layout_columns(have: Container[str], what: str, origin: str, after: str = "",
                          **layouts: tuple[str, ...]) -> None:
     """Each layout key (zorder_by, cluster_by) names only columns in `have` (of `what`: a
     table, or the rows a build is about to write)."""

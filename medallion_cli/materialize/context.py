@@ -7,11 +7,16 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..core.project import Project
 from ..dag.graph import Graph
 from ..engines.base import Engine, WriteResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from .streaming.tally import BatchReport
 
 DELETE_COLUMN = "_medallion_delete"
 CORRUPT_COLUMN = "_corrupt_record"
@@ -26,11 +31,11 @@ class Phases:
     """Seconds a node's build spent in each step (fingerprint, expectations, write, ...), summed
     over its micro-batches: where the time goes, in run_results.json."""
 
-    seconds: dict = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @contextmanager
-    def timing(self, phase: str):
+    def timing(self, phase: str) -> Iterator[None]:
         began = time.perf_counter()
         try:
             yield
@@ -38,7 +43,7 @@ class Phases:
             with self.lock:
                 self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - began
 
-    def rounded(self) -> dict:
+    def rounded(self) -> dict[str, float]:
         return {phase: round(seconds, 3) for phase, seconds in self.seconds.items()}
 
 
@@ -51,15 +56,16 @@ class BuildContext:
     graph: Graph
     engine: Engine
     full_refresh: bool = False
-    selected: frozenset = frozenset()  # the nodes this invocation builds
+    selected: frozenset[str] = frozenset()  # the nodes this invocation builds
     # The event log's record of streaming micro-batches: each, right after its data commit;
     # and at a query's first batch, (model, app id, last batch id its table has committed).
-    record_batch: Callable = lambda report: None
-    record_committed: Callable = lambda model, app_id, committed: None
+    record_batch: Callable[[BatchReport], None] = lambda report: None
+    record_committed: Callable[[str, str, int | None], None] = lambda model, app_id, committed: None
     # Runs an action once the batches recorded so far are in the event log.
-    after_recorded: Callable = lambda action: action()
+    after_recorded: Callable[[Callable[[], None]], None] = lambda action: action()
     phases: Phases = field(default_factory=Phases)  # the node's own (see runner.own_session)
-    deferred: dict = field(default_factory=dict)  # --defer: model -> the --state run's table
+    # --defer: model -> the --state run's table
+    deferred: dict[str, str] = field(default_factory=dict)
 
 
 def input_table(ctx: BuildContext, name: str) -> str:
@@ -73,16 +79,16 @@ class Outcome:
     status: str  # "success" | "up_to_date" | "warn" | "error" (committed, but input left out)
     write: WriteResult | None = None
     message: str = ""
-    expectations: dict = field(default_factory=dict)  # rule -> rows that failed it
+    expectations: dict[str, int] = field(default_factory=dict)  # rule -> rows that failed it
     rows_read: int | None = None
-    stream: dict = field(default_factory=dict)  # a streaming query's rates and lag
+    stream: dict[str, Any] = field(default_factory=dict)  # a streaming query's rates and lag
     malformed: int | None = None  # rows kept in _corrupt_record (streaming reads of files)
     rescued: int | None = None  # rows with fields outside the schema kept in _rescued_data
     rows_checked: int | None = None  # rows its expectations were evaluated on (None: none)
 
 
 @contextmanager
-def cached(df):
+def cached(df: DataFrame) -> Iterator[DataFrame]:
     """The DataFrame, computed once for the reads within the block, then released."""
     df = df.persist()
     try:

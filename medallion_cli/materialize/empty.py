@@ -8,6 +8,8 @@ A model's inputs are the schemas its parents would write, as checked earlier in 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..core.error_text import error_message
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode, changes_relation
@@ -25,10 +27,15 @@ from .rows import model_rows, seed_rows
 from .sources.inputs import built_table, read_source
 from .writing.writes import merge_rows
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
 CHANGE_COLUMNS = "_change_type string, _commit_version bigint, _commit_timestamp timestamp"
 
 
-def check_on_no_rows(ctx: BuildContext, node: CompiledNode, schemas: dict) -> Outcome:
+def check_on_no_rows(ctx: BuildContext, node: CompiledNode,
+                     schemas: dict[str, StructType]) -> Outcome:
     """Check the node over empty inputs; `schemas` (name -> the StructType its table would
     have) gets the node's own."""
     spark = ctx.engine.spark
@@ -36,7 +43,7 @@ def check_on_no_rows(ctx: BuildContext, node: CompiledNode, schemas: dict) -> Ou
         schemas[node.name] = seed_rows(ctx, node).schema
         return Outcome("success", message="checked on no rows")
 
-    def empty(name: str):
+    def empty(name: str) -> DataFrame:
         if name in schemas:
             return spark.createDataFrame([], schemas[name])
         return ctx.engine.read_table(built_table(ctx, ctx.graph.nodes[name])).limit(0)
@@ -61,7 +68,7 @@ def check_on_no_rows(ctx: BuildContext, node: CompiledNode, schemas: dict) -> Ou
     return Outcome("success", message=f"checked on no rows: {len(written.columns)} column(s)")
 
 
-def table_rows(ctx: BuildContext, node: CompiledNode, rows):
+def table_rows(ctx: BuildContext, node: CompiledNode, rows: DataFrame) -> DataFrame:
     """The model's rows checked against its config, as its table would hold them."""
     from ..spark.pyspark_api import F
 

@@ -6,13 +6,18 @@ them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode, Recorded
 from ..load.rendering import Renderer
 from .context import BuildContext
 from .rows import query_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row
 
 
 def rendered_to_run(ctx: BuildContext, node: CompiledNode) -> CompiledNode:
@@ -21,7 +26,7 @@ def rendered_to_run(ctx: BuildContext, node: CompiledNode) -> CompiledNode:
         return node
     origin = node.file.rel_path
 
-    def check_ordered(refs) -> None:
+    def check_ordered(refs: Iterable[str]) -> None:
         unordered = [name for name in refs if name not in node.refs]
         if unordered:
             raise MedallionError(
@@ -30,7 +35,7 @@ def rendered_to_run(ctx: BuildContext, node: CompiledNode) -> CompiledNode:
                 hint="name it where the model is parsed too, e.g. a comment outside the if: "
                      "-- depends_on: {{ ref('" + unordered[0] + "') }}")
 
-    def run_query(sql: str, record: Recorded) -> list:
+    def run_query(sql: str, record: Recorded) -> list[Row]:
         check_ordered(record.refs)
         return query_rows(ctx, record, sql, "the model", origin)
 

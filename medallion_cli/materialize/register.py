@@ -21,7 +21,9 @@ def _text(value: str) -> str:
 
 def _same_location(found: str, path: str) -> bool:
     # The metastore keeps local folders as file: URIs.
-    strip = (lambda p: p.removeprefix("file://").removeprefix("file:").rstrip("/"))
+    def strip(p: str) -> str:
+        return p.removeprefix("file://").removeprefix("file:").rstrip("/")
+
     return strip(found) == strip(path)
 
 

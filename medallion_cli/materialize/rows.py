@@ -4,7 +4,9 @@ with the column types its config gives."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.error_text import error_message
 from ..core.errors import MedallionError
@@ -12,8 +14,12 @@ from ..core.nodes import CompiledNode, Recorded
 from .context import BuildContext
 from .sources.inputs import register_inputs, register_relations
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row
 
-def with_views(ctx: BuildContext, refs, given: dict | None = None) -> dict:
+
+def with_views(ctx: BuildContext, refs: Iterable[str], given: dict[str, DataFrame] | None = None
+               ) -> dict[str, DataFrame]:
     """`given` plus the rows of every view among `refs`: a view has no table, its rows are its
     own SQL over its own inputs."""
     given = dict(given or {})
@@ -24,14 +30,16 @@ def with_views(ctx: BuildContext, refs, given: dict | None = None) -> dict:
 
 
 def model_rows(ctx: BuildContext, node: CompiledNode, streaming: bool = False,
-               inputs: dict | None = None):
+               inputs: dict[str, DataFrame] | None = None) -> DataFrame:
     """The node's SQL as a DataFrame over its inputs; `inputs` (relation -> DataFrame) stand in
     for some of them, as a micro-batch's new rows do for a streaming model."""
     register_inputs(ctx, node, streaming, with_views(ctx, node.refs, inputs))
+    assert node.sql is not None  # a seed's rows are seed_rows'
     return ctx.engine.spark.sql(node.sql)
 
 
-def query_rows(ctx: BuildContext, record: Recorded, sql: str, what: str, origin=None) -> list:
+def query_rows(ctx: BuildContext, record: Recorded, sql: str, what: str,
+               origin: str | None = None) -> list[Row]:
     """Jinja's run_query(): the rows of Spark SQL over the relations `record` has named so far
     (registered as for a model), in the context's session; `what` calls it, for errors."""
     register_relations(ctx, record.refs, record.sources, given=with_views(ctx, record.refs))
@@ -57,7 +65,7 @@ def _seed_rows_check(path: Path, rel_path: str) -> None:
                     path=rel_path, line=number, hint="fix the row or quote values with commas")
 
 
-def seed_rows(ctx: BuildContext, node: CompiledNode):
+def seed_rows(ctx: BuildContext, node: CompiledNode) -> DataFrame:
     """A seed CSV as a DataFrame, with the column types its config gives."""
     from ..spark.pyspark_api import F
 

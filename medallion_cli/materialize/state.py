@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timezone
+from typing import Any
 
 from ..core.locations import join
 from ..core.nodes import CompiledNode
@@ -35,7 +36,8 @@ def fingerprint(ctx: BuildContext, node: CompiledNode) -> str | None:
                               node.config.as_dict(defining=True))
 
 
-def last_build(ctx: BuildContext, node: CompiledNode) -> tuple[str, dict, Outcome | None]:
+def last_build(ctx: BuildContext, node: CompiledNode
+               ) -> tuple[str, dict[str, str], Outcome | None]:
     """The node's table, the metadata its next commit records (the new fingerprint), and an
     up-to-date outcome when its inputs, SQL and config are unchanged since its table was
     written."""
@@ -50,14 +52,14 @@ def last_build(ctx: BuildContext, node: CompiledNode) -> tuple[str, dict, Outcom
     return path, {FINGERPRINT_KEY: state} if state else {}, None
 
 
-def inputs_fingerprint(ctx: BuildContext, content: str, refs, sources,
-                       config=None) -> str | None:
+def inputs_fingerprint(ctx: BuildContext, content: str | None, refs: tuple[str, ...],
+                       sources: tuple[tuple[str, str], ...], config: object = None) -> str | None:
     """A hash of a query (its SQL, config) and the state of everything it reads: a model's
     table or a data test's verdict is the same while this is. None when it reads a Kafka topic,
     whose new messages nothing here can see without reading them."""
     if any(ctx.project.sources[key].format == "kafka" for key in sources):
         return None
-    inputs: dict = {}
+    inputs: dict[str, Any] = {}
     for name in refs:
         parent = ctx.graph.nodes[name]
         path = input_table(ctx, name)
@@ -84,7 +86,7 @@ def test_record(ctx: BuildContext, name: str) -> str:
     return join(ctx.project.target.warehouse, "_medallion", "tests", f"{name}.json")
 
 
-def verdict_on(ctx: BuildContext, name: str, state: str | None) -> dict | None:
+def verdict_on(ctx: BuildContext, name: str, state: str | None) -> dict[str, Any] | None:
     """The data test's last verdict when it was reached on inputs in this state, or None:
     {status: success or warn, at: when (UTC, ISO), failures, message}. The test would reach it
     again, so a build need not run it."""
@@ -134,8 +136,9 @@ def definition(node: CompiledNode) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def read_json(ctx: BuildContext, location: str) -> dict | None:
+def read_json(ctx: BuildContext, location: str) -> dict[str, Any] | None:
     try:
-        return json.loads(read_text(ctx.engine, location))
+        recorded: dict[str, Any] = json.loads(read_text(ctx.engine, location))
+        return recorded
     except FileNotFoundError:
         return None

@@ -11,7 +11,7 @@ STRATEGIES.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Generic, TypeVar
 
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
@@ -21,21 +21,26 @@ from .context import BuildContext, Outcome
 from .streaming.driver import build_streaming
 from .writing.writes import Into, append_rows, merge_rows_into
 
+IntoT = TypeVar("IntoT", Into, None)  # a driver takes the `into` its strategy pairs it with
+
 
 @dataclass(frozen=True)
-class Strategy:
+class Strategy(Generic[IntoT]):
     name: str  # named in the error for a pair no row has
-    build: Callable[[BuildContext, CompiledNode, Into | None], Outcome]
-    into: Into | None = None  # None: the driver writes the table anew, or not at all (a view)
+    build: Callable[[BuildContext, CompiledNode, IntoT], Outcome]
+    into: IntoT  # None: the driver writes the table anew, or not at all (a view)
+
+    def run(self, ctx: BuildContext, node: CompiledNode) -> Outcome:
+        return self.build(ctx, node, self.into)
 
 
 # (materialization, strategy) -> the strategy; a seed is ("seed", ""), a table kept per group
 # ("table", "by_groups").
-STRATEGIES: dict[tuple[str, str], Strategy] = {
-    ("seed", ""): Strategy("seed", build_seed),
-    ("view", ""): Strategy("view", build_view),
-    ("table", ""): Strategy("table", build_table),
-    ("table", "by_groups"): Strategy("table kept per group", build_by_groups),
+STRATEGIES: dict[tuple[str, str], Strategy[Into] | Strategy[None]] = {
+    ("seed", ""): Strategy("seed", build_seed, None),
+    ("view", ""): Strategy("view", build_view, None),
+    ("table", ""): Strategy("table", build_table, None),
+    ("table", "by_groups"): Strategy("table kept per group", build_by_groups, None),
     ("incremental", "append"): Strategy("incremental append", build_incremental, append_rows),
     ("incremental", "merge"): Strategy("incremental merge", build_incremental, merge_rows_into),
     ("streaming", "append"): Strategy("streaming append", build_streaming, append_rows),
@@ -52,7 +57,7 @@ def strategy_key(node: CompiledNode) -> tuple[str, str]:
     return cfg.materialized, "by_groups" if cfg.incremental_by else ""
 
 
-def strategy_for(node: CompiledNode) -> Strategy:
+def strategy_for(node: CompiledNode) -> Strategy[Into] | Strategy[None]:
     key = strategy_key(node)
     if key not in STRATEGIES:  # the config's checks refuse these first (load/model_config.py)
         raise MedallionError(f"no build strategy for materialized='{key[0]}' with "
@@ -63,5 +68,4 @@ def strategy_for(node: CompiledNode) -> Strategy:
 
 def build(ctx: BuildContext, node: CompiledNode) -> Outcome:
     """Build the node as its strategy does."""
-    strategy = strategy_for(node)
-    return strategy.build(ctx, node, strategy.into)
+    return strategy_for(node).run(ctx, node)

@@ -18,14 +18,20 @@ MERGE, or a rewrite: change_totals, added_to), and no stored row is read first.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import reduce
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
 
 from ...core.nodes import CompiledNode
 from .groups import in_groups
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
 ADDED = ("insert", "update_postimage")
 SIGN, RECOMPUTE = "_medallion_sign", "_medallion_recompute"
@@ -55,7 +61,7 @@ class Aggregates:
                 for kind, summed in zip(self.kinds, self.summed)]
 
 
-def _aggregate_kind(projection) -> str | None:
+def _aggregate_kind(projection: exp.Expression) -> str | None:
     """'rows' (count(*)), 'count', 'sum' or None for a projection that is none of them
     plainly (not inside another expression)."""
     inner = projection.unalias()
@@ -72,6 +78,7 @@ def aggregates_of(node: CompiledNode) -> tuple[Aggregates | None, str | None]:
     """(how to add changes to the model's groups, None) or (None, why its SQL is not a single
     GROUP BY of sums and counts over one input)."""
     keys = set(node.config.incremental_by)
+    assert node.sql is not None  # (a model's)
     tree = sqlglot.parse_one(node.sql, read="spark")
     if not isinstance(tree, exp.Select) or len(list(tree.find_all(exp.Select))) > 1:
         return None, "its SQL is not one SELECT"
@@ -84,7 +91,8 @@ def aggregates_of(node: CompiledNode) -> tuple[Aggregates | None, str | None]:
     grouped = {c.name for c in group.expressions if isinstance(c, exp.Column)} if group else set()
     if not group or grouped != keys or len(group.expressions) != len(keys):
         return None, f"it is not grouped by exactly {', '.join(sorted(keys))}"
-    kinds, summed = [], []
+    kinds: list[str | None] = []
+    summed: list[str | None] = []
     for projection in tree.expressions:
         plain = projection.this if isinstance(projection, exp.Alias) else projection
         if isinstance(plain, exp.Column) and plain.name in keys and projection.alias_or_name \
@@ -104,7 +112,7 @@ def aggregates_of(node: CompiledNode) -> tuple[Aggregates | None, str | None]:
     return Aggregates(tuple(kinds), tuple(summed)), None
 
 
-def inexact_sum(aggregates: Aggregates, added) -> str | None:
+def inexact_sum(aggregates: Aggregates, added: DataFrame) -> str | None:
     """Why adding the model's sums would not equal summing again (their types), or None."""
     from ...spark.pyspark_api import T
 
@@ -115,7 +123,7 @@ def inexact_sum(aggregates: Aggregates, added) -> str | None:
     return None
 
 
-def sides(changes):
+def sides(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(rows the changes added, rows they removed)."""
     from ...spark.pyspark_api import F
 
@@ -123,7 +131,8 @@ def sides(changes):
     return changes.where(added), changes.where(~added)
 
 
-def updated_groups(aggregates: Aggregates, stored, touched, added, removed, delete_column: str):
+def updated_groups(aggregates: Aggregates, stored: DataFrame, touched: DataFrame,
+                   added: DataFrame, removed: DataFrame, delete_column: str) -> DataFrame:
     """Per group the changes touch (`touched`, their keys): its new row (stored + added -
     removed), `delete_column` true when the group has no rows left; and a column RECOMPUTE,
     true where a sum cannot be told from 0 or null and the group is computed from its rows
@@ -137,7 +146,8 @@ def updated_groups(aggregates: Aggregates, stored, touched, added, removed, dele
     # Only the touched groups' stored rows: the table is read, but not grouped, in full.
     stored = in_groups(stored, F.broadcast(touched))
     union = changed.unionByName(stored.select(*columns).withColumn(SIGN, F.lit(1)))
-    values, ambiguous = [], []
+    values: list[Column] = []
+    ambiguous: list[Column] = []
     for column, kind, total, kept, taken, kind_of_value in _signed_totals(aggregates, added):
         if kind != "sum":
             values.append(total.cast(kind_of_value).alias(column))
@@ -149,7 +159,8 @@ def updated_groups(aggregates: Aggregates, stored, touched, added, removed, dele
     return grouped.withColumn(delete_column, F.col(rows_left) <= 0)
 
 
-def _signed_totals(aggregates: Aggregates, added):
+def _signed_totals(aggregates: Aggregates, added: DataFrame
+                   ) -> Iterator[tuple[str, str, Column, Column, Column, DataType]]:
     """For each column the model aggregates (rows signed +1 added, -1 removed, in SIGN): its
     kind, the signed total of its values, whether any added and any removed row holds a
     non-null value of it, and its type."""
@@ -165,7 +176,8 @@ def _signed_totals(aggregates: Aggregates, added):
         yield column, kind, total, gained, lost, field.dataType
 
 
-def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozenset[str]):
+def change_totals(aggregates: Aggregates, added: DataFrame, removed: DataFrame,
+                  without_nulls: frozenset[str]) -> DataFrame:
     """Per group the changes touch, the model's columns: each count's and sum's change (added -
     removed; a sum's is null when the changes hold none of its non-null values), to be added to
     the stored row (MergeSpec.added); and MAY_BE_NULL, true where a sum that may hold nulls
@@ -175,7 +187,8 @@ def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozens
 
     columns = added.columns
     may_turn_null = dict(zip(columns, aggregates.may_turn_null(without_nulls)))
-    values, unsure = [], []
+    values: list[Column] = []
+    unsure: list[Column] = []
     for column, kind, total, gained, lost, kind_of_value in _signed_totals(aggregates, added):
         if kind != "sum":
             values.append(total.cast(kind_of_value).alias(column))
@@ -188,7 +201,8 @@ def change_totals(aggregates: Aggregates, added, removed, without_nulls: frozens
     return totals.select(*columns, MAY_BE_NULL)
 
 
-def added_to(stored, totals, keys, values: list[str], rows_column: str):
+def added_to(stored: DataFrame, totals: DataFrame, keys: tuple[str, ...], values: list[str],
+             rows_column: str) -> DataFrame:
     """The stored table with change_totals' rows added to it, as a MERGE with MergeSpec.added
     leaves it, in one pass over the table: joined on the keys (null matching null), a group's
     `values` are the stored ones plus its totals, and a group with no rows left is dropped."""
@@ -210,11 +224,11 @@ def added_to(stored, totals, keys, values: list[str], rows_column: str):
     return joined.where(rows_left > 0).select(*columns)
 
 
-def _signed(added, removed):
+def _signed(added: DataFrame, removed: DataFrame) -> DataFrame:
     from ...spark.pyspark_api import F
 
     return added.withColumn(SIGN, F.lit(1)).unionByName(removed.withColumn(SIGN, F.lit(-1)))
 
 
-def _any(conditions):
+def _any(conditions: list[Column]) -> Column:
     return reduce(lambda a, b: a | b, conditions)

@@ -19,10 +19,11 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING, Callable
 
 from ...core.errors import MedallionError
 from ...core.nodes import CompiledNode
-from ...engines.base import MergeSpec
+from ...engines.base import MergeSpec, WriteResult
 from ..checks import check_table_properties, checked_rows
 from ..context import DELETE_COLUMN, BuildContext, Outcome, cached, input_table
 from ..rows import model_rows
@@ -46,6 +47,9 @@ from .groups import (
     touched_groups,
 )
 from .groups import metadata as group_metadata
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row
 
 
 def build_by_groups(ctx: BuildContext, node: CompiledNode, into: None = None) -> Outcome:
@@ -74,6 +78,7 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, into: None = None) ->
         message = f"recomputed in full: {why_full}" if why_full else ""
         return Outcome("success", write, message, checks.counts, read,
                        rows_checked=checks.checked)
+    assert versions is not None  # (input_changes found changes since them)
     # The changes are read several times (rows added, rows removed, the groups they touch):
     # kept in memory, they are small next to the tables.
     with ExitStack() as held:
@@ -81,6 +86,7 @@ def build_by_groups(ctx: BuildContext, node: CompiledNode, into: None = None) ->
         with ctx.phases.timing("add_changes"):
             changes, why_not_added = added_up(ctx, node, feeds)
         if changes is None:
+            assert why_not_added is not None  # (added_up says why it added nothing up)
             return recompute_groups(ctx, node, path, metadata, rows, touched_groups(
                 feeds, cfg.incremental_by), why_not_added)
         added_in_place = add_in_place(ctx, node, path, metadata, changes, versions)
@@ -98,11 +104,12 @@ class Changes:
 
     aggregates: Aggregates
     relation: str
-    added: object  # DataFrame
-    removed: object  # DataFrame
+    added: DataFrame
+    removed: DataFrame
 
 
-def added_up(ctx: BuildContext, node: CompiledNode, feeds: dict):
+def added_up(ctx: BuildContext, node: CompiledNode, feeds: dict[str, DataFrame]
+             ) -> tuple[Changes | None, str | None]:
     """(the changes to add to the model's sums and counts, None), or (None, why its groups
     cannot be added up)."""
     aggregates, why_not = aggregates_of(node)
@@ -118,7 +125,7 @@ def added_up(ctx: BuildContext, node: CompiledNode, feeds: dict):
     return Changes(aggregates, relation, added, removed), None
 
 
-def add_in_place(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict,
+def add_in_place(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict[str, str],
                  changes: Changes, versions: dict[str, int]) -> Outcome | None:
     """Add the changes' totals to the stored groups as they are written: by a MERGE that adds
     them (MergeSpec.added), or by a rewrite that adds them in its one pass over the table
@@ -135,7 +142,12 @@ def add_in_place(ctx: BuildContext, node: CompiledNode, path: str, metadata: dic
     aggregates = changes.aggregates
     with cached(change_totals(aggregates, changes.added, changes.removed, without_nulls)
                 ) as totals:
-        counts = cache(lambda: totals.select(F.count(F.lit(1)), F.count_if(MAY_BE_NULL)).first())
+        @cache
+        def counts() -> Row:  # (groups, those whose sum may be null), one pass when first asked
+            found = totals.select(F.count(F.lit(1)), F.count_if(MAY_BE_NULL)).first()
+            assert found is not None  # (an aggregate over all rows: one row)
+            return found
+
         if any(aggregates.may_turn_null(without_nulls)):
             with ctx.phases.timing("add_changes"):
                 if counts()[1]:
@@ -158,8 +170,8 @@ def add_in_place(ctx: BuildContext, node: CompiledNode, path: str, metadata: dic
                    rows_checked=checks.checked)
 
 
-def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,
-                  updated) -> Outcome:
+def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict[str, str],
+                  rows: DataFrame, updated: DataFrame) -> Outcome:
     """MERGE the updated groups; those whose sums adding cannot tell from null are computed
     from their rows first."""
     from ...spark.pyspark_api import F
@@ -168,7 +180,9 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
     with cached(updated) as updated:
         unclear = updated.where(RECOMPUTE).select(*cfg.incremental_by)
         with ctx.phases.timing("add_changes"):  # one pass counts both
-            groups, recomputed = updated.select(F.count(F.lit(1)), F.count_if(RECOMPUTE)).first()
+            counted = updated.select(F.count(F.lit(1)), F.count_if(RECOMPUTE)).first()
+            assert counted is not None  # (an aggregate over all rows: one row)
+            groups, recomputed = counted
         current = updated.where(~F.col(RECOMPUTE) & ~F.col(DELETE_COLUMN)).drop(
             RECOMPUTE, DELETE_COLUMN)
         if recomputed:
@@ -189,8 +203,8 @@ def merge_updated(ctx: BuildContext, node: CompiledNode, path: str, metadata: di
     return Outcome("success", write, message, checks.counts, rows_checked=checks.checked)
 
 
-def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, rows,
-                     groups, why_not_added: str) -> Outcome:
+def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict[str, str],
+                     rows: DataFrame, groups: DataFrame, why_not_added: str) -> Outcome:
     """Compute the touched groups again from their input rows and replace them."""
     cfg = node.config
     with cached(groups) as groups:
@@ -209,8 +223,10 @@ def recompute_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata:
     return Outcome("success", write, message, checks.counts, rows_checked=checks.checked)
 
 
-def replace_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict, columns,
-                   group_count, merge_source, spec: MergeSpec, rewritten):
+def replace_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: dict[str, str],
+                   columns: list[str], group_count: Callable[[], int],
+                   merge_source: Callable[[], DataFrame], spec: MergeSpec,
+                   rewritten: Callable[[], DataFrame]) -> tuple[WriteResult, str]:
     """Put the touched groups' rows in place, by a MERGE of merge_source() or by writing
     rewritten() (the whole table) over the table: (the write, how it was done, for the
     message). group_count(): how many groups the changes touch.
@@ -233,7 +249,7 @@ def replace_groups(ctx: BuildContext, node: CompiledNode, path: str, metadata: d
     return write, f"; the table rewritten, as they reach most of its {files} file(s)"
 
 
-def _replaced(ctx: BuildContext, path: str, groups, rows):
+def _replaced(ctx: BuildContext, path: str, groups: DataFrame, rows: DataFrame) -> DataFrame:
     """The table with the stored rows of `groups` replaced by `rows`."""
     untouched = in_groups(ctx.engine.read_table(path), groups, inside=False)
     return untouched.select(*rows.columns).unionByName(rows)

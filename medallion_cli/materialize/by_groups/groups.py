@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from functools import reduce
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
@@ -27,6 +28,9 @@ from ...core.nodes import CompiledNode
 from ..context import DELETE_COLUMN, BuildContext, input_table
 from ..sources.inputs import built_table
 from ..state import definition, rows_read
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 # The table's SQL and config (hashed) and the input versions it was computed from, in one
 # commit metadata value: one read of the table's history finds both.
@@ -43,14 +47,15 @@ def input_versions(ctx: BuildContext, node: CompiledNode) -> dict[str, int] | No
     return {p.name: ctx.engine.table_version(built_table(ctx, p)) for p in parents}
 
 
-def metadata(ctx: BuildContext, node: CompiledNode, versions: dict[str, int] | None) -> dict:
+def metadata(ctx: BuildContext, node: CompiledNode,
+             versions: dict[str, int] | None) -> dict[str, str]:
     """What a write of the table records so the next build can find what changed since (and
     where inputs read with --defer were: another warehouse's versions are not comparable)."""
     return {RECORD_KEY: json.dumps({"definition": definition(node), "inputs": versions,
                                     **_deferred(ctx, node)})}
 
 
-def _deferred(ctx: BuildContext, node: CompiledNode) -> dict:
+def _deferred(ctx: BuildContext, node: CompiledNode) -> dict[str, dict[str, str]]:
     deferred = {name: ctx.deferred[name] for name in node.refs if name in ctx.deferred}
     return {"deferred": deferred} if deferred else {}
 
@@ -58,6 +63,7 @@ def _deferred(ctx: BuildContext, node: CompiledNode) -> dict:
 def across_groups(node: CompiledNode) -> str | None:
     """Why the model's SQL computes rows from other groups' rows, or None."""
     keys = set(node.config.incremental_by)
+    assert node.sql is not None  # (a model's)
     tree = sqlglot.parse_one(node.sql, read="spark")
     if tree.find(exp.Limit):
         return "its SQL has a LIMIT"
@@ -73,7 +79,8 @@ def across_groups(node: CompiledNode) -> str | None:
 
 
 def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
-                  versions: dict[str, int] | None, rows: int | None):
+                  versions: dict[str, int] | None, rows: int | None
+                  ) -> tuple[dict[str, DataFrame] | None, str | None]:
     """({input: its change feed since the table was written}, None), only inputs that changed,
     or (None, why the whole table is recomputed). rows: the rows its inputs hold now (None:
     not known)."""
@@ -92,7 +99,7 @@ def input_changes(ctx: BuildContext, node: CompiledNode, path: str,
         return None, reason
     recorded = record.get("inputs") or {}
     keys = list(node.config.incremental_by)
-    feeds = {}
+    feeds: dict[str, DataFrame] = {}
     for relation, version in versions.items():
         before = recorded.get(relation)
         if before == version:
@@ -140,13 +147,13 @@ def _rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
         return None
 
 
-def touched_groups(feeds: dict, keys: tuple[str, ...]):
+def touched_groups(feeds: dict[str, DataFrame], keys: tuple[str, ...]) -> DataFrame:
     """The groups (key columns) with a row in any of the change feeds."""
     return reduce(lambda a, b: a.unionByName(b), [f.select(*keys) for f in feeds.values()]
                   ).distinct()
 
 
-def in_groups(rows, groups, inside: bool = True):
+def in_groups(rows: DataFrame, groups: DataFrame, inside: bool = True) -> DataFrame:
     """The rows of the given groups, or with inside=False of all other groups (null matching
     null, as GROUP BY puts nulls together)."""
     keys = groups.columns
@@ -154,7 +161,7 @@ def in_groups(rows, groups, inside: bool = True):
         rows[k].eqNullSafe(groups[k]) for k in keys]), how="left_semi" if inside else "left_anti")
 
 
-def group_replacement(rows, groups):
+def group_replacement(rows: DataFrame, groups: DataFrame) -> DataFrame:
     """A MERGE source replacing the groups: their new rows, and one marker row per group that
     deletes the group's stored rows (engines.MergeSpec.replace_groups)."""
     from ...spark.pyspark_api import F

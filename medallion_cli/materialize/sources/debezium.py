@@ -20,9 +20,14 @@ source's schema columns, from `after` (from `before` for a delete), and:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...core.project import SourceTable
 from ..context import CORRUPT_COLUMN, RESCUED_COLUMN
 from .json_values import parsed_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 OP, DELETED, COMMITTED_AT, LSN = "_cdc_op", "_cdc_deleted", "_cdc_committed_at", "_cdc_lsn"
 OPS = ("c", "u", "d", "r")
@@ -32,15 +37,17 @@ FIELDS = "before: string, after: string, op: string, source: struct<ts_ms: bigin
 ENVELOPE = f"struct<payload: struct<{FIELDS}>, {FIELDS}>"
 
 
-def decoded(lines, source: SourceTable, options: dict, position, tombstones=None):
+def decoded(lines: DataFrame, source: SourceTable, schema: str, options: dict[str, str],
+            position: Column, tombstones: tuple[Column, Column] | None = None) -> DataFrame:
     """JSON texts (column `value` of `lines`) as the source's rows: change events unpacked when
     the source says `cdc: debezium`, else each text parsed as a row."""
     if source.cdc == "debezium":
-        return change_rows(lines, source, options, position, tombstones)
-    return parsed_json(lines, source, source.schema, options, position)
+        return change_rows(lines, source, schema, options, position, tombstones)
+    return parsed_json(lines, source, schema, options, position)
 
 
-def change_rows(lines, source: SourceTable, options: dict, position, tombstones=None):
+def change_rows(lines: DataFrame, source: SourceTable, schema: str, options: dict[str, str],
+                position: Column, tombstones: tuple[Column, Column] | None = None) -> DataFrame:
     """Debezium events as rows (see the module's doc); `lines`' other columns carried along.
     tombstones: (record key, record timestamp) columns, for Kafka records."""
     from ...spark.pyspark_api import F
@@ -48,7 +55,7 @@ def change_rows(lines, source: SourceTable, options: dict, position, tombstones=
     value = F.col("value")
     envelope = F.from_json(value, ENVELOPE)
 
-    def field(name):
+    def field(name: str) -> Column:
         return F.coalesce(envelope["payload"][name], envelope[name])
 
     op, before, after = field("op"), field("before"), field("after")
@@ -57,7 +64,7 @@ def change_rows(lines, source: SourceTable, options: dict, position, tombstones=
                                | ~F.is_valid_utf8(value))
     changes = F.array(F.struct(image.alias("image"), op.alias("op")))
     if source.unique_key:
-        old_key, new_key = (F.from_json(image_text, source.schema) for image_text in (before, after))
+        old_key, new_key = (F.from_json(image_text, schema) for image_text in (before, after))
         same_key = F.lit(True)
         for column in source.unique_key:
             same_key = same_key & old_key[column].eqNullSafe(new_key[column])
@@ -77,11 +84,12 @@ def change_rows(lines, source: SourceTable, options: dict, position, tombstones=
                                   )).otherwise(changes)
     carried = [c for c in lines.columns if c != "value"]
     events = lines.select(F.explode(changes).alias("change"), value.alias("_event"),
-                          bad.alias("_bad"), committed_at.alias(COMMITTED_AT), lsn.alias(LSN), *carried)
+                          bad.alias("_bad"), committed_at.alias(COMMITTED_AT), lsn.alias(LSN),
+                          *carried)
     rows = parsed_json(
         events.select(F.col("change.image").alias("value"), F.col("change.op").alias(OP),
                       "_event", "_bad", COMMITTED_AT, LSN, *carried),
-        source, source.schema, options, position)
+        source, schema, options, position)
     corrupt = F.when(F.col("_bad"), F.col("_event")).otherwise(F.col(CORRUPT_COLUMN))
     row_columns = rows.columns[:rows.columns.index(CORRUPT_COLUMN)]
     return rows.select(*row_columns, corrupt.alias(CORRUPT_COLUMN), RESCUED_COLUMN, OP,

@@ -3,13 +3,15 @@ of the node's session under the names rendering gave them.
 
 For a streaming model, sources and refs to streaming models are read as streams; other refs
 (seeds, tables) are read as they are when the query starts, like dimension tables. On an engine
-that follows Delta tables through their commit logs (engines/embedded/delta_log.py), streamed tables are
-followed as streams of commits instead, and each micro-batch reads what its commits added.
+that follows Delta tables through their commit logs (engines/embedded/delta_log.py), streamed
+tables are followed as streams of commits instead, and each micro-batch reads what its commits
+added.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ...core.errors import SourceError
 from ...core.nodes import CompiledNode, changes_relation
@@ -19,6 +21,11 @@ from ..context import BuildContext, input_table
 from .kafka import read_kafka
 from .landing import inferred_schema, read_landing
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pyspark.sql import DataFrame
+
 # A micro-batch input with at most this many rows is computed as one partition: Spark then
 # knows that every key is in it and needs no shuffle for the model's windows, grouping and
 # MERGE (a 1-row silver batch under --watch: 3 Spark jobs instead of 5, 0.6 s instead of 1 s).
@@ -26,7 +33,7 @@ from .landing import inferred_schema, read_landing
 ONE_PARTITION_ROWS = 10_000
 
 
-def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False):
+def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False) -> DataFrame:
     """A declared source as a DataFrame: a Delta table, or landing files read with their schema.
 
     File sources carry `_source_file`, the file each row came from (Spark's hidden `_metadata`
@@ -37,8 +44,9 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
     if source.format == "delta":
         return ctx.engine.read_stream(source.path) if streaming else ctx.engine.read_table(
             source.path)
-    if source.unlanded():
-        raise source.unlanded()
+    unlanded = source.unlanded()
+    if unlanded:
+        raise unlanded
     if streaming and not source.schema and source.format in ("json", "csv"):
         source = replace(source, schema=inferred_schema(
             ctx.engine.spark, source, ctx.project.inferred_schema_path(source)))
@@ -69,17 +77,20 @@ def feed_table(ctx: BuildContext, node: CompiledNode, name: str) -> str:
     return built_table(ctx, parent)
 
 
-def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False,
-                       given: dict | None = None, node: CompiledNode | None = None) -> None:
+def register_relations(ctx: BuildContext, refs: Iterable[str],
+                       sources: Iterable[tuple[str, str]], streaming: bool = False,
+                       given: dict[str, DataFrame] | None = None,
+                       node: CompiledNode | None = None) -> None:
     """Temp views for refs and sources, named as rendering names them; the relations in `given`
     (relation -> DataFrame) are registered as those DataFrames and not read otherwise (a view's
     rows, a micro-batch's new rows). node: the model whose change feeds are read too."""
     given = given or {}
-    for name in node.change_refs if node else ():
-        if changes_relation(name) not in given:
-            table = feed_table(ctx, node, name)
-            ctx.engine.read_stream(table, changes=True).createOrReplaceTempView(
-                changes_relation(name))
+    if node is not None:
+        for name in node.change_refs:
+            if changes_relation(name) not in given:
+                table = feed_table(ctx, node, name)
+                ctx.engine.read_stream(table, changes=True).createOrReplaceTempView(
+                    changes_relation(name))
     for name in refs:
         if name in given:
             continue
@@ -98,7 +109,7 @@ def register_relations(ctx: BuildContext, refs, sources, streaming: bool = False
 
 
 def register_inputs(ctx: BuildContext, node: CompiledNode, streaming: bool = False,
-                    given: dict | None = None) -> None:
+                    given: dict[str, DataFrame] | None = None) -> None:
     """Every relation the node's SQL names: its refs and sources, and `this` (its own table)."""
     register_relations(ctx, node.refs, node.sources, streaming, given, node)
     path = ctx.project.table_path(node.file)
@@ -132,7 +143,7 @@ def streamed_tables(ctx: BuildContext, node: CompiledNode) -> dict[str, str]:
     return tables
 
 
-def commit_streams(ctx: BuildContext, tables: dict[str, str]):
+def commit_streams(ctx: BuildContext, tables: dict[str, str]) -> DataFrame:
     """One stream of (relation, version) over the commits of every followed table."""
     from ...spark.pyspark_api import F
 
@@ -144,8 +155,8 @@ def commit_streams(ctx: BuildContext, tables: dict[str, str]):
     return union
 
 
-def committed_inputs(ctx: BuildContext, node: CompiledNode, tables: dict[str, str], batch,
-                     batch_id: int):
+def committed_inputs(ctx: BuildContext, node: CompiledNode, tables: dict[str, str],
+                     batch: DataFrame, batch_id: int) -> tuple[dict[str, DataFrame], int]:
     """(relation -> the rows a micro-batch of commits stands for, rows read). The query's first
     batch reads each table as of the newest commit it took; later ones what their commits added
     (or, for a change feed, their changes); those of few rows as one partition."""
@@ -153,7 +164,8 @@ def committed_inputs(ctx: BuildContext, node: CompiledNode, tables: dict[str, st
     versions: dict[str, list[int]] = {relation: [] for relation in tables}
     for row in batch.collect():  # one small row per commit
         versions[row["relation"]].append(row["version"])
-    inputs, rows_read = {}, 0
+    inputs: dict[str, DataFrame] = {}
+    rows_read = 0
     for relation, path in tables.items():
         rows, count = ctx.engine.read_commits(
             path, versions[relation], from_snapshot=batch_id == 0, changes=relation in feeds)

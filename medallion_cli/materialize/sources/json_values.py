@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from ...core.project import SourceTable
 from ..context import CORRUPT_COLUMN, RESCUED_COLUMN
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
 ESCAPED_PREFIX = "base64:"
 
 
-def parsed_json(lines, source: SourceTable, schema: str, options: dict, position):
+def parsed_json(lines: DataFrame, source: SourceTable, schema: str, options: dict[str, str],
+                position: Column) -> DataFrame:
     """JSON texts (column `value` of `lines`) as the schema's columns, `_corrupt_record` and
     `_rescued_data`, with `lines`' other columns carried along. position: a column saying where
     a text came from, for errors (its file, its topic and offset)."""
@@ -23,7 +28,8 @@ def parsed_json(lines, source: SourceTable, schema: str, options: dict, position
     parsed = F.from_json(value, f"{schema}, {CORRUPT_COLUMN} string",
                          {**options, "columnNameOfCorruptRecord": CORRUPT_COLUMN,
                           "mode": "PERMISSIVE"})
-    names = T.StructType.fromDDL(schema).fieldNames()
+    # pyspark types fromDDL as DataType's; a DDL of columns gives a StructType
+    names = T.StructType.fromDDL(schema).fieldNames()  # type: ignore[attr-defined]
     extra_names = F.array_except(F.json_object_keys(value), F.array(*map(F.lit, names)))
     extra = F.to_json(F.map_filter(F.from_json(value, "map<string,variant>"),
                                    lambda k, v: ~k.isin(names)))
@@ -62,7 +68,7 @@ def only_keys_pattern(names: list[str]) -> str:
     return rf'^\s*+\{{\s*+(?:{pair}(?:,\s*+{pair})*+)?\}}\s*+$'
 
 
-def readable(column):
+def readable(column: Column) -> Column:
     """Text that is not valid UTF-8 as `base64:<its bytes>`, so no reader chokes on it."""
     from ...spark.pyspark_api import F
 

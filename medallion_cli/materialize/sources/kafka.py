@@ -1,6 +1,6 @@
 """Kafka topics as sources: Spark's own Kafka source (its JARs from
-medallion_cli/spark/maven/kafka.pom.xml), each record with its position, its value parsed as JSON when the source
-declares a schema.
+medallion_cli/spark/maven/kafka.pom.xml), each record with its position, its value parsed as
+JSON when the source declares a schema.
 
 Exactly once into Delta: the streaming query's checkpoint records the offsets each micro-batch
 read, and the batch's Delta commit carries the app transaction (see streaming/driver.py), so a batch
@@ -9,10 +9,15 @@ replayed after a crash reads the same offsets and writes nothing twice.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...core.project import SourceTable
 from ..context import CORRUPT_COLUMN
 from .debezium import decoded
 from .json_values import readable
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 # Where each row came from, as bronze tables keep it.
 POSITION = {"key": "_key", "topic": "_topic", "partition": "_partition", "offset": "_offset",
@@ -28,7 +33,7 @@ KAFKA_OPTION_PREFIXES = ("kafka.", "subscribe", "assign", "starting", "ending", 
 PATIENCE = {"fetchOffset.numRetries": "1"}
 
 
-def read_kafka(spark, source: SourceTable, streaming: bool):
+def read_kafka(spark: SparkSession, source: SourceTable, streaming: bool) -> DataFrame:
     """The topic's records as rows: the value's schema columns with `_corrupt_record` and
     `_rescued_data` (or `value` as a string without a schema), then `_key`, `_topic`,
     `_partition`, `_offset`, `_kafka_timestamp`."""
@@ -46,6 +51,6 @@ def read_kafka(spark, source: SourceTable, streaming: bool):
     where = F.concat(F.lit("topic "), F.col("_topic"), F.lit(" partition "),
                      F.col("_partition").cast("string"), F.lit(" offset "),
                      F.col("_offset").cast("string"))
-    rows = decoded(lines, source, json_options, where,
+    rows = decoded(lines, source, source.schema, json_options, where,
                    tombstones=(F.col(POSITION["key"]), F.col(POSITION["timestamp"])))
     return rows.withColumn(CORRUPT_COLUMN, readable(rows[CORRUPT_COLUMN]))

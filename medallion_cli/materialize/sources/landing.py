@@ -21,6 +21,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from ...core.errors import SourceError
@@ -30,19 +31,25 @@ from ..context import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
 from .debezium import decoded
 from .json_values import readable
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+    from pyspark.sql.streaming.readwriter import DataStreamReader
+    from pyspark.sql.types import StructField, StructType
+
 # Spark's file stream source forgets files this much older than the newest one it has seen.
 EVERY_FILE = "36500d"
 # Spark reads these options itself; a JSON line read as text would ignore them.
 WHOLE_FILE_OPTIONS = ("multiline", "encoding", "charset")
 
 
-def read_landing(spark, source: SourceTable, streaming: bool):
+def read_landing(spark: SparkSession, source: SourceTable, streaming: bool) -> DataFrame:
     """The source's files as rows: the schema's columns, `_corrupt_record` (json, csv),
     `_rescued_data` (json), and `_source_file`."""
     options = dict(source.options)
     if streaming and not any(k.lower() == "maxfileage" for k in options):
         options["maxFileAge"] = EVERY_FILE
     reader = spark.readStream if streaming else spark.read
+    schema: str | StructType | None  # a Parquet stream's is read from its files
     schema = source.schema
     if source.format == "json" and schema and (source.unknown_fields != "ignore" or source.cdc):
         rows = _json_with_rescue(reader, source, schema, options)
@@ -72,7 +79,7 @@ def read_landing(spark, source: SourceTable, streaming: bool):
     return rows
 
 
-def inferred_schema(spark, source: SourceTable, kept: str) -> str:
+def inferred_schema(spark: SparkSession, source: SourceTable, kept: str) -> str:
     """The schema of a streaming JSON or CSV source that declares none, as DDL: the one kept at
     `kept`, else inferred from the files landed now and kept there. With unknown_fields:
     add_new_columns, the fields of files landed since it was kept are added to it (the files
@@ -93,7 +100,9 @@ def inferred_schema(spark, source: SourceTable, kept: str) -> str:
         new = [f for f in landed if f not in seen]
         from ...spark.pyspark_api import T
 
-        known = {name.lower() for name in T.StructType.fromDDL(ddl).fieldNames()}
+        # pyspark types fromDDL as DataType's; a DDL of columns gives a StructType
+        names = T.StructType.fromDDL(ddl).fieldNames()  # type: ignore[attr-defined]
+        known = {name.lower() for name in names}
         added = [f for f in _fields(spark, source, new) if f.name.lower() not in known]
         ddl = ", ".join([ddl] + [_ddl(f) for f in added])
     else:
@@ -110,7 +119,7 @@ def inferred_schema(spark, source: SourceTable, kept: str) -> str:
     return ddl
 
 
-def _fields(spark, source: SourceTable, files: list[str]) -> list:
+def _fields(spark: SparkSession, source: SourceTable, files: list[str]) -> list[StructField]:
     """The fields Spark infers from these files (none from no files)."""
     if not files:
         return []
@@ -127,11 +136,12 @@ def _fields(spark, source: SourceTable, files: list[str]) -> list:
     return [f for f in found.fields if f.name != CORRUPT_COLUMN]
 
 
-def _ddl(field) -> str:
+def _ddl(field: StructField) -> str:
     return f"`{field.name}` {field.dataType.simpleString()}"
 
 
-def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
+def _json_with_rescue(reader: DataFrameReader | DataStreamReader, source: SourceTable,
+                      schema: str, options: dict[str, str]) -> DataFrame:
     """JSON lines read as text and parsed here, so that the fields outside the schema can be
     seen: Spark's JSON reader drops them."""
     from ...spark.pyspark_api import F
@@ -145,7 +155,7 @@ def _json_with_rescue(reader, source: SourceTable, schema: str, options: dict):
     lines = reader.format("text").options(**options).load(str(source.path))
     lines = lines.where(F.trim("value") != "").select(  # blank lines are no rows, as in Spark
         "value", lines["_metadata.file_path"].alias(SOURCE_FILE_COLUMN))
-    return decoded(lines, source, options, F.col(SOURCE_FILE_COLUMN))
+    return decoded(lines, source, schema, options, F.col(SOURCE_FILE_COLUMN))
 
 
 def changed_after_read(checkpoint: str) -> list[str]:
@@ -161,7 +171,7 @@ def changed_after_read(checkpoint: str) -> list[str]:
         if _is_commit(Path(path)):
             continue
         # as read, when that was later than listed (a batch left for a growing file)
-        seen = read.get(entry.get("batchId"), {}).get(path, entry["timestamp"])
+        seen = read.get(entry.get("batchId", -1), {}).get(path, entry["timestamp"])
         try:
             # Whole milliseconds as Java gives them; st_mtime (a float) can round up into the
             # next millisecond and make an untouched file look changed.
@@ -239,7 +249,7 @@ def _look(path: str) -> tuple[int, int] | None:
     return facts.st_size, facts.st_mtime_ns
 
 
-def _read_files(sources: Path) -> list[dict]:
+def _read_files(sources: Path) -> list[dict[str, Any]]:
     """The files a file stream source's log says were read: the newest compacted log file and
     the batch files after it, per source of the query."""
     entries = []

@@ -49,7 +49,7 @@ def ran_once(ctx: BuildContext, node: CompiledNode) -> str | None:
     if not node.config.once or refresh_due(ctx, node):
         return None
     done = read_json(ctx, join(ctx.project.checkpoint_path(node.file), ONCE_FILE))
-    return done and done["finished_at"]
+    return str(done["finished_at"]) if done else None
 
 
 def record_ran_once(ctx: BuildContext, node: CompiledNode) -> None:
@@ -85,7 +85,7 @@ def reader_changed(ctx: BuildContext, checkpoint: str) -> bool:
         if not has_run(ctx, checkpoint):
             return False  # no checkpoint yet
         recorded = {"reader": "commit-log"}
-    return recorded["reader"] != _delta_reader(ctx.engine)
+    return bool(recorded["reader"] != _delta_reader(ctx.engine))
 
 
 def table_gone(ctx: BuildContext, node: CompiledNode, checkpoint: str) -> bool:

@@ -2,8 +2,8 @@
 
 Over landing files (and over Delta tables on an engine with a Delta streaming source), the
 model's SQL is the streaming query. On an engine that follows Delta tables through their commit
-logs (the embedded engine, see engines/embedded/delta_log.py), the query streams the input tables' new
-commits, and each micro-batch runs the model's SQL on the rows those commits added.
+logs (the embedded engine, see engines/embedded/delta_log.py), the query streams the input
+tables' new commits, and each micro-batch runs the model's SQL on the rows those commits added.
 Each micro-batch goes through foreachBatch (micro_batch.py; over Spark Connect it runs on the
 server: server_batches.py) into the same checks and writes as incremental models, committed
 with a Delta app transaction (app id = model and query, version = batch id).
@@ -14,7 +14,7 @@ writes nothing, so every row lands exactly once.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...core.config import interval_seconds
 from ...core.crash_points import crash_point
@@ -48,6 +48,13 @@ from .server_batches import collect, server_batch, start_stream, worker_trouble
 from .tally import BatchReport, StreamTally
 from .throughput import progress_reports, stream_stats
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.types import StructType
+
+    from .checkpoints import QueryStart
+
 DEFAULT_WATCH_INTERVAL = "10 seconds"
 # How often, under --watch, a query that follows its input's commits looks for a new one
 # (0.1 s rather than 0.25 s: silver 0.36 s sooner after bronze in bench/streaming_bench.py,
@@ -65,20 +72,25 @@ def watch_trigger(graph: Graph, node: CompiledNode) -> str:
     def interval(trigger: str) -> str:
         return DEFAULT_WATCH_INTERVAL if trigger == "available_now" else trigger
 
+    def seconds(trigger: str) -> float:
+        found = interval_seconds(interval(trigger))
+        assert found is not None  # load/model_config.py accepts no other trigger
+        return found
+
     own = interval(node.config.trigger)
     streamed = streamed_refs(graph, node)
     if node.sources or node.change_refs or len(streamed) != 1:
         return own
     followed = graph.nodes[streamed[0]].config
-    if followed.once or (interval_seconds(interval(followed.trigger))
-                         < interval_seconds(own)):
+    if followed.once or seconds(followed.trigger) < seconds(node.config.trigger):
         return own
     return FOLLOW_INTERVAL
 
 
 def start_query(ctx: BuildContext, node: CompiledNode, into: Into, continuous: bool = False,
                 on_batch: Callable[[BatchReport], None] = lambda report: None,
-                on_commit: Callable[[BatchReport], None] = lambda report: None):
+                on_commit: Callable[[BatchReport], None] = lambda report: None
+                ) -> tuple[StreamingQuery, StreamTally, QueryStart]:
     """Start the model's streaming query; returns (query, tally, how it started).
 
     into: how each batch's rows join the table (the node's strategy, strategies.py);
@@ -95,7 +107,7 @@ def start_query(ctx: BuildContext, node: CompiledNode, into: Into, continuous: b
     if tables and not ctx.engine.capabilities.delta_streaming_source:
         df = commit_streams(ctx, tables)
 
-        def rows_of(batch, batch_id):
+        def rows_of(batch: DataFrame, batch_id: int) -> tuple[DataFrame, int | None]:
             inputs, rows_read = committed_inputs(ctx, node, tables, batch, batch_id)
             return model_rows(ctx, node, inputs=inputs), rows_read
     else:
@@ -106,18 +118,19 @@ def start_query(ctx: BuildContext, node: CompiledNode, into: Into, continuous: b
                                  hint="use materialized='incremental' for a model over batch "
                                  "tables")
 
-        def rows_of(batch, batch_id):
+        def rows_of(batch: DataFrame, batch_id: int) -> tuple[DataFrame, int | None]:
             return batch, None
     name = f"medallion_{node.name}"
     on_progress = tally.progressed
+    each_batch: Callable[[DataFrame, int], None]
     if ctx.engine.capabilities.batches_on_server:  # foreachBatch there (server_batches.py)
         each_batch = server_batch(ctx, node, start, tally, into)
 
-        def on_progress(progress):
+        def on_progress(progress: dict[str, Any]) -> None:
             collect(ctx, node, tally, progress.get("batchId"))
             tally.progressed(progress)
     else:
-        def each_batch(batch, batch_id):
+        def each_batch(batch: DataFrame, batch_id: int) -> None:
             write_batch(ctx, node, tally, start, into, rows_of, batch, batch_id)
     writer = (df.writeStream.foreachBatch(each_batch)
               .option("checkpointLocation", str(checkpoint))
@@ -136,17 +149,18 @@ def _refuse_new_columns_now(ctx: BuildContext, node: CompiledNode) -> None:
     "apply from now on" as an edit does."""
     if node.config.on_schema_change != "fail":
         return
-    schemas: dict = {}
+    schemas: dict[str, StructType] = {}
     check_on_no_rows(ctx, node, schemas)
     refuse_new_columns(node, schemas[node.name].fieldNames(),
                        ctx.engine.read_table(ctx.project.table_path(node.file)).columns)
 
 
-def raise_query_error(query, tally: StreamTally) -> None:
+def raise_query_error(query: StreamingQuery, tally: StreamTally) -> None:
     if tally.error is not None:
         raise tally.error
-    if query.exception() is not None:
-        raise RuntimeError(error_message(query.exception()))
+    failure = query.exception()
+    if failure is not None:
+        raise RuntimeError(error_message(failure))
 
 
 def server_said(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
@@ -184,7 +198,7 @@ def build_streaming(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcom
         raise_query_error(query, tally)
         raise
     # Spark's exception, asked here only over Connect (raise_query_error asks it anyway)
-    server_said(ctx, node, tally, tally.server_reports and query.exception())
+    server_said(ctx, node, tally, query.exception() if tally.server_reports else None)
     raise_query_error(query, tally)
     crash_point(node.name, "stopped", tally.batches)
     if tally.app_id is None:  # no batch ran, so none told the event log what a killed run did
@@ -199,7 +213,7 @@ def build_streaming(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcom
                      f"{RESCUED_COLUMN}")
     changed_files = changed_note(ctx.project.checkpoint_path(node.file), str(ctx.project.root),
                                  node.name)
-    message = "; ".join(facts + list(start.notes) + [changed_files] * bool(changed_files))
+    message = "; ".join(facts + list(start.notes) + ([changed_files] if changed_files else []))
     # rows a landed file gained after its batch read it are missing from the table: a failure
     # (its readers are skipped) until a refresh reads the files whole, though the batches stay
     status = ("error" if changed_files else "warn" if start.changed
@@ -212,6 +226,7 @@ def build_streaming(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcom
         ctx.after_recorded(lambda: record_caught_up(ctx, node, state))
     if not tally.batches:
         return Outcome(status, message=message, stream=stats)
+    assert tally.version is not None  # set by each batch counted
     return Outcome(status, WriteResult(tally.version, tally.rows, tally.files_added),
                    message=message, expectations=tally.expectations, rows_read=tally.rows_read,
                    rows_checked=tally.rows_checked,

@@ -6,7 +6,7 @@ the table (a replay), else its rows checked and written in one commit with the a
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ...core.crash_points import crash_point
 from ...core.locations import join
@@ -20,6 +20,12 @@ from ..writing.writes import Into, write_incremental
 from .checkpoints import QueryStart, definition_key, refresh_done
 from .tally import BatchReport, StreamTally
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    # a batch's rows and how many rows its input commits added (None: not known beforehand)
+    RowsOf = Callable[[DataFrame, int], tuple[DataFrame, int | None]]
+
 
 def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
     """The app id for Delta app transactions: the model and its checkpoint's query id.
@@ -31,7 +37,7 @@ def query_app_id(engine: Engine, node: CompiledNode, checkpoint: str) -> str:
 
 
 def write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, start: QueryStart,
-                into: Into, rows_of: Callable, batch, batch_id: int) -> None:
+                into: Into, rows_of: RowsOf, batch: DataFrame, batch_id: int) -> None:
     """foreachBatch: write the rows `rows_of(batch, batch_id)` gives as (rows, rows read)."""
     try:
         _write_batch(ctx, node, tally, start, into, rows_of, batch, batch_id)
@@ -41,11 +47,12 @@ def write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, start
 
 
 def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, start: QueryStart,
-                 into: Into, rows_of: Callable, batch, batch_id: int) -> None:
+                 into: Into, rows_of: RowsOf, batch: DataFrame, batch_id: int) -> None:
     crash_point(node.name, "batch_start", batch_id)
     path = ctx.project.table_path(node.file)
     done = committed_batch(ctx, node, tally)
     app_id = tally.app_id
+    assert app_id is not None  # committed_batch read it
     if done is not None and done >= batch_id:
         with tally.lock:
             tally.replayed += 1
@@ -90,7 +97,7 @@ def committed_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally) -
     app id is read from the checkpoint once per query), the event log learns it too: a killed
     run may have committed batches it did not live to record."""
     first = tally.app_id is None
-    if first:
+    if tally.app_id is None:
         tally.app_id = query_app_id(ctx.engine, node, ctx.project.checkpoint_path(node.file))
     done = ctx.engine.committed_version(ctx.project.table_path(node.file), tally.app_id)
     if first:
@@ -98,7 +105,8 @@ def committed_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally) -
     return done
 
 
-def _rows_in_batch(node: CompiledNode, rows, result: WriteResult, checked: int | None) -> int:
+def _rows_in_batch(node: CompiledNode, rows: DataFrame, result: WriteResult,
+                   checked: int | None) -> int:
     """The model's rows in a batch Spark's own source fed, from a pass already made where
     there was one: the expectations' count, or an append's written rows. (Spark's
     numInputRows counts a source's rows again each time the batch is computed.) Counting them
@@ -110,7 +118,7 @@ def _rows_in_batch(node: CompiledNode, rows, result: WriteResult, checked: int |
     return rows.count()
 
 
-def _kept(rows, result: WriteResult, column: str) -> int:
+def _kept(rows: DataFrame, result: WriteResult, column: str) -> int:
     """Rows written with a value in `column` (malformed, rescued): from the written files'
     statistics where the engine has them, else by a pass over the rows."""
     if column not in rows.columns:

@@ -18,6 +18,7 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ... import __version__
 from ...core.crash_points import arm, armed
@@ -34,6 +35,13 @@ from ..writing.writes import Into
 from .checkpoints import QueryStart
 from .micro_batch import write_batch
 from .tally import BatchReport, StreamTally
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 FOLDER = "medallion_batches"  # in a checkpoint: a folder per query run, a file per batch
 ERROR_FILE = "error.json"
@@ -71,8 +79,8 @@ class ServerBatch:
     node: CompiledNode
     start: QueryStart
     full_refresh: bool
-    selected: frozenset
-    deferred: dict
+    selected: frozenset[str]
+    deferred: dict[str, str]
     reports: str
     into: Into  # how batches' rows join the table (the node's strategy)
     crash_at: str | None = None  # the crash tests' (core/crash_points.py)
@@ -80,10 +88,10 @@ class ServerBatch:
     # The worker's own, kept across the query's batches (not pickled)
     _tally: StreamTally | None = field(default=None, repr=False)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_tally": None}
 
-    def __call__(self, batch, batch_id: int) -> None:
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if self.version != __version__:
             raise MedallionError(
                 f"the Spark Connect server has medallion {__version__}, and the client "
@@ -92,7 +100,7 @@ class ServerBatch:
         if self._tally is None:
             self._tally = StreamTally()
             arm(self.crash_at)
-        said: dict = {"batch_id": batch_id, "report": None, "committed": None}
+        said: dict[str, Any] = {"batch_id": batch_id, "report": None, "committed": None}
         ctx = self._context(batch, said)
         replayed = self._tally.replayed
         try:
@@ -105,13 +113,13 @@ class ServerBatch:
         said["phases"] = ctx.phases.seconds
         write_text(ctx.engine, join(self.reports, f"{batch_id:020d}.json"), json.dumps(said))
 
-    def _context(self, batch, said: dict) -> BuildContext:
+    def _context(self, batch: DataFrame, said: dict[str, Any]) -> BuildContext:
         from ...engines import make_engine
 
         engine = make_engine(self.project.target)
         engine.__dict__["_session"] = batch.sparkSession  # the worker's, on the server
 
-        def committed(model, app_id, done):
+        def committed(model: str, app_id: str, done: int | None) -> None:
             said["committed"] = [app_id, done]
 
         return BuildContext(self.project, self.graph, engine, self.full_refresh, self.selected,
@@ -134,6 +142,7 @@ def collect(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
     """Tell the tally and the event log what the server's batches did: batch `batch_id`'s (as
     Spark reports it, under --watch), or all this run's (once the query stopped), in order."""
     folder = tally.server_reports
+    assert folder is not None  # server_batch set it
     names = ([f"{batch_id:020d}.json"] if batch_id is not None
              else [name for name, *_ in list_files(ctx.engine, folder) if name != ERROR_FILE])
     for name in names:
@@ -150,7 +159,8 @@ def collect(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
     tally.error = _rebuilt(error)
 
 
-def _tell(ctx: BuildContext, node: CompiledNode, tally: StreamTally, said: dict) -> None:
+def _tell(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
+          said: dict[str, Any]) -> None:
     if said["committed"] is not None:
         tally.app_id, done = said["committed"]
         ctx.record_committed(node.name, tally.app_id, done)
@@ -167,35 +177,37 @@ def _tell(ctx: BuildContext, node: CompiledNode, tally: StreamTally, said: dict)
         tally.add(report)
 
 
-def _error(exc: BaseException) -> dict:
+def _error(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, MedallionError):
         return {"class": type(exc).__name__, "message": exc.message, "path": exc.path,
                 "line": exc.line, "hint": exc.hint}
     return {"class": None, "message": error_message(exc)}
 
 
-def _rebuilt(error: dict) -> BaseException:
+def _rebuilt(error: dict[str, Any]) -> BaseException:
     if error["class"] is None:
         return RuntimeError(error["message"])
     kind = StillBeingWritten if error["class"] == StillBeingWritten.__name__ else MedallionError
     return kind(error["message"], error["path"], error["line"], error["hint"])
 
 
-def start_stream(writer, target: Target):
+def start_stream(writer: DataStreamWriter, target: Target) -> StreamingQuery:
     """writer.start(), started again when the server's Python worker for its batches was late;
     a server that cannot run them said in one line."""
     pauses = start_pauses(target.worker_wait)
-    for pause in (*pauses, None):
+    left = iter(pauses)
+    while True:
         try:
             return writer.start()
         except Exception as exc:  # a Spark Connect server may fail it at once
+            pause = next(left, None)
             if WORKER_LATE not in str(exc) or pause is None:
                 raise worker_trouble(target, exc, pauses) or exc
         time.sleep(pause)
 
 
 def worker_trouble(target: Target, exc: BaseException,
-                   pauses: list[float] = ()) -> MedallionError | None:
+                   pauses: Sequence[float] = ()) -> MedallionError | None:
     """One line for a server whose Python worker cannot run medallion's batches, or died
     running one; else None."""
     text = str(exc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 from .throughput import kafka_lag
 
@@ -18,11 +18,12 @@ class BatchReport:
     version: int
     malformed: int
     rescued: int  # rows with JSON fields outside the source's schema
-    expectations: dict
+    expectations: dict[str, int]
     files_added: int
     rows_read: int  # rows the batch's input commits added, or the model's rows for the batch
     seconds: float | None = None  # the micro-batch's duration, from Spark's query progress
-    kafka_lag: dict = field(default_factory=dict)  # records behind, per Kafka source, after it
+    # records behind, per Kafka source, after it
+    kafka_lag: dict[str, int] = field(default_factory=dict)
     app_id: str = ""  # the query's, as in its Delta app transactions
     rows_checked: int | None = None  # rows its expectations were evaluated on
 
@@ -41,7 +42,8 @@ class StreamTally:
     files_added: int = 0
     malformed: int = 0
     rescued: int = 0
-    expectations: dict = field(default_factory=dict)  # rule -> failing rows, over all batches
+    # rule -> failing rows, over all batches
+    expectations: dict[str, int] = field(default_factory=dict)
     rows_checked: int | None = None  # rows they were evaluated on, over all batches
     version: int | None = None
     rows_read: int | None = None
@@ -51,7 +53,8 @@ class StreamTally:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Under --watch, a batch is reported once Spark's progress for it (duration, lag) is in.
     detach_listener: Callable[[], None] | None = None
-    pending: dict = field(default_factory=dict)  # batch id -> report awaiting its progress
+    # batch id -> report awaiting its progress
+    pending: dict[int, BatchReport] = field(default_factory=dict)
 
     def add(self, report: BatchReport) -> None:
         with self.lock:
@@ -73,10 +76,10 @@ class StreamTally:
         if not waiting:
             self.on_batch(report)
 
-    def progressed(self, progress: dict) -> None:
+    def progressed(self, progress: dict[str, Any]) -> None:
         """Spark's progress report of a batch: report the batch with its duration and lag."""
         with self.lock:
-            report = self.pending.pop(progress.get("batchId"), None)
+            report = self.pending.pop(progress.get("batchId", -1), None)
         if report is not None:
             seconds = progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
             self.on_batch(replace(report, seconds=seconds, kafka_lag=kafka_lag(progress)))

@@ -6,22 +6,26 @@ from __future__ import annotations
 
 import json
 import statistics
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
-def progress_reports(query) -> list[dict]:
+def progress_reports(query: StreamingQuery) -> list[dict[str, Any]]:
     """The query's recent progress reports as plain dicts (pyspark gives objects whose offsets
     are Python reprs; their JSON text is the real thing)."""
     return [json.loads(p.json) for p in query.recentProgress]
 
 
-def stream_stats(reports: list[dict], rows_read: int | None) -> dict:
+def stream_stats(reports: list[dict[str, Any]], rows_read: int | None) -> dict[str, Any]:
     """rows_per_second: rows read over the time the batches that had data took (Spark counts a
     micro-batch's input again each time foreachBatch uses it, so its own rates are not used);
     batch_seconds: the median and slowest of those batches; kafka_lag: records behind the
     latest offsets per Kafka source, after the last batch."""
     busy = [r for r in reports if r.get("numInputRows")]
     seconds = [r["durationMs"].get("triggerExecution", 0) / 1000 for r in busy]
-    stats: dict = {}
+    stats: dict[str, Any] = {}
     if seconds:
         stats["batch_seconds"] = {"median": round(statistics.median(seconds), 3),
                                   "max": round(max(seconds), 3)}
@@ -33,9 +37,9 @@ def stream_stats(reports: list[dict], rows_read: int | None) -> dict:
     return stats
 
 
-def kafka_lag(report: dict) -> dict:
+def kafka_lag(report: dict[str, Any]) -> dict[str, int]:
     """Records behind the latest offsets after the report's batch, per Kafka source."""
-    lag = {}
+    lag: dict[str, int] = {}
     for source in report.get("sources") or []:
         behind = (source.get("metrics") or {}).get("maxOffsetsBehindLatest")
         if behind is not None:

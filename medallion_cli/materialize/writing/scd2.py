@@ -5,14 +5,20 @@ give the same rows; a new version starts only where tracked columns change."""
 from __future__ import annotations
 
 from functools import reduce
+from typing import TYPE_CHECKING
 
 from ...core.errors import WriteError
 from ...engines.sql import newer_condition, quote
 from ..context import DELETE_COLUMN, IS_CURRENT, VALID_FROM, VALID_TO, BuildContext
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, WindowSpec
 
-def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
-                 remembered=None):
+    from ...core.config import NodeConfig
+
+
+def scd2_history(ctx: BuildContext | None, events: DataFrame, cfg: NodeConfig, path: str | None,
+                 remembered: DataFrame | None = None) -> DataFrame:
     """SCD type 2 rows for every key the new events touch, recomputed from the whole timeline.
 
     The timeline of a key is its stored versions, its remembered delete, and the new events,
@@ -29,13 +35,15 @@ def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
     types = dict(events.dtypes)
     events = events.withColumn("_medallion_new", F.lit(1))
     if path is not None:
+        assert ctx is not None  # (None only where no table is read or written: unit tests)
         touched = events.select(*keys).distinct()
         stored = ctx.engine.read_table(path).join(touched, keys, "left_semi")
         closed, nxt = stored.where(F.col(VALID_TO).isNotNull()).alias("c"), stored.alias("n")
         # its successor: a later version of the key from where it ends (versions may share a
         # valid_from: it holds the first sequence column only)
-        later = F.expr(newer_condition(tuple(seqs), lambda c: f"n.{quote(c)}",
-                                       lambda c: f"c.{quote(c)}")) & ~F.expr(" AND ".join(
+        newer = newer_condition(tuple(seqs), lambda c: f"n.{quote(c)}", lambda c: f"c.{quote(c)}")
+        assert newer is not None  # (seqs has its first column: seq)
+        later = F.expr(newer) & ~F.expr(" AND ".join(
             f"(n.{quote(c)} IS NOT DISTINCT FROM c.{quote(c)})" for c in seqs))
         closed_by_delete = closed.join(
             nxt, [F.col(f"c.{k}") == F.col(f"n.{k}") for k in keys]
@@ -77,7 +85,8 @@ def scd2_history(ctx: BuildContext | None, events, cfg, path: str | None,
         gone.select(*history.columns).withColumn(DELETE_COLUMN, F.lit(True)))
 
 
-def version_starts(events, cfg, columns: list[str], timeline):
+def version_starts(events: DataFrame, cfg: NodeConfig, columns: list[str],
+                   timeline: WindowSpec) -> DataFrame:
     """The events that start a version: a key's first, the first after a delete, deletes, and
     those whose tracked columns differ from the event before. Untracked columns of a version
     take the values of the last event of its run (updated in place), as AUTO CDC's TRACK

@@ -6,30 +6,37 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...core.config import interval_seconds
 from ...engines.base import MergeSpec
 from ...engines.sql import newer_condition, quote
 from ..context import DELETE_COLUMN, BuildContext
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from ...core.config import NodeConfig
+
 DELETED_AT = "_deleted_at"
 TOMBSTONED = "_medallion_tombstoned"  # an event whose key has a remembered delete
 
 
-def retention_cutoff(cfg) -> str:
+def retention_cutoff(cfg: NodeConfig) -> str:
     """SQL: the time before which a remembered delete is forgotten."""
-    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
-        seconds=interval_seconds(cfg.tombstone_retention))
+    seconds = interval_seconds(cfg.tombstone_retention)
+    assert seconds is not None  # (an interval: load/model_config.py checked it)
+    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds)
     return f"CAST('{cutoff:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"
 
 
-def remembered_deletes(ctx: BuildContext, cfg, tombstones: str):
+def remembered_deletes(ctx: BuildContext, cfg: NodeConfig, tombstones: str) -> DataFrame:
     """The deletes remembered within the retention: older ones are forgotten whether or not a
     MERGE of the tombstones has removed them yet."""
     return ctx.engine.read_table(tombstones).where(f"{DELETED_AT} >= {retention_cutoff(cfg)}")
 
 
-def without_superseded(events, cfg, tombstones):
+def without_superseded(events: DataFrame, cfg: NodeConfig, tombstones: DataFrame) -> DataFrame:
     """The events minus those older than a delete of their key remembered within the retention,
     each flagged (TOMBSTONED) when its key has a row in the tombstones table, remembered or past
     the retention: a newer event brings the key back, and the tombstones' write (which reads
@@ -57,7 +64,7 @@ class ToRemember:
         return bool(self.deletes or self.tombstoned)
 
 
-def to_remember(events) -> ToRemember:
+def to_remember(events: DataFrame) -> ToRemember:
     """Whether the events delete a key or touch one with a tombstone; one pass over them
     (cached, and counting their expectations on the way). Without either there is nothing to
     remember or forget: a quiet streaming batch skips the tombstones' pass (a join with them,
@@ -66,12 +73,15 @@ def to_remember(events) -> ToRemember:
     from ...spark.pyspark_api import F
 
     flagged = F.col(TOMBSTONED) if TOMBSTONED in events.columns else F.lit(False)
-    deletes, tombstoned = events.agg(F.count_if(F.col(DELETE_COLUMN)), F.count_if(flagged)).first()
+    counts = events.agg(F.count_if(F.col(DELETE_COLUMN)), F.count_if(flagged)).first()
+    assert counts is not None  # (an aggregate over all rows: one row)
+    deletes, tombstoned = counts
     return ToRemember(deletes, tombstoned)
 
 
-def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
-                     txn: tuple[str, int] | None, counted: ToRemember | None = None) -> None:
+def write_tombstones(ctx: BuildContext, events: DataFrame, cfg: NodeConfig, path: str,
+                     replace: bool, txn: tuple[str, int] | None,
+                     counted: ToRemember | None = None) -> None:
     """Remember deletes: for SCD1 the keys whose latest event is a delete (a newer row brings
     the key back and is forgotten), for SCD2 every delete (each ends a version, which a late
     event's recomputed history must still see). Deletes older than the retention are forgotten.
@@ -98,7 +108,7 @@ def write_tombstones(ctx: BuildContext, events, cfg, path: str, replace: bool,
                 keys=tuple(keys + seq), null_safe_keys=tuple(seq), expire=expire), txn=txn)
         return
     # (distinct_events kept one row per key: its latest)
-    def tombstone_rows(df):
+    def tombstone_rows(df: DataFrame) -> DataFrame:
         return df.select(*keys, *seq, deleted_at, (~F.col(DELETE_COLUMN)).alias(DELETE_COLUMN))
 
     if replace:

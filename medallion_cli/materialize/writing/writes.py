@@ -22,12 +22,12 @@ MERGE semantics, the same however rows fall into batches:
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Container, Iterable
 
 from ...core.errors import WriteError
 from ...core.nodes import CompiledNode
 from ...engines.base import MergeSpec, WriteResult
-from ...engines.sql import newer_condition, quote, sql_literal
+from ...engines.sql import quote
 from ..context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
 from .tombstones import (
@@ -37,18 +37,21 @@ from .tombstones import (
     without_superseded,
     write_tombstones,
 )
+from .truncates import after_truncates
 
 if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from ...core.config import NodeConfig
     from ..checks import Checked
 
-TRUNCATED_AT = "_truncated_at"
 # How checked rows join a table: append_rows or merge_rows_into (the strategy table's).
 Into = Callable[..., WriteResult]
 
 
 def write_incremental(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str,
                       replace: bool, into: Into, txn: tuple[str, int] | None = None,
-                      metadata: dict | None = None) -> WriteResult:
+                      metadata: dict[str, str] | None = None) -> WriteResult:
     """Put the checked rows into the table the way `into` does (append_rows, merge_rows_into:
     the node's strategy, strategies.py), or create it (replace) on the first write; their
     checks settled before the first write (see checks.py).
@@ -60,7 +63,7 @@ def write_incremental(ctx: BuildContext, node: CompiledNode, checks: Checked, pa
 
 
 def append_rows(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str,
-                replace: bool, txn: tuple[str, int] | None, metadata: dict | None,
+                replace: bool, txn: tuple[str, int] | None, metadata: dict[str, str] | None,
                 held: ExitStack) -> WriteResult:
     """strategy append: the rows added to the table as they are."""
     checks.settle()
@@ -73,7 +76,7 @@ def append_rows(ctx: BuildContext, node: CompiledNode, checks: Checked, path: st
 
 
 def merge_rows_into(ctx: BuildContext, node: CompiledNode, checks: Checked, path: str,
-                    replace: bool, txn: tuple[str, int] | None, metadata: dict | None,
+                    replace: bool, txn: tuple[str, int] | None, metadata: dict[str, str] | None,
                     held: ExitStack) -> WriteResult:
     """strategy merge: the latest row per key MERGEd in, with deletes, truncates and SCD2
     history as this module's docstring says."""
@@ -89,8 +92,9 @@ def merge_rows_into(ctx: BuildContext, node: CompiledNode, checks: Checked, path
                             txn=txn, properties=cfg.delta_properties(df.columns))
 
 
-def replace_table(ctx: BuildContext, node: CompiledNode, df, path: str, metadata: dict | None,
-                  txn: tuple[str, int] | None = None) -> WriteResult:
+def replace_table(ctx: BuildContext, node: CompiledNode, df: DataFrame, path: str,
+                  metadata: dict[str, str] | None, txn: tuple[str, int] | None = None
+                  ) -> WriteResult:
     """The table written anew with these rows (a table's every build, an incremental model's
     first)."""
     cfg = node.config
@@ -98,11 +102,14 @@ def replace_table(ctx: BuildContext, node: CompiledNode, df, path: str, metadata
                             txn=txn, properties=cfg.delta_properties(df.columns))
 
 
-def _evolves(ctx: BuildContext, node: CompiledNode, df, path: str) -> bool:
-    return bool(refuse_new_columns(node, df.columns, ctx.engine.table_columns(path)))
+def _evolves(ctx: BuildContext, node: CompiledNode, df: DataFrame, path: str) -> bool:
+    existing = ctx.engine.table_columns(path)
+    assert existing is not None  # (rows are appended or merged into a table that exists)
+    return bool(refuse_new_columns(node, df.columns, existing))
 
 
-def refuse_new_columns(node: CompiledNode, columns, existing) -> list[str]:
+def refuse_new_columns(node: CompiledNode, columns: Iterable[str],
+                       existing: Container[str]) -> list[str]:
     """The columns the rows have and the table lacks, which on_schema_change 'fail' refuses
     before anything is written."""
     new_columns = [c for c in columns if c not in existing and c != DELETE_COLUMN]
@@ -115,10 +122,10 @@ def refuse_new_columns(node: CompiledNode, columns, existing) -> list[str]:
     return new_columns
 
 
-def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
+def merge_rows(ctx: BuildContext | None, cfg: NodeConfig, df: DataFrame, existing: str | None,
                tombstones: str | None = None, txn: tuple[str, int] | None = None,
                truncates: str | None = None, held: ExitStack | None = None,
-               checks: Checked | None = None):
+               checks: Checked | None = None) -> tuple[DataFrame, MergeSpec]:
     """The rows a MERGE writes and how it matches them: one row per key (the latest) with a
     delete flag, or, for scd_type 2, the recomputed history of the keys touched. existing: the
     table to merge into (None on a first build or without a table, as in unit tests);
@@ -134,11 +141,14 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
     if cfg.ignore_null_updates:
         df = filled_from_earlier(df, cfg)
     events = distinct_events(df, cfg)
-    known = tombstones is not None and existing is not None and ctx.engine.table_exists(tombstones)
-    remembered = remembered_deletes(ctx, cfg, tombstones) if known and cfg.scd_type == 2 else None
-    if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
-        events = without_superseded(events, cfg, ctx.engine.read_table(tombstones))
+    remembered = None
     if tombstones is not None:
+        assert ctx is not None  # (none only where no table is read or written: unit tests)
+        known = existing is not None and ctx.engine.table_exists(tombstones)
+        if known and cfg.scd_type == 2:
+            remembered = remembered_deletes(ctx, cfg, tombstones)
+        if known and cfg.scd_type != 2:  # SCD2 keeps a late event as history, before the delete
+            events = without_superseded(events, cfg, ctx.engine.read_table(tombstones))
         counted = None
         if held is not None:
             # Computed once for both writes (their windows over a 285k-row batch: 1.5 s for
@@ -169,39 +179,7 @@ def merge_rows(ctx: BuildContext | None, cfg, df, existing: str | None,
         ignore_nulls=cfg.ignore_null_updates, truncated_through=truncated_through)
 
 
-def after_truncates(ctx: BuildContext | None, cfg, df, existing: str | None,
-                    path: str | None, txn: tuple[str, int] | None):
-    """truncate_when: the events newer than the latest truncate (this batch's or remembered at
-    path), and that truncate's sequence as SQL literals (None when there was none), for the
-    MERGE to delete the stored rows not newer than it. What is remembered changes first, under
-    the batch's app transaction: a replay finds it done and reads the same truncate."""
-    from ...spark.pyspark_api import F
-
-    seq = list(cfg.sequence_by)
-    latest_first = [F.col(c).desc_nulls_last() for c in seq]
-    truncating = F.coalesce(F.expr(cfg.truncate_when), F.lit(False))
-    brought = df.where(truncating).select(*seq)
-    kept = path is not None and ctx.engine.table_exists(path)
-    candidates = brought.withColumn("_new", F.lit(True))
-    if kept and existing is not None:  # a first build or full refresh forgets earlier ones
-        candidates = candidates.unionByName(
-            ctx.engine.read_table(path).select(*seq, F.lit(False).alias("_new")))
-    # the latest truncate; on a tie the remembered one, which needs no new write
-    found = candidates.orderBy(*latest_first, "_new").select(
-        "_new", *[F.col(c).cast("string").alias(c) for c in seq]).first()
-    if path is not None and (found is not None and found["_new"] or kept and existing is None):
-        ctx.engine.write(brought.orderBy(*latest_first).limit(1).withColumn(
-            TRUNCATED_AT, F.current_timestamp()), path, "overwrite", txn=txn)
-    events = df.where(~truncating)
-    if found is None:
-        return events, None
-    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-    through = {c: sql_literal(found[c], types[c]) for c in seq}
-    not_newer = newer_condition(cfg.sequence_by, lambda c: through[c], quote)
-    return events.where(f"NOT coalesce({not_newer}, false)"), through
-
-
-def filled_from_earlier(df, cfg):
+def filled_from_earlier(df: DataFrame, cfg: NodeConfig) -> DataFrame:
     """ignore_null_updates within a batch: a null in a key's event takes the value of that
     key's latest earlier event (by sequence_by) that has one, as the table's row would."""
     from ...spark.pyspark_api import F, Window
@@ -214,7 +192,7 @@ def filled_from_earlier(df, cfg):
                        .alias(c) for c in df.columns])
 
 
-def distinct_events(df, cfg):
+def distinct_events(df: DataFrame, cfg: NodeConfig) -> DataFrame:
     """The rows with identical duplicates kept once, without except_columns and with their
     delete flag (DELETE_COLUMN) where the model has one; rows that share a key and a sequence
     but differ make the batch fail, naming one such key (with no sequence_by: a key's rows)."""
@@ -256,7 +234,7 @@ def distinct_events(df, cfg):
     return first.selectExpr(*kept)
 
 
-def _delete_flag(cfg):
+def _delete_flag(cfg: NodeConfig) -> Column | None:
     """The events' delete flag: from delete_when; always false for SCD2 without one (its
     history is recomputed with the flag); None otherwise."""
     from ...spark.pyspark_api import F
@@ -266,7 +244,7 @@ def _delete_flag(cfg):
     return F.coalesce(F.expr(cfg.delete_when), F.lit(False))
 
 
-def latest(events, cfg):
+def latest(events: DataFrame, cfg: NodeConfig) -> DataFrame:
     """The latest event per key (events are distinct per key and sequence)."""
     from ...spark.pyspark_api import F, Window
 
@@ -278,7 +256,7 @@ def latest(events, cfg):
         .where("_medallion_rank = 1").drop("_medallion_rank"))
 
 
-def without_deletes(df):
+def without_deletes(df: DataFrame) -> DataFrame:
     """Rows to write to a new table: those flagged for deletion have nothing to delete."""
     from ...spark.pyspark_api import F
 
@@ -287,7 +265,7 @@ def without_deletes(df):
     return df.where(~F.col(DELETE_COLUMN)).drop(DELETE_COLUMN)
 
 
-def first_build_rows(node: CompiledNode, df):
+def first_build_rows(node: CompiledNode, df: DataFrame) -> DataFrame:
     """What the model's table holds after a first build from `df` alone (unit tests compare
     with this): merge semantics applied, deletes removed."""
     cfg = node.config
