@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import MedallionError
 from ..dag.graph import check_flow_refresh
@@ -33,29 +34,33 @@ from .plan import Reporter, _context, plan, runner
 from .test import test
 from .watch import keep_fresh
 
+if TYPE_CHECKING:
+    from ..engines.base import Engine
 
-def build(inv: Invocation, command: str, kinds=("seed", "model"), report: Reporter = Reporter(),
-          watch: bool = False) -> list[NodeResult]:
+
+def build(inv: Invocation, command: str, kinds: tuple[str, ...] = ("seed", "model"),
+          report: Reporter = Reporter(), watch: bool = False) -> list[NodeResult]:
     """Build the selected nodes once (with `build`, each followed by its data tests); with
     `watch`, then keep them running and fresh until SIGINT/SIGTERM (see watch.py). The
     warehouse's lock is held throughout: one writer at a time."""
     loaded = load(inv, with_engine=True)
+    engine = loaded.engine
+    assert engine is not None  # load(with_engine=True) made one
     with warehouse_lock(loaded.project.target.warehouse,
                         command + (" --watch" if watch else "")) as fence:
-        loaded.engine.fence = fence  # asked before each commit: a lost S3 lease stops the run
-        return _build(inv, loaded, command, kinds, report, watch)
+        engine.fence = fence  # asked before each commit: a lost S3 lease stops the run
+        return _build(inv, loaded, engine, command, kinds, report, watch)
 
 
-def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporter,
-           watch: bool) -> list[NodeResult]:
+def _build(inv: Invocation, loaded: Loaded, engine: Engine, command: str,
+           kinds: tuple[str, ...], report: Reporter, watch: bool) -> list[NodeResult]:
     started = time.time()
     graph, tests = loaded.graph, loaded.tests
     chosen = selected_nodes(inv, loaded, kinds)
     if inv.full_refresh:
         check_flow_refresh(graph, chosen)
     test_names = selected_tests(inv, loaded) if command == "build" and not inv.empty else []
-    steps = plan(graph, tests, chosen, test_names,
-                 loaded.engine.capabilities.stages_writes)
+    steps = plan(graph, tests, chosen, test_names, engine.capabilities.stages_writes)
     write_compiled(loaded.project, graph.nodes, [graph.nodes[n] for n in chosen])
     project = loaded.project
     hooks = 0 if inv.empty else len(project.on_run_start) + len(project.on_run_end)
@@ -67,13 +72,13 @@ def _build(inv: Invocation, loaded: Loaded, command: str, kinds, report: Reporte
 
     # Much new data: long queries, where the JIT's second tier pays for itself (spark/conf.py)
     long_queries = not inv.empty and new_landing_bytes(project, graph, chosen, inv.full_refresh) \
-        >= loaded.engine.capabilities.long_queries.landing_bytes
+        >= engine.capabilities.long_queries.landing_bytes
     ctx = _context(loaded, inv, chosen, report, long_queries)
     if inv.empty:  # nothing is written, so nothing goes to the event log or run results
         if watch:
             raise MedallionError("--empty writes nothing, so it cannot --watch",
                                  hint="drop one of the two flags")
-        schemas: dict = {}
+        schemas: dict[str, Any] = {}
         return execute(steps.order, steps.parents, lambda name: check_node(ctx, name, schemas),
                        steps.labels, inv.threads or loaded.project.target.threads,
                        report.result, report.begin, inv.fail_fast)

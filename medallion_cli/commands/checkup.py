@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..core.errors import MedallionError
 from ..core.locations import is_remote, on_s3
@@ -24,6 +24,10 @@ from ..spark import jars
 from ..spark.connect import shown
 from ..spark.jars import delta_jar_files
 from ..storage.object_store import aws_settings, bucket_problem
+
+if TYPE_CHECKING:
+    from ..core.project import Project
+    from ..engines.base import Engine
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ def _versions() -> Check:
                  + ", ".join(f"{k} {v}" for k, v in found.items()))
 
 
-def _jars(project) -> Check:
+def _jars(project: Project) -> Check:
     target = project.target
     if target.spark_remote:
         return Check("jars", True, "none needed here: the Spark Connect server brings its own")
@@ -72,7 +76,7 @@ def _jars(project) -> Check:
     return Check("jars", True, ", ".join(found) if found else "none needed (embedded engine)")
 
 
-def _warehouse(project) -> Check:
+def _warehouse(project: Project) -> Check:
     where = project.target.warehouse
     if on_s3(where):
         problem = bucket_problem(where)
@@ -90,7 +94,7 @@ def _warehouse(project) -> Check:
                  else f"{where} (created by the first build)")
 
 
-def _spark(project, start_engine: Callable) -> Check:
+def _spark(project: Project, start_engine: Callable[[], Engine]) -> Check:
     began = time.perf_counter()
     spark = start_engine().spark
     spark.sql("select 1").collect()
@@ -100,7 +104,8 @@ def _spark(project, start_engine: Callable) -> Check:
                  f"{project.target.engine} engine, ready in {time.perf_counter() - began:.1f} s")
 
 
-def run_checks(load: Callable, start_engine: Callable) -> Iterator[Check]:
+def run_checks(load: Callable[[], Project],
+               start_engine: Callable[[Project], Engine]) -> Iterator[Check]:
     """Each check in turn; `load` loads the project (a failure ends the checks there) and
     `start_engine(project)` starts its engine."""
     yield _versions()

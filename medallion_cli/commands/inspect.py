@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..core.locations import is_remote
 from ..core.nodes import CompiledNode
-from ..core.project import Project
+from ..core.project import Project, SourceTable
 from ..dag.selection import select_sources
 from ..engines.base import Engine
 from ..materialize.context import BuildContext
@@ -20,6 +20,12 @@ from ..report.artifacts import (
 )
 from .invocation import Invocation, Loaded, engine_of, load, selected_nodes
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from ..report.freshness import SourceFreshness
+    from ..report.status import TableStatus
+
 
 @dataclass(frozen=True)
 class Compiled:
@@ -28,7 +34,7 @@ class Compiled:
     sql: dict[str, str]  # name -> SQL naming real relations, as written to target/compiled
 
 
-def warn_unlanded(loaded: Loaded, names, warn: Callable[[str], None]) -> None:
+def warn_unlanded(loaded: Loaded, names: list[str], warn: Callable[[str], None]) -> None:
     """Say which landing folders the nodes read do not exist, before a build finds out."""
     for key in dict.fromkeys(k for n in names for k in loaded.graph.nodes[n].sources):
         missing = loaded.project.sources[key].unlanded()
@@ -75,7 +81,7 @@ def list_nodes(inv: Invocation, warn: Callable[[str], None] = lambda message: No
                ) -> list[Listing]:
     loaded = load(inv)
     project, graph = loaded.project, loaded.graph
-    rows = []
+    rows: list[Listing] = []
     names = selected_nodes(inv, loaded)
     warn_unlanded(loaded, names, warn)
     for name in names:
@@ -90,7 +96,7 @@ def list_nodes(inv: Invocation, warn: Callable[[str], None] = lambda message: No
     return rows
 
 
-def source_freshness(inv: Invocation) -> list:
+def source_freshness(inv: Invocation) -> list[SourceFreshness]:
     """The selected sources' freshness (freshness.py), also written to target/sources.json.
     Spark starts only for a source whose loaded_at_field must be read."""
     from ..materialize.sources.inputs import read_source
@@ -100,7 +106,7 @@ def source_freshness(inv: Invocation) -> list:
     loaded = load(inv)
     engines: list[Engine] = []
 
-    def read(source):
+    def read(source: SourceTable) -> DataFrame:
         if not engines:
             engines.append(engine_of(loaded.project, inv))
         return read_source(BuildContext(loaded.project, loaded.graph, engines[0]), source)
@@ -110,7 +116,7 @@ def source_freshness(inv: Invocation) -> list:
     return checked
 
 
-def status(inv: Invocation) -> list:
+def status(inv: Invocation) -> list[TableStatus]:
     """The selected tables' status (status.py), read from the warehouse without Spark."""
     from ..report.status import table_status
 

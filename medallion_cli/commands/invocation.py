@@ -6,6 +6,7 @@ selection picks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import yaml
 
@@ -36,7 +37,7 @@ class Invocation:
     select: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     full_refresh: bool = False
-    vars: dict = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)
     threads: int | None = None
     debug: bool = False  # Spark's own output on the terminal, not in target/spark.log
     rerun_tests: bool = False  # build: run data tests that passed on unchanged inputs too
@@ -46,7 +47,7 @@ class Invocation:
     defer: bool = False  # read unbuilt unselected parents' tables from the --state run's
 
 
-def parse_vars(text: str | None, option: str = "--vars") -> dict:
+def parse_vars(text: str | None, option: str = "--vars") -> dict[str, Any]:
     """A mapping given on the command line (--vars, run-operation's --args) as YAML or JSON."""
     if not text:
         return {}
@@ -66,7 +67,7 @@ class Loaded:
     graph: Graph
     tests: dict[str, DataTest]
     engine: Engine | None = None  # a build's: is_incremental() asked it whether tables exist
-    previous: dict | None = None  # --state: the nodes of an earlier manifest.json
+    previous: dict[str, Any] | None = None  # --state: the nodes of an earlier manifest.json
 
 
 def project_of(inv: Invocation) -> Project:
@@ -74,7 +75,7 @@ def project_of(inv: Invocation) -> Project:
     return load_project(inv.project_dir, inv.profiles_dir, inv.target, inv.vars)
 
 
-def engine_target(project: Project):
+def engine_target(project: Project) -> Target:
     """The project's target with the JARs its sources and warehouse need (Spark's Kafka
     source, S3A) and S3A's settings from the AWS variables: all that decides how its Spark
     starts."""
@@ -90,7 +91,7 @@ def engine_of(project: Project, inv: Invocation) -> Engine:
                        None if inv.debug else project.target_dir / "spark.log")
 
 
-def _asking(engine: Engine, target: Target):
+def _asking(engine: Engine, target: Target) -> Callable[[str], bool]:
     """engine.table_exists for is_incremental(), its store's failures one line naming the
     table: every incremental model asks while the project loads, before anything runs. A
     warehouse its store refuses (no bucket) is the target's, said as at Spark's start."""
@@ -130,8 +131,8 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     return loaded
 
 
-def selected_nodes(inv: Invocation, loaded: Loaded, kinds=("seed", "model"),
-                   tests: dict | None = None) -> list[str]:
+def selected_nodes(inv: Invocation, loaded: Loaded, kinds: tuple[str, ...] = ("seed", "model"),
+                   tests: dict[str, DataTest] | None = None) -> list[str]:
     """The selected models and seeds of `kinds`; tests: the data tests whose names select no
     model (default: the project's)."""
     graph = loaded.graph

@@ -9,14 +9,18 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 from ..core.error_text import error_message
 from ..core.errors import MedallionError, closest
 from ..core.project import QUARANTINE_SUFFIX
-from ..engines.base import Engine
+from ..engines.base import Engine, Json
 from ..materialize.clustering import check_clustering, check_layout_columns
 from ..run.locking import warehouse_lock
 from .invocation import Invocation, Loaded, engine_of, load, selected_nodes
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MIN_RETENTION_HOURS = 168  # Delta's default: a week of versions stays readable
 
@@ -44,8 +48,9 @@ def table_of(loaded: Loaded, engine: Engine, name: str) -> TableRef:
     graph, project = loaded.graph, loaded.project
     base = name[:-len(QUARANTINE_SUFFIX)] if name.endswith(QUARANTINE_SUFFIX) else name
     if base not in graph.nodes:
-        raise MedallionError(f"no model or seed named '{name}'. {closest(name, graph.nodes)}".strip(),
-                             hint="medallion ls lists them")
+        raise MedallionError(
+            f"no model or seed named '{name}'. {closest(name, graph.nodes)}".strip(),
+            hint="medallion ls lists them")
     node = graph.nodes[base]
     if node.config.materialized == "view":
         raise MedallionError(f"'{name}' is a view: it has no table", path=node.file.rel_path)
@@ -71,7 +76,7 @@ def _selected_tables(inv: Invocation) -> tuple[Loaded, Engine, list[TableRef]]:
     return loaded, engine, tables
 
 
-def optimize(inv: Invocation) -> list[tuple[str, dict]]:
+def optimize(inv: Invocation) -> list[tuple[str, dict[str, int]]]:
     """Compact each selected table's small files (streaming writes many)."""
     loaded, engine, tables = _selected_tables(inv)
     for t in tables:
@@ -83,7 +88,8 @@ def optimize(inv: Invocation) -> list[tuple[str, dict]]:
         return [(t.name, engine.optimize(t.path, t.zorder_by, t.cluster_by)) for t in tables]
 
 
-def vacuum(inv: Invocation, retain: str, allow_short_retention: bool = False):
+def vacuum(inv: Invocation, retain: str, allow_short_retention: bool = False
+           ) -> list[tuple[str, int]]:
     """Delete files older than the retention that no current version needs."""
     hours = parse_hours(retain)
     if hours < MIN_RETENTION_HOURS and not allow_short_retention:
@@ -108,7 +114,7 @@ class Commit:
     version: int
     when: dt.datetime
     operation: str
-    rows: dict  # inserted / updated / deleted / written, as far as the commit says
+    rows: dict[str, int]  # inserted / updated / deleted / written, as far as the commit says
 
 
 # Row counts in commit metrics, as delta-rs and Delta Lake for Spark name them.
@@ -121,9 +127,9 @@ ROW_METRICS = {
 }
 
 
-def describe_commit(commit: dict) -> Commit:
+def describe_commit(commit: Json) -> Commit:
     metrics = commit.get("operationMetrics") or {}
-    rows = {}
+    rows: dict[str, int] = {}
     for label, names in ROW_METRICS.items():
         found = next((metrics[n] for n in names if metrics.get(n) is not None), None)
         if found is not None:
@@ -140,7 +146,8 @@ def history(inv: Invocation, name: str, limit: int | None = None) -> list[Commit
     return [describe_commit(c) for c in engine.history(table.path, limit)]
 
 
-def _query(loaded: Loaded, engine: Engine, sql: str, refs, sources, limit: int, what: str):
+def _query(loaded: Loaded, engine: Engine, sql: str, refs: Sequence[str],
+           sources: Sequence[tuple[str, str]], limit: int, what: str) -> pa.Table:
     """The first `limit` rows of Spark SQL over the project's tables (views computed)."""
     from ..materialize.context import BuildContext
     from ..materialize.rows import with_views
@@ -154,18 +161,20 @@ def _query(loaded: Loaded, engine: Engine, sql: str, refs, sources, limit: int, 
         raise MedallionError(f"cannot run {what}: {error_message(exc)}") from exc
 
 
-def show_inline(inv: Invocation, text: str, limit: int = 20):
+def show_inline(inv: Invocation, text: str, limit: int = 20) -> pa.Table:
     """Rows of ad hoc SQL (Jinja: ref, source, macros, vars) over the project's tables."""
     from ..load.rendering import Renderer
 
     loaded = load(inv, with_engine=True)
-    renderer = Renderer(loaded.project, table_exists=loaded.engine.table_exists)
+    engine = loaded.engine
+    assert engine is not None  # load(with_engine=True) made one
+    renderer = Renderer(loaded.project, table_exists=engine.table_exists)
     sql, record = renderer.render_text(text, "--inline")
-    return _query(loaded, loaded.engine, sql, record.refs, record.sources, limit,
+    return _query(loaded, engine, sql, record.refs, record.sources, limit,
                   "the --inline query")
 
 
-def show(inv: Invocation, name: str, limit: int = 20, as_of: str | None = None):
+def show(inv: Invocation, name: str, limit: int = 20, as_of: str | None = None) -> pa.Table:
     """The table's rows now, or as of a version (a number) or a timestamp (ISO 8601); a view's
     rows are its SQL run now."""
     loaded = load(inv)
@@ -174,6 +183,7 @@ def show(inv: Invocation, name: str, limit: int = 20, as_of: str | None = None):
         if as_of is not None:
             raise MedallionError(f"'{name}' is a view: it has no versions to read as of",
                                  path=node.file.rel_path, hint="show it without --as-of")
+        assert node.sql is not None  # a view is a model (seeds are tables)
         return _query(loaded, engine_of(loaded.project, inv), node.sql, node.refs, node.sources,
                       limit, f"the view '{name}'")
     engine = engine_of(loaded.project, inv)

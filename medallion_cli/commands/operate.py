@@ -12,11 +12,15 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..core.errors import MedallionError
 from ..core.project import Project
 from .invocation import Invocation, engine_of, engine_target, project_of
+
+if TYPE_CHECKING:
+    from ..serve.protocol import Message
+    from .checkup import Check
 
 
 def serve(inv: Invocation, run_command: Callable[[list[str]], None],
@@ -36,7 +40,7 @@ def serve(inv: Invocation, run_command: Callable[[list[str]], None],
             path=target.profiles_file, hint="run commands directly: each reaches the server "
                                             "in a second, with no JVM to start here")
 
-    def declined(request: dict) -> str | None:
+    def declined(request: Message) -> str | None:
         try:
             theirs = project_of(Invocation(request["project_dir"], request["profiles_dir"],
                                            request["target"]))
@@ -107,7 +111,8 @@ def stop_server(inv: Invocation) -> int | None:
     if not ask_to_stop(served):
         raise MedallionError(f"the project's server (pid {served['pid']}) did not stop within "
                              "2 minutes", path=str(path), hint=f"kill {served['pid']}")
-    return served["pid"]
+    pid: int = served["pid"]
+    return pid
 
 
 def clean(inv: Invocation) -> list[Path]:
@@ -129,7 +134,7 @@ def clean(inv: Invocation) -> list[Path]:
     return removed
 
 
-def debug(inv: Invocation):
+def debug(inv: Invocation) -> Iterator[Check]:
     """medallion debug: the checks of checkup.py, one by one."""
     from .checkup import run_checks
 
@@ -170,7 +175,7 @@ def template_questions(template: str) -> list[tuple[str, str, str, list[str] | N
     Values computed from others ("{{ cookiecutter.x }}") are not asked."""
     spec = json.loads((Path(template) / "cookiecutter.json").read_text())
     prompts = spec.get("__prompts__", {})
-    questions = []
+    questions: list[tuple[str, str, str, list[str] | None]] = []
     for key, value in spec.items():
         if key.startswith("_") or key in ("project_name", "project_slug"):
             continue
@@ -182,7 +187,8 @@ def template_questions(template: str) -> list[tuple[str, str, str, list[str] | N
 
 
 def init(name: str, template: str | None = None, output_dir: str = ".",
-         no_input: bool = False, extra: dict | None = None, ask: Ask | None = None) -> Path:
+         no_input: bool = False, extra: dict[str, str] | None = None, ask: Ask | None = None
+         ) -> Path:
     """Create a new project from the Medallion cookiecutter template; returns its folder.
     `ask` answers the template's other questions (on a terminal); without it, or with
     no_input, they take the template's defaults. A template by git URL asks them itself."""
@@ -211,7 +217,7 @@ def init(name: str, template: str | None = None, output_dir: str = ".",
 
 
 @contextmanager
-def _temporary_files_removed():
+def _temporary_files_removed() -> Iterator[None]:
     """cookiecutter (2.7) copies each hook it runs to a temporary file it never removes: a
     file in the system's temporary folder per project made. Here they go to a folder of
     their own, removed afterwards."""

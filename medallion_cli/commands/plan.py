@@ -6,7 +6,7 @@ reads from another warehouse, and how a task reports as it goes (Reporter).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Collection
 
 from ..core.errors import MedallionError
 from ..dag.graph import Graph
@@ -21,6 +21,9 @@ from ..run.runner import (
 from ..run.table_test_passes import TestPasses
 from .invocation import Invocation, Loaded, engine_of
 
+if TYPE_CHECKING:
+    from ..materialize.streaming.tally import BatchReport
+
 
 @dataclass(frozen=True)
 class Reporter:
@@ -29,7 +32,7 @@ class Reporter:
     start: Callable[[int, str], None] = lambda total, target: None
     begin: Callable[[str], None] = lambda name: None
     result: Callable[[NodeResult], None] = lambda result: None
-    batch: Callable = lambda report: None  # a streaming micro-batch under --watch
+    batch: Callable[[BatchReport], None] = lambda report: None  # a streaming batch (--watch)
     phase: Callable[[str | None], None] = lambda what: None  # "starting Spark"; None: done
     warn: Callable[[str], None] = lambda message: None  # a problem that fails nothing
 
@@ -92,7 +95,7 @@ def runner(ctx: BuildContext, tests: dict[str, DataTest],
                                     if name in tests else run_node(ctx, name, gate))
 
 
-def _context(loaded: Loaded, inv: Invocation, selected=(),
+def _context(loaded: Loaded, inv: Invocation, selected: Collection[str] = (),
              report: Reporter = Reporter(), long_queries: bool = False) -> BuildContext:
     """The build context. Its engine starts Spark when a node first needs it (a build of nodes
     that are all up to date starts none); a start that fails (no JARs, no master) stops the
@@ -107,7 +110,8 @@ def _context(loaded: Loaded, inv: Invocation, selected=(),
                         deferred=deferred_tables(inv, loaded, engine, selected))
 
 
-def deferred_tables(inv: Invocation, loaded: Loaded, engine: Engine, selected) -> dict:
+def deferred_tables(inv: Invocation, loaded: Loaded, engine: Engine,
+                    selected: Collection[str]) -> dict[str, str]:
     """--defer: name -> the --state run's table, for each model or seed the selected nodes read
     (through others too) that is not selected and has no table in this target, as dbt's
     --defer reads production's relations in a development run."""

@@ -6,27 +6,32 @@ prints a line."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..core.nodes import Recorded
 from ..load.rendering import Renderer
 from .invocation import Invocation, load
 
+if TYPE_CHECKING:
+    from pyspark.sql import Row
 
-def run_operation(inv: Invocation, name: str, args: dict, echo: Callable[[str], None]) -> str:
+
+def run_operation(inv: Invocation, name: str, args: dict[str, Any],
+                  echo: Callable[[str], None]) -> str:
     """Render macro `name` with `args`; returns what it rendered (stripped)."""
     from ..materialize.context import BuildContext
     from ..materialize.rows import query_rows
 
     loaded = load(inv, with_engine=True)
     engine = loaded.engine
+    assert engine is not None  # load(with_engine=True) made one
     record = Recorded(f"macro {name}")
     ctx = BuildContext(loaded.project, loaded.graph, engine)
 
-    def run_query(sql: str):
+    def run_query(sql: str) -> list[Row]:
         return query_rows(ctx, record, sql, f"macro '{name}'")
 
-    def log(message, info: bool = True) -> str:
+    def log(message: object, info: bool = True) -> str:
         echo(str(message))
         return ""
 

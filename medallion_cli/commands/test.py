@@ -5,16 +5,22 @@ then the selected data tests on the tables as they are; `test --unit`: the unit 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ..report.artifacts import (
     write_run_results,
 )
 from ..run.runner import NodeResult, timed
 from ..run.scheduler import execute
-from ..run.unittests import load_unit_tests, run_unit_test
+from ..run.unittests import UnitTest, load_unit_tests, run_unit_test
 from ..spark.session import node_sessions_released
-from .invocation import Invocation, load, selected_nodes, selected_tests
+from .invocation import Invocation, Loaded, load, selected_nodes, selected_tests
 from .plan import Reporter, _context, runner
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..load.datatests import DataTest
 
 
 def test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
@@ -56,7 +62,8 @@ def unit_test(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult
                            report)
 
 
-def _selected_unit_tests(inv: Invocation, loaded, data_tests: dict | None = None) -> dict:
+def _selected_unit_tests(inv: Invocation, loaded: Loaded,
+                         data_tests: dict[str, DataTest] | None = None) -> dict[str, UnitTest]:
     """The unit tests of the selected models, and those selected by name; data_tests: names
     that select no model (a data test's: `test -s its_name` runs it alone)."""
     models = set(selected_nodes(inv, loaded, ("model",), tests=data_tests or {}))
@@ -64,7 +71,8 @@ def _selected_unit_tests(inv: Invocation, loaded, data_tests: dict | None = None
             if t.model in models or t.name in inv.select}
 
 
-def _run_unit_tests(spark, loaded, units: dict, report: Reporter) -> list[NodeResult]:
+def _run_unit_tests(spark: SparkSession, loaded: Loaded, units: dict[str, UnitTest],
+                    report: Reporter) -> list[NodeResult]:
     def run(name: str) -> NodeResult:
         def work() -> NodeResult:
             diff = run_unit_test(spark, loaded.project, loaded.graph, units[name])

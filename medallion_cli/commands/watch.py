@@ -21,7 +21,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..core.error_text import error_message
 from ..core.errors import MedallionError
@@ -42,6 +42,9 @@ from .invocation import (
     selected_tests,
 )
 from .plan import plan, runner
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
 
 POLL_SECONDS = 2.0
 # Seconds before a failed node is first tried again (2 unless set); each try in a row that
@@ -83,12 +86,12 @@ class Stops:
 
 
 @contextmanager
-def stop_on_signals():
+def stop_on_signals() -> Iterator[Stops]:
     """Turn SIGINT/SIGTERM into Stops instead of an exception raised wherever the main thread
     is (a JVM call, mid-way, would leave py4j broken)."""
     stops = Stops(threading.Event(), threading.Event())
 
-    def stop(*_):
+    def stop(*_: object) -> None:
         (stops.now if stops.gently.is_set() else stops.gently).set()
         stops.woken.set()
 
@@ -129,7 +132,8 @@ def held_back(ctx: BuildContext, failing: dict[str, Failing], stopped: set[str])
 
 def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
           reload: Callable[[], Graph],
-          refresh: Callable[[BuildContext, set[str], Callable, threading.Event], None],
+          refresh: Callable[[BuildContext, set[str], Callable[[NodeResult], None],
+                             threading.Event], None],
           report: Callable[[NodeResult], None], on_batch: Callable[[BatchReport], None],
           stops: Stops) -> list[NodeResult]:
     """Run until stopped; returns every result it reported (refreshes, tests, failures).
@@ -140,7 +144,7 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
     streaming = [n for n in selected if nodes[n].config.materialized == "streaming"
                  and not nodes[n].config.once]  # a once-only flow ran in the first pass
     ctx = replace(ctx, full_refresh=False)  # --full-refresh applies to the first pass only
-    queries: dict[str, tuple] = {}
+    queries: dict[str, tuple[StreamingQuery, StreamTally]] = {}
     failing: dict[str, Failing] = {}
     backoff = restart_backoff()
     for result in first_pass:  # printed already; tried again after a backoff
@@ -184,9 +188,10 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                     # Each query in a session of its own, as in the first pass: queries'
                     # micro-batches run side by side, each registering its inputs' views.
                     node = ctx.graph.nodes[name]
-                    queries[name] = start_query(own_session(ctx), node, strategy_for(node).into,
-                                                continuous=True, on_batch=on_batch,
-                                                on_commit=committed)[:2]
+                    into = strategy_for(node).into
+                    assert into is not None  # a streaming strategy adds rows through one
+                    queries[name] = start_query(own_session(ctx), node, into, continuous=True,
+                                                on_batch=on_batch, on_commit=committed)[:2]
                 except Exception as exc:
                     failed(name, error_message(exc))
             for name, (query, tally) in list(queries.items()):
@@ -212,7 +217,7 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
     return reported
 
 
-def stop_gracefully(query, tally: StreamTally, now: threading.Event | None = None,
+def stop_gracefully(query: StreamingQuery, tally: StreamTally, now: threading.Event | None = None,
                     poll_seconds: float = 0.2) -> None:
     """Stop a running query after the batch in flight (if any) has finished, or at once when
     `now` is set."""
@@ -231,7 +236,7 @@ def stop_gracefully(query, tally: StreamTally, now: threading.Event | None = Non
 
 def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: list[NodeResult],
            command: str, on_result: Callable[[NodeResult], None],
-           on_batch: Callable) -> list[NodeResult]:
+           on_batch: Callable[[BatchReport], None]) -> list[NodeResult]:
     """After the first pass: keep the selected nodes fresh until SIGINT/SIGTERM; returns what
     it reported."""
     quiet = replace(inv, full_refresh=False)
