@@ -298,6 +298,17 @@ def kafka():
 
 
 @pytest.fixture(scope="session")
+def hive_metastore():
+    """One Hive Metastore service on PostgreSQL, on loopback, for the test run (both stopped
+    by their pids at the end); tests register under schemas of their own."""
+    from medallion_cli.testing import hive_metastore
+
+    metastore = hive_metastore.start()
+    yield metastore
+    metastore.stop()
+
+
+@pytest.fixture(scope="session")
 def s3():
     """One S3 server (moto's) on loopback for the test run, stopped by its pid at the end;
     tests make buckets of their own in it."""
