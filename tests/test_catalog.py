@@ -90,9 +90,10 @@ def medallion(root, *args, expect: int = 0) -> str:
     return done.stdout + (done.stderr if expect else "")
 
 
-def queried(root, *queries) -> list[list[str]]:
+def queried(root, *queries, target: str = "local") -> list[list[str]]:
     """Each query's rows ("a | b"), run by run-operation in one process on the metastore."""
-    out = medallion(root, "run-operation", "inspect", "--args", json.dumps({"queries": queries}))
+    out = medallion(root, "run-operation", "inspect", "--args", json.dumps({"queries": queries}),
+                    "-t", target)
     return [[line for line in part.splitlines() if line.strip()]
             for part in out.split("-- query\n")[1:]]
 
@@ -164,7 +165,7 @@ def test_a_metastore_the_target_cannot_keep_is_refused_naming_the_profile(projec
     # metastore lives, when the profile is read
     if engine_name == "embedded":
         root = project({}, profile=with_metastore(engine_name))
-        reason = "metastore needs an engine whose tables a Spark catalog can read"
+        reason = "it registers them in a Hive Metastore service only"
         kind = CapabilityError  # the engine's capability, not the profile's text
     else:
         root = project({}, profile=with_metastore(engine_name, warehouse="s3a://bucket/lake"))
@@ -173,6 +174,86 @@ def test_a_metastore_the_target_cannot_keep_is_refused_naming_the_profile(projec
     with pytest.raises(kind) as caught:
         make_engine(load_project(root).target)
     assert reason in str(caught.value) and "profiles.yml" in str(caught.value)
+
+
+def with_reader(profile: str) -> str:
+    """The profile with a second target, `reader`: delta-spark on the same warehouse and
+    metastore, a process reading the tables by name as any Spark with Delta would."""
+    local = profile.split("    local:\n", 1)[1]
+    return profile + "    reader:\n" + local.replace("engine: embedded", "engine: delta-spark")
+
+
+def hms_files(schema: str) -> dict[str, str]:
+    return {
+        "models/silver/clean_orders.sql": f"""\
+            {{{{ config(schema='{schema}', alias='orders',
+                      persist_docs={{'relation': true, 'columns': true}}) }}}}
+            select * from values (1, 10), (2, 20), (3, 30) as t(id, amount)
+        """,
+        "models/gold/big_orders.sql": f"""\
+            {{{{ config(materialized='view', schema='{schema}',
+                      persist_docs={{'relation': true, 'columns': true}}) }}}}
+            select id, amount from {{{{ ref('clean_orders') }}}} where amount > 15
+        """,
+        "models/properties.yml": FILES["models/properties.yml"],
+        "macros/inspect.sql": FILES["macros/inspect.sql"],
+    }
+
+
+@pytest.mark.slow("a Hive Metastore on PostgreSQL, and per engine a build and a reading process")
+def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_delta(
+        project, engine_name, hive_metastore):
+    """metastore: thrift://... on both engines: the embedded one registers through the
+    service's API (no JVM; its Spark has no Delta catalog), delta-spark through its Spark. A
+    Spark with Delta's catalog, in another process, reads both by name."""
+    from medallion_cli.engines.thrift_catalog import ThriftCatalog
+
+    schema = f"sales_{engine_name.replace('-', '_')}"
+    root = project(hms_files(schema), profile=with_reader(
+        with_metastore(engine_name, hive_metastore.uri)))
+    assert "2 success" in medallion(root, "build")
+    table = root / "warehouse/silver/clean_orders"
+    catalog = ThriftCatalog(hive_metastore.uri)
+    kind, location = catalog.lookup(schema, "orders")
+    assert kind == "EXTERNAL" and location and location.removeprefix("file:") == str(table)
+    assert catalog.lookup(schema, "big_orders")[0] == "VIEW"
+    assert catalog.lookup(schema, "nothing") is None
+    # the docs are the Delta table's own, for any Delta reader
+    delta = DeltaTable(str(table))
+    assert delta.metadata().description == "Orders, cleaned"
+    assert next(f for f in delta.schema().fields if f.name == "amount").metadata[
+        "comment"] == "Twice the amount, in cents"
+
+    total, shown, described = queried(
+        root, f"select sum(amount), count(*) from {schema}.orders",
+        f"select * from {schema}.big_orders order by id",
+        f"describe table extended {schema}.big_orders", target="reader")
+    assert total == ["60 | 3"] and shown == ["2 | 20", "3 | 30"]
+    assert "id | int | The order's id" in described
+    assert any(row.startswith("Comment | The big ones") for row in described)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("metastore, problem", [
+    ("thrift://127.0.0.1:9083", None),
+    ("thrift://metastore.internal:9083/", None),
+    ("thrift://127.0.0.1", "metastore is 'thrift://127.0.0.1'"),
+    ("hive", "metastore is 'hive'"),
+])
+def test_a_hive_metastore_service_is_named_by_its_thrift_uri(project, metastore, problem):
+    """A Hive Metastore service every engine and process shares; its Spark settings on
+    delta-spark. A mistaken value names the three kinds a metastore can be."""
+    root = project({}, profile=with_metastore("delta-spark", metastore))
+    if problem is None:
+        target = load_target(root, "test", None, None)
+        settings = metastore_settings(target)
+        assert settings["spark.hadoop.hive.metastore.uris"] == metastore
+        assert settings["spark.sql.catalogImplementation"] == "hive"
+        assert "spark.hadoop.javax.jdo.option.ConnectionURL" not in settings  # no Derby
+        return
+    with pytest.raises(ProjectError) as caught:
+        load_target(root, "test", None, None)
+    assert problem in str(caught.value) and "thrift://host:9083" in str(caught.value)
 
 
 @pytest.mark.unit

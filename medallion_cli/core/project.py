@@ -58,8 +58,9 @@ class Target:
     # "batch_every": N}; empty: no lineage events (lineage.py)
     lineage: dict[str, Any] = field(default_factory=dict)
     # Where tables are registered by name (materialize/register.py): None (nowhere: ref()
-    # names paths), "local" (a Derby metastore in the warehouse) or "session" (the cluster's
-    # own catalog: a Hive metastore or Unity Catalog)
+    # names paths), "local" (a Derby metastore in the warehouse), "session" (the cluster's
+    # own catalog: a Hive metastore or Unity Catalog) or a Hive Metastore service's
+    # thrift://host:port, which every engine and process shares
     metastore: str | None = None
     # Over Spark Connect: how long in all a streaming model's start waits for the server's
     # Python worker for its micro-batches, which Spark gives 10 s a try to connect back

@@ -54,9 +54,13 @@ def make_engine(target: Target, spark_log: Path | None = None) -> Engine:
             f"Connect server, and {engine.capabilities.spark_connect}",
             path=target.profiles_file,
             hint="use engine: delta-spark with spark: remote, or drop remote to run Spark here")
-    if target.metastore and not engine.capabilities.catalog_tables:
+    if (target.metastore and engine.capabilities.catalog == "thrift"
+            and not target.metastore.startswith("thrift://")):
         raise CapabilityError(
-            f"target '{target.name}': metastore needs an engine whose tables a Spark catalog "
-            f"can read, and the {engine.name} engine's are kept by delta-rs",
-            path=target.profiles_file, hint="use engine: delta-spark, or drop metastore")
+            f"target '{target.name}': metastore: {target.metastore} is kept by Spark's own "
+            f"catalog, and the {engine.name} engine's Spark has no Delta catalog (delta-rs "
+            "keeps its tables): it registers them in a Hive Metastore service only",
+            path=target.profiles_file,
+            hint="metastore: thrift://host:9083 (a Hive Metastore service), or engine: "
+                 "delta-spark")
     return engine(target, spark_log)

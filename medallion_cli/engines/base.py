@@ -73,7 +73,10 @@ class Capabilities:
     skips_empty_writes: bool
     clustering: str | None  # why it cannot keep a table's liquid clustering; None: it can
     delta_sql: bool  # Spark SQL statements on Delta tables (DESCRIBE HISTORY, OPTIMIZE) run
-    catalog_tables: bool  # tables can be registered by name in a Spark catalog (metastore:)
+    # Where a target's metastore names its tables (engines/catalog.py): "spark_sql", its
+    # Spark's own catalog (any metastore that Spark reaches); "thrift", only a Hive Metastore
+    # service, through its API (the engine's Spark has no Delta catalog)
+    catalog: str
     object_stores: tuple[str, ...]  # warehouse URI schemes it writes to; "*": any Spark can
     jar_bundles: tuple[str, ...]  # Maven bundles (spark/jars.py) its driver needs
     long_queries: LongQueries  # from how much new data a build is long queries, and its JIT
@@ -226,7 +229,8 @@ def duplicate_keys(spec: MergeSpec) -> MedallionError:
 # Commits that change no rows (maintenance; properties or comments set after a write): they do
 # not hide the last build's metadata.
 ROWLESS_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
-                      "CHANGE COLUMN", "CLUSTER BY")
+                      "CHANGE COLUMN", "CLUSTER BY", "UPDATE TABLE METADATA",
+                      "UPDATE FIELD METADATA")
 
 
 def commit_metadata(metadata: Json) -> str:

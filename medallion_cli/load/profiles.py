@@ -61,10 +61,11 @@ def load_target(root: Path, profile_name: str, profiles_dir: Path | None,
             hint="put the warehouse on S3 (s3://bucket/path) or in a folder both this machine "
                  "and the server reach, or reach the cluster with spark: master")
     metastore = out.get("metastore")
-    if metastore is not None and metastore not in METASTORES:
+    if metastore is not None and metastore not in METASTORES and not _thrift_uri(metastore):
         raise ProjectError(f"target '{name}': metastore is {metastore!r}", path=profiles_path,
-                           hint="metastore: local (a Derby metastore in the warehouse) or "
-                                "session (the cluster's Hive metastore or Unity Catalog)")
+                           hint="metastore: local (a Derby metastore in the warehouse), "
+                                "session (the cluster's Hive metastore or Unity Catalog) or "
+                                "thrift://host:9083 (a Hive Metastore service)")
     if metastore == "local" and is_remote(warehouse):
         raise ProjectError(f"target '{name}': metastore: local keeps a Derby database in the "
                            f"warehouse, and {warehouse} is not on this machine",
@@ -131,6 +132,14 @@ TARGET_KEYS = ("engine", "warehouse", "threads", "spark", "delta_jars", "metasto
 
 
 METASTORES = ("local", "session")
+
+
+def _thrift_uri(value: Any) -> bool:
+    """A Hive Metastore service's address: thrift://host:port."""
+    if not isinstance(value, str) or not value.startswith("thrift://"):
+        return False
+    host, _, port = value.removeprefix("thrift://").rstrip("/").rpartition(":")
+    return bool(host) and port.isdigit()
 
 
 def _lineage_config(raw: Any, profiles_path: Path, target: str) -> dict[str, Any]:

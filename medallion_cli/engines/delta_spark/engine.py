@@ -55,7 +55,7 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
     capabilities = Capabilities(
         delta_streaming_source=True,  # Delta's own streaming source reads the tables
         skips_empty_writes=False,  # an empty append or MERGE still commits
-        clustering=None, delta_sql=True, catalog_tables=True, object_stores=("*",),
+        clustering=None, delta_sql=True, catalog="spark_sql", object_stores=("*",),
         jar_bundles=("delta",), long_queries=LongQueries(256 * 2**20, ()),
         merges_wide_cheaply=False,
         stages_writes=False,  # a write (MERGE, saveAsTable) computes and commits in one command

@@ -69,12 +69,15 @@ def reaches_s3(target: Target) -> bool:
 
 def metastore_settings(target: Target,
                        long_queries: LongQueries | None = None) -> dict[str, str]:
-    """Spark conf for the target's metastore: Hive's catalog, and for `local` its Derby
+    """Spark conf for the target's metastore: Hive's catalog; for `local` its Derby
     database (and Derby's own log) in the warehouse, so tables stay registered between runs
-    on a laptop. `session` takes whatever catalog the cluster's Spark is set up with."""
+    on a laptop; for a thrift:// URI that Hive Metastore service. `session` takes whatever
+    catalog the cluster's Spark is set up with."""
     if target.metastore is None:
         return {}
     conf = {"spark.sql.catalogImplementation": "hive"}
+    if target.metastore.startswith("thrift://"):
+        conf["spark.hadoop.hive.metastore.uris"] = target.metastore
     if target.metastore == "local":
         home = join(target.warehouse, "_medallion")
         conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (

@@ -78,7 +78,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         delta_streaming_source=False,  # streams follow each table's commit log
         skips_empty_writes=True,  # rows are staged before the commit: none, no commit
         clustering=CANNOT_CLUSTER,
-        delta_sql=False, catalog_tables=False, object_stores=S3_SCHEMES, jar_bundles=(),
+        delta_sql=False, catalog="thrift", object_stores=S3_SCHEMES, jar_bundles=(),
         long_queries=LongQueries(128 * 2**20, HOT_CODE_ONLY), merges_wide_cheaply=True,
         stages_writes=True,
         spark_connect="the embedded engine writes its Delta log from this process (delta-rs)")
