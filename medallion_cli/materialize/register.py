@@ -21,7 +21,8 @@ def _catalog(ctx: BuildContext) -> Catalog:
     """The catalog the engine keeps (its capability) for the target's metastore."""
     if ctx.engine.capabilities.catalog == "spark_sql":
         return SqlCatalog(ctx.engine.spark)
-    from ..engines.thrift_catalog import ThriftCatalog  # pymetastore, only where it is used
+    # imported here: it brings pymetastore, which only a thrift:// metastore needs
+    from ..engines.thrift_catalog import ThriftCatalog
 
     metastore = ctx.project.target.metastore
     assert metastore is not None  # (_registers)
