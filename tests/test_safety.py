@@ -37,12 +37,35 @@ def test_a_second_build_is_refused_while_one_holds_the_warehouse(project, build,
         assert error[0].startswith("Error: ") and "`medallion build --watch` (pid " \
             f"{watching.pid} on " in error[0] and "is writing this warehouse" in error[0]
         assert "wait for it to finish, or stop it" in second.stderr
+        waited = medallion(root, "build", "--wait-for-lock", "1")  # a scheduled run's choice
+        assert waited.returncode == 2 and "(waited 1 s for it)" in waited.stderr
     finally:
         watching.terminate()
         watching.wait(timeout=120)
     again = build(root)  # the lock went with the process (in this one: a JVM start fewer)
     assert not [r.message for r in again.values() if r.failed]
     assert len(read_delta(root / "warehouse/bronze/bronze_orders")) == len(BATCH_1)
+
+
+@pytest.mark.unit
+def test_a_command_told_to_wait_for_the_lock_takes_it_once_free_or_says_how_long_it_waited(
+        tmp_path):
+    import threading
+
+    from medallion_cli.core.errors import LockHeld
+    from medallion_cli.run.locking import warehouse_lock
+
+    warehouse = str(tmp_path / "warehouse")
+    with warehouse_lock(warehouse, "build --watch"):
+        with pytest.raises(LockHeld, match=r"is writing this warehouse.*\(waited 0.6 s for it\)"):
+            with warehouse_lock(warehouse, "build", wait=0.6):
+                pass
+    holding = warehouse_lock(warehouse, "build --watch")
+    holding.__enter__()
+    threading.Timer(0.5, holding.__exit__, (None, None, None)).start()  # done meanwhile
+    began = time.monotonic()
+    with warehouse_lock(warehouse, "build", wait=60):
+        assert time.monotonic() - began >= 0.4  # it waited, then took the freed lock
 
 
 def committing_the_same_batch_meanwhile(spark, path, engine_name):

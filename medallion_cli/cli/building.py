@@ -18,6 +18,7 @@ from .group import (
     main,
     running_options,
     servable,
+    waits_for_lock,
 )
 
 
@@ -27,6 +28,7 @@ from .group import (
 @common_options
 @servable
 @running_options
+@waits_for_lock
 @click.option("--watch", is_flag=True,
               help="Keep running: streaming models on their processing-time trigger "
                    "(default 10 seconds), batch models refreshed when inputs change.")
@@ -46,6 +48,7 @@ def build(inv: commands.Invocation, debug: bool, watch: bool, rerun_tests: bool,
 @common_options
 @servable
 @running_options
+@waits_for_lock
 @EMPTY
 @LOG_FORMAT
 def run(inv: commands.Invocation, debug: bool, empty: bool, log_format: str) -> None:
@@ -57,6 +60,7 @@ def run(inv: commands.Invocation, debug: bool, empty: bool, log_format: str) -> 
 @common_options
 @servable
 @running_options
+@waits_for_lock
 @LOG_FORMAT
 def seed(inv: commands.Invocation, debug: bool, log_format: str) -> None:
     _report(lambda report: commands.build(inv, "seed", ("seed",), report), debug, log_format)
@@ -107,6 +111,7 @@ def test(inv: commands.Invocation, debug: bool, unit: bool, log_format: str) -> 
 @common_options
 @servable
 @running_options
+@waits_for_lock
 @LOG_FORMAT
 def retry(inv: commands.Invocation, debug: bool, log_format: str) -> None:
     _report(lambda report: commands.retry(inv, report), debug, log_format)

@@ -55,7 +55,8 @@ def common_options(func: Callable[..., None]) -> Callable[..., None]:
                                    tuple(exclude), full_refresh, commands.parse_vars(vars_text),
                                    kwargs.pop("threads", None), debug,
                                    fail_fast=kwargs.pop("fail_fast", False), state=state,
-                                   defer=kwargs.pop("defer", False))
+                                   defer=kwargs.pop("defer", False),
+                                   wait_for_lock=kwargs.pop("wait_for_lock", 0))
             return func(inv, debug=debug, **kwargs)
         except MedallionError as exc:
             if debug:
@@ -153,6 +154,15 @@ def running_options(func: Callable[..., None]) -> Callable[..., None]:
     return click.option("--threads", type=int, default=None,
                         help="How many independent nodes to build at once (default: "
                              "profile's).")(func)
+
+
+def waits_for_lock(func: Callable[..., None]) -> Callable[..., None]:
+    """The option of the commands that write the warehouse, holding its lock."""
+    return click.option("--wait-for-lock", type=click.FloatRange(min=0), default=0,
+                        metavar="SECONDS",
+                        help="When another command is writing the warehouse, wait up to this "
+                             "long for it to finish instead of failing at once (a scheduled "
+                             "run's choice).")(func)
 
 
 def servable(func: Callable[..., None]) -> Callable[..., None]:

@@ -46,8 +46,8 @@ def build(inv: Invocation, command: str, kinds: tuple[str, ...] = ("seed", "mode
     loaded = load(inv, with_engine=True)
     engine = loaded.engine
     assert engine is not None  # load(with_engine=True) made one
-    with warehouse_lock(loaded.project.target.warehouse,
-                        command + (" --watch" if watch else "")) as fence:
+    with warehouse_lock(loaded.project.target.warehouse, command + (" --watch" if watch else ""),
+                        inv.wait_for_lock) as fence:
         engine.fence = fence  # asked before each commit: a lost S3 lease stops the run
         return _build(inv, loaded, engine, command, kinds, report, watch)
 

@@ -45,6 +45,7 @@ class Invocation:
     state: str | None = None  # a folder with an earlier run's manifest.json (state:modified)
     empty: bool = False  # build/run --empty: models checked over inputs with no rows, no writes
     defer: bool = False  # read unbuilt unselected parents' tables from the --state run's
+    wait_for_lock: float = 0  # seconds to wait for another command's lock on the warehouse
 
 
 def parse_vars(text: str | None, option: str = "--vars") -> dict[str, Any]:

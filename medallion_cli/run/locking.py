@@ -2,7 +2,7 @@
 
 Two builds at once on one warehouse (a scheduled run over a manual one, a build beside
 `build --watch`) would race on the same streaming batches. The second is refused at once, naming
-the holder. The lock is an OS file lock (flock) on `<warehouse>/_medallion/lock`, so it goes with
+the holder, or (--wait-for-lock) waits for the lock that long first, as a scheduled run should. The lock is an OS file lock (flock) on `<warehouse>/_medallion/lock`, so it goes with
 its process, however that process ends (a SIGKILLed build leaves no stale lock). On S3 it is a
 lease (lease.py) on the object of the same name. Other object stores have neither: there,
 Delta's own conflict checks refuse a commit whose app transaction another build took
@@ -16,8 +16,9 @@ import fcntl
 import json
 import os
 import socket
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from ..core.errors import LockHeld, MedallionError
@@ -25,6 +26,7 @@ from ..core.locations import is_remote, on_s3
 from . import lease
 
 LOCK_FILE = Path("_medallion") / "lock"
+POLL_SECONDS = 0.5  # how often a command waiting for the lock asks for it again
 
 
 def _holder(text: str) -> str:
@@ -41,10 +43,32 @@ def _held() -> None:
 
 
 @contextmanager
-def warehouse_lock(warehouse: str, command: str) -> Iterator[Callable[[], None]]:
-    """Hold the warehouse's lock while the block runs; refuse if another process holds it.
-    Yields the fence for the engine to ask before each commit (OnDemandSpark.fence): an S3
-    lease can be lost while the block runs; a lock on a local file cannot."""
+def warehouse_lock(warehouse: str, command: str, wait: float = 0
+                   ) -> Iterator[Callable[[], None]]:
+    """Hold the warehouse's lock while the block runs; refuse if another process holds it
+    after `wait` seconds. Yields the fence for the engine to ask before each commit
+    (OnDemandSpark.fence): an S3 lease can be lost while the block runs; a lock on a local
+    file cannot."""
+    deadline = time.monotonic() + wait
+    while True:
+        held = ExitStack()
+        try:
+            fence = held.enter_context(_lock(warehouse, command))
+        except LockHeld as refused:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if wait:
+                    refused.message += f" (waited {wait:g} s for it)"
+                raise
+            time.sleep(min(POLL_SECONDS, left))
+            continue
+        with held:
+            yield fence
+        return
+
+
+@contextmanager
+def _lock(warehouse: str, command: str) -> Iterator[Callable[[], None]]:
     if on_s3(warehouse):
         with _s3_lease(warehouse, command) as fence:
             yield fence
