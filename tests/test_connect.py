@@ -35,7 +35,7 @@ from medallion_cli.materialize.writing.writes import append_rows
 from medallion_cli.spark.connect import check_server, connection_problem, shown
 from medallion_cli.storage.files import write_text
 from medallion_cli.testing import connect_server
-from medallion_cli.testing.kafka_broker import free_port
+from medallion_cli.testing.loopback import free_port
 
 MODEL = {"models/one.sql": "select 1 as id"}
 

@@ -25,7 +25,7 @@ from ..core.project import Target
 from ..engines.delta_spark.settings import DELTA_CONF
 from ..spark import jars
 from ..spark.conf import spark_conf
-from .kafka_broker import LOOPBACK, free_port
+from .loopback import LOOPBACK, free_port
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 READY_LINE = "Spark Connect server started at"

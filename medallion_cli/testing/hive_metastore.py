@@ -28,8 +28,8 @@ from pathlib import Path
 
 from ..core.processes import ended, terminate
 from ..spark import jars
+from .loopback import LOG4J, LOOPBACK, free_port
 
-LOOPBACK = "127.0.0.1"
 # as kafka_broker's (starts ~2x faster on 2 cores); IPv4: `ss` shows 127.0.0.1, not ::ffff:127.0.0.1
 METASTORE_JVM = ("-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
                  "-Djava.net.preferIPv4Stack=true")
@@ -54,23 +54,7 @@ SITE = """<configuration>
 {properties}
 </configuration>
 """
-LOG4J = """\
-status = warn
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{{HH:mm:ss.SSS}} %-5p %c{{1}}: %m%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = FILE
-"""
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def site_properties(postgres_port: int, warehouse: Path) -> dict[str, str]:

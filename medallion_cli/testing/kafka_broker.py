@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,27 +18,11 @@ from pathlib import Path
 
 from ..core.processes import ended, terminate
 from ..spark import jars
+from .loopback import LOG4J, LOOPBACK, free_port
 
-LOOPBACK = "127.0.0.1"
 BROKER_JVM = "-Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # starts ~2x faster on 2 cores
 READY_LINE = "Kafka Server started"
-LOG4J = """\
-status = warn
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = FILE
-"""
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def server_properties(data: Path, port: int, controller_port: int) -> str:
