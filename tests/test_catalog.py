@@ -234,6 +234,24 @@ def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_d
 
 
 @pytest.mark.unit
+def test_the_thrift_catalog_reads_an_entry_another_tool_made_without_storage(monkeypatch):
+    """A view some tools store with no storage descriptor is still a view, with no location."""
+    from contextlib import contextmanager
+
+    from pymetastore.hive_metastore.ttypes import Table
+
+    from medallion_cli.engines.thrift_catalog import ThriftCatalog
+
+    class Client:
+        def get_table(self, schema, table):
+            return Table(tableName=table, dbName=schema, tableType="VIRTUAL_VIEW", sd=None)
+
+    catalog = ThriftCatalog("thrift://127.0.0.1:9083")
+    monkeypatch.setattr(catalog, "_client", contextmanager(lambda: iter([Client()])))
+    assert catalog.lookup("sales", "v") == ("VIEW", None)
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("metastore, problem", [
     ("thrift://127.0.0.1:9083", None),
     ("thrift://metastore.internal:9083/", None),

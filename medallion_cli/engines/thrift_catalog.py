@@ -74,7 +74,7 @@ class ThriftCatalog:
                 found = client.get_table(schema, table)
             except NoSuchObjectException:
                 return None
-        serde = found.sd.serdeInfo.parameters or {} if found.sd and found.sd.serdeInfo else {}
+        serde = (found.sd.serdeInfo.parameters or {}) if found.sd and found.sd.serdeInfo else {}
         location = serde.get("path") or (found.sd.location if found.sd else None)
         return KINDS.get(found.tableType, found.tableType), location
 
