@@ -43,6 +43,23 @@ def ended(pid: int, timeout: float, poll_seconds: float = 0.2) -> bool:
     return not running(pid)
 
 
+def stop_pid(pid: int, sig: signal.Signals = signal.SIGTERM, timeout: float = 30) -> bool:
+    """Stop a process by its id, not necessarily this one's child: `sig`, then SIGKILL after
+    `timeout` seconds; reaped when it is this process's child. Whether it was running."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    if not ended(pid, timeout):
+        os.kill(pid, signal.SIGKILL)
+        ended(pid, 10)
+    try:
+        os.waitpid(pid, os.WNOHANG)  # started by this process (start, then stop_recorded)
+    except ChildProcessError:
+        pass  # started by an earlier command, reaped by init
+    return True
+
+
 def terminate(process: subprocess.Popen[Any], timeout: float = 30) -> None:
     """Stop a process this one started: SIGTERM (a JVM's shutdown hooks run), then SIGKILL
     after `timeout` seconds."""

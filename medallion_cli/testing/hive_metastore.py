@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.processes import ended, terminate
+from ..core.processes import stop_pid, terminate
 from ..spark import jars
 from .loopback import LOG4J, LOOPBACK, free_port
 
@@ -108,25 +108,9 @@ class HiveMetastore:
             "postgres_pid": self.postgres_pid, "home": str(self.home)}))
 
 
-def _stop_pid(pid: int, sig: signal.Signals, timeout: float) -> bool:
-    """Signal a process and wait for its end (SIGKILL after `timeout`); whether it ran."""
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        return False
-    if not ended(pid, timeout):
-        os.kill(pid, signal.SIGKILL)
-        ended(pid, 10)
-    try:
-        os.waitpid(pid, os.WNOHANG)  # this process's child (stop_recorded after start): reap it
-    except ChildProcessError:
-        pass
-    return True
-
-
 def _stop_postgres(pid: int, timeout: float = 30) -> bool:
     # SIGINT: PostgreSQL's fast shutdown (ends sessions, no waiting for clients)
-    return _stop_pid(pid, signal.SIGINT, timeout)
+    return stop_pid(pid, signal.SIGINT, timeout)
 
 
 def stop_recorded(path: Path, timeout: float = 30) -> bool:
@@ -135,7 +119,7 @@ def stop_recorded(path: Path, timeout: float = 30) -> bool:
     if not path.exists():
         return False
     state = json.loads(path.read_text())
-    was_running = state["pid"] is not None and _stop_pid(state["pid"], signal.SIGTERM, timeout)
+    was_running = state["pid"] is not None and stop_pid(state["pid"], timeout=timeout)
     if state["postgres_pid"] is not None:
         _stop_postgres(state["postgres_pid"], timeout)
     shutil.rmtree(state["home"], ignore_errors=True)

@@ -7,16 +7,14 @@ Kafka sources (examples/kafka_sample), the tests and the benchmarks. It is start
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.processes import ended, terminate
+from ..core.processes import stop_pid, terminate
 from ..spark import jars
 from .loopback import LOG4J, LOOPBACK, free_port
 
@@ -77,19 +75,7 @@ def stop_recorded(path: Path, timeout: float = 30) -> bool:
     if not path.exists():
         return False
     state = json.loads(path.read_text())
-    pid = state["pid"]
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        was_running = False
-    else:
-        was_running = True
-        if not ended(pid, timeout):
-            os.kill(pid, signal.SIGKILL)
-        try:
-            os.waitpid(pid, 0)  # this process started it (feed.py start, then stop): reap it
-        except ChildProcessError:
-            pass  # started by an earlier command, reaped by init
+    was_running = stop_pid(state["pid"], timeout=timeout)
     shutil.rmtree(state["home"], ignore_errors=True)
     path.unlink()
     return was_running
