@@ -29,7 +29,8 @@ class WriteResult:
     version: int
     rows: int | None
     files_added: int | None = None
-    non_null: dict[str, int] = field(default_factory=dict)  # column -> non-null values in what was written
+    # column -> non-null values in what was written
+    non_null: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from ..load.relations import quoted
 from .sql import quote, sql_literal
 
 if TYPE_CHECKING:
@@ -62,10 +63,6 @@ def _text(value: str) -> str:
     return sql_literal(value, "string")
 
 
-def _name(schema: str, table: str) -> str:
-    return f"{quote(schema)}.{quote(table)}"
-
-
 class SqlCatalog:
     """Spark SQL on the session's catalog: a Derby metastore, a Hive Metastore service, or a
     cluster's own; the table's docs are Delta's (COMMENT ON TABLE is a commit of the table)."""
@@ -77,15 +74,15 @@ class SqlCatalog:
         if not self.spark.catalog.tableExists(f"{schema}.{table}"):
             return None
         kind = self.spark.catalog.getTable(f"{schema}.{table}").tableType
-        rows = self.spark.sql(f"DESCRIBE TABLE EXTENDED {_name(schema, table)}").collect()
+        rows = self.spark.sql(f"DESCRIBE TABLE EXTENDED {quoted(schema, table)}").collect()
         return kind, next((r.data_type for r in rows if r.col_name == "Location"), None)
 
     def drop(self, schema: str, table: str, view: bool) -> None:
-        self.spark.sql(f"DROP {'VIEW' if view else 'TABLE'} {_name(schema, table)}")
+        self.spark.sql(f"DROP {'VIEW' if view else 'TABLE'} {quoted(schema, table)}")
 
     def register_table(self, schema: str, table: str, path: str, new: bool,
                        docs: Docs) -> None:
-        name = _name(schema, table)
+        name = quoted(schema, table)
         self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
         if new:
             self.spark.sql(f"CREATE TABLE {name} USING delta LOCATION {_text(path)}")
@@ -108,6 +105,6 @@ class SqlCatalog:
             named = " (" + ", ".join(
                 quote(c) + (f" COMMENT {_text(docs.columns[c])}" if c in docs.columns else "")
                 for c, _ in columns()) + ")"
-        self.spark.sql(f"CREATE OR REPLACE VIEW {_name(schema, table)}{named}"
+        self.spark.sql(f"CREATE OR REPLACE VIEW {quoted(schema, table)}{named}"
                        + (f" COMMENT {_text(docs.comment)}" if docs.comment else "")
                        + f" AS {sql}")

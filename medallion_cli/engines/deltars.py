@@ -65,7 +65,8 @@ def writable(dt: DeltaTable, path: str) -> DeltaTable:
     return dt
 
 
-def commit_properties(metadata: Json | None, txn: tuple[str, int] | None) -> CommitProperties | None:
+def commit_properties(metadata: Json | None, txn: tuple[str, int] | None
+                      ) -> CommitProperties | None:
     """Commit properties: custom metadata, and the app transaction that makes a replay a no-op."""
     if not metadata and not txn:
         return None

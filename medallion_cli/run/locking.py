@@ -2,8 +2,9 @@
 
 Two builds at once on one warehouse (a scheduled run over a manual one, a build beside
 `build --watch`) would race on the same streaming batches. The second is refused at once, naming
-the holder, or (--wait-for-lock) waits for the lock that long first, as a scheduled run should. The lock is an OS file lock (flock) on `<warehouse>/_medallion/lock`, so it goes with
-its process, however that process ends (a SIGKILLed build leaves no stale lock). On S3 it is a
+the holder, or (--wait-for-lock) waits for the lock that long first, as a scheduled run should.
+The lock is an OS file lock (flock) on `<warehouse>/_medallion/lock`, so it goes with its
+process, however that process ends (a SIGKILLed build leaves no stale lock). On S3 it is a
 lease (lease.py) on the object of the same name. Other object stores have neither: there,
 Delta's own conflict checks refuse a commit whose app transaction another build took
 meanwhile, and a scheduler should run one build at a time.

@@ -101,7 +101,7 @@ def jar_files(location: str | Path) -> list[Path]:
     return sorted(Path(location).glob("*.jar"))
 
 
-def _pyspark_folder() -> Path:
+def pyspark_folder() -> Path:
     """The installed pyspark's folder, found without importing it: importing pyspark here
     could race a node's first import of it."""
     spec = importlib.util.find_spec("pyspark")
@@ -111,7 +111,7 @@ def _pyspark_folder() -> Path:
 
 def installed_spark() -> tuple[str, str]:
     """(Spark major.minor, Scala binary version) of the installed pyspark, read without a JVM."""
-    home = _pyspark_folder()
+    home = pyspark_folder()
     scala = next((m.group(1) for p in (home / "jars").glob("scala-library-*.jar")
                   if (m := re.match(r"scala-library-(\d+\.\d+)", p.name))), "2.13")
     return ".".join(version("pyspark").split(".")[:2]), scala
@@ -119,7 +119,7 @@ def installed_spark() -> tuple[str, str]:
 
 def installed_hadoop() -> str:
     """The Hadoop version inside the installed pyspark, from its client JAR's name."""
-    home = _pyspark_folder()
+    home = pyspark_folder()
     return next((m.group(1) for p in (home / "jars").glob("hadoop-client-api-*.jar")
                  if (m := re.match(r"hadoop-client-api-([\d.]+)\.jar$", p.name))), "?")
 

@@ -50,7 +50,7 @@ def log_store_settings(delta_jars: list[Path],
 def built_jar(delta_storage: Path) -> Path:
     """The log store's JAR, compiled when its source, Delta's storage JAR or Spark's Hadoop
     changed (the folder is named by all three)."""
-    hadoop_api = next(spark_jars().glob("hadoop-client-api-*.jar"), None)
+    hadoop_api = next((jars.pyspark_folder() / "jars").glob("hadoop-client-api-*.jar"), None)
     digest = hashlib.sha256(SOURCE.read_bytes() + delta_storage.name.encode()
                             + (hadoop_api.name if hadoop_api else "").encode()).hexdigest()[:10]
     where = jars.cache_root() / f"log-store-{digest}"
@@ -93,11 +93,3 @@ def java_compiler() -> str:
                              hint="install a JDK (not only a JRE), e.g. apt-get install "
                                   "openjdk-17-jdk-headless")
     return found
-
-
-def spark_jars() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyspark")
-    assert spec is not None and spec.origin is not None  # a dependency, installed with medallion
-    return Path(spec.origin).parent / "jars"
