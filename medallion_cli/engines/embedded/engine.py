@@ -135,7 +135,9 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         try:
             return open_table(path)
         except TableNotFoundError as exc:
-            raise MedallionError("no Delta table here", path=path) from exc
+            raise MedallionError("no Delta table here", path=path,
+                                 hint="build its model first (medallion build -s <model>), "
+                                      "which writes the table") from exc
 
     def read_table(self, path: str) -> DataFrame:
         dt = self._open(path)
