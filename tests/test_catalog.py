@@ -1,8 +1,10 @@
-"""Catalog tables (issue 18, item 4): models and seeds registered in a metastore as
-<schema>.<alias>, descriptions kept as comments, compiled SQL naming the real relations.
+"""Catalog tables (issue 18, item 4; issue 90): models and seeds registered in a metastore as
+<schema>.<alias>, descriptions kept as comments, compiled SQL naming the real relations, and
+what removed or renamed models left dropped by `medallion catalog prune`.
 
-Registration is delta-spark's: the embedded engine's tables are kept by delta-rs and no Spark
-catalog can read them there, so on embedded the test is that a metastore is refused, saying so.
+A Derby metastore (local) or the cluster's (session) is delta-spark's: the embedded engine's
+Spark has no Delta catalog, so there the test is that such a metastore is refused, saying so.
+A Hive Metastore service (thrift://) serves both engines, the embedded one through its API.
 The registering builds run as processes of their own: the catalog is chosen when a JVM starts
 (the suite's shared session has none), and a local Derby metastore serves one JVM at a time.
 """
@@ -11,12 +13,15 @@ import json
 from dataclasses import replace
 
 import pytest
+from click.testing import CliRunner
 from conftest import profile_for
 from deltalake import DeltaTable
 from helpers import medallion as run_medallion
 
+from medallion_cli.cli import main
 from medallion_cli.core.errors import CapabilityError, ProjectError
 from medallion_cli.engines import make_engine
+from medallion_cli.engines.catalog import OWNER, Docs, Entry
 from medallion_cli.engines.delta_spark.engine import DeltaSparkEngine
 from medallion_cli.engines.delta_spark.settings import metastore_settings
 from medallion_cli.load.model_config import merge_layers, resolve_config
@@ -214,9 +219,9 @@ def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_d
     assert "2 success" in medallion(root, "build")
     table = root / "warehouse/silver/clean_orders"
     catalog = ThriftCatalog(hive_metastore.uri)
-    kind, location = catalog.lookup(schema, "orders")
-    assert kind == "EXTERNAL" and location and location.removeprefix("file:") == str(table)
-    assert catalog.lookup(schema, "big_orders")[0] == "VIEW"
+    found = catalog.lookup(schema, "orders")
+    assert found.kind == "EXTERNAL" and found.location.removeprefix("file:") == str(table)
+    assert catalog.lookup(schema, "big_orders").view
     assert catalog.lookup(schema, "nothing") is None
     # the docs are the Delta table's own, for any Delta reader
     delta = DeltaTable(str(table))
@@ -231,6 +236,27 @@ def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_d
     assert total == ["60 | 3"] and shown == ["2 | 20", "3 | 30"]
     assert "id | int | The order's id" in described
     assert any(row.startswith("Comment | The big ones") for row in described)
+
+    # the view's model removed, the table's renamed: their entries stay until pruned, and
+    # another warehouse's entry in the same schema is never this project's to drop
+    catalog.register_table(schema, "theirs", "/elsewhere/theirs", True, Docs())
+    (root / "models/gold/big_orders.sql").unlink()
+    properties = root / "models/properties.yml"
+    properties.write_text(properties.read_text().split("  - name: big_orders")[0])
+    renamed = root / "models/silver/clean_orders.sql"
+    renamed.write_text(renamed.read_text().replace("alias='orders'", "alias='orders_v2'"))
+    listed = medallion(root, "catalog", "prune")
+    assert f"Left {schema}.orders: a table" in listed
+    assert f"Left {schema}.big_orders: a view" in listed
+    assert "2 catalog entries of this warehouse name no model or seed" in listed
+    assert catalog.lookup(schema, "orders") is not None  # listed, not dropped
+    dropped = medallion(root, "catalog", "prune", "--drop")
+    assert f"Dropped {schema}.orders: a table (its files stay at file:{table})" in dropped
+    assert f"Dropped {schema}.big_orders: a view" in dropped
+    assert catalog.lookup(schema, "orders") is None
+    assert catalog.lookup(schema, "big_orders") is None
+    assert catalog.lookup(schema, "theirs") is not None
+    assert DeltaTable(str(table)).to_pyarrow_table().num_rows == 3
 
 
 @pytest.mark.unit
@@ -248,7 +274,65 @@ def test_the_thrift_catalog_reads_an_entry_another_tool_made_without_storage(mon
 
     catalog = ThriftCatalog("thrift://127.0.0.1:9083")
     monkeypatch.setattr(catalog, "_client", contextmanager(lambda: iter([Client()])))
-    assert catalog.lookup("sales", "v") == ("VIEW", None)
+    assert catalog.lookup("sales", "v") == Entry("sales", "v", "VIEW")
+
+
+@pytest.mark.unit
+def test_the_thrift_catalog_lists_every_schemas_entries_with_their_owner(monkeypatch):
+    from contextlib import contextmanager
+
+    from pymetastore.hive_metastore.ttypes import SerDeInfo, StorageDescriptor, Table
+
+    from medallion_cli.engines.thrift_catalog import ThriftCatalog
+
+    def stored(schema, name, kind, parameters, path=None):
+        sd = StorageDescriptor(location="file:/placeholder",
+                               serdeInfo=SerDeInfo(parameters={"path": path} if path else {}))
+        return Table(tableName=name, dbName=schema, tableType=kind, sd=sd,
+                     parameters=parameters)
+
+    tables = {"sales": [stored("sales", "orders", "EXTERNAL_TABLE", {}, "file:/wh/silver/o"),
+                        stored("sales", "big", "VIRTUAL_VIEW", {OWNER: "/wh"})],
+              "default": []}
+
+    class Client:
+        def get_all_databases(self):
+            return list(tables)
+
+        def get_all_tables(self, schema):
+            return [t.tableName for t in tables[schema]]
+
+        def get_table_objects_by_name(self, schema, names):
+            return [t for t in tables[schema] if t.tableName in names]
+
+    catalog = ThriftCatalog("thrift://127.0.0.1:9083")
+    monkeypatch.setattr(catalog, "_client", contextmanager(lambda: iter([Client()])))
+    assert catalog.entries() == [Entry("sales", "orders", "EXTERNAL", "file:/wh/silver/o"),
+                                 Entry("sales", "big", "VIEW", "file:/placeholder", "/wh")]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("entry, ours", [
+    (Entry("s", "t", "EXTERNAL", "file:/data/wh/silver/t"), True),
+    (Entry("s", "t", "EXTERNAL", "file:///data/wh/silver/t"), True),
+    (Entry("s", "t", "EXTERNAL", "/data/wh2/silver/t"), False),  # a sibling, not inside
+    (Entry("s", "t", "EXTERNAL", "/data/wh"), False),  # the warehouse itself is no table
+    (Entry("s", "t", "MANAGED", "file:/elsewhere/t"), False),
+    (Entry("s", "v", "VIEW", None, "/data/wh/"), True),
+    (Entry("s", "v", "VIEW", None, "/data/other"), False),
+    (Entry("s", "v", "VIEW", "file:/data/wh/v"), False),  # a view names no warehouse by place
+])
+def test_an_entry_is_the_warehouses_by_a_tables_folder_or_a_views_owner(entry, ours):
+    assert entry.of_warehouse("/data/wh") is ours
+
+
+@pytest.mark.unit
+def test_catalog_prune_on_a_target_with_no_metastore_says_so_naming_the_profile(project):
+    root = project({"seeds/orders.csv": "id\n1\n"})
+    result = CliRunner().invoke(main, ["catalog", "prune", "--project-dir", str(root)])
+    assert result.exit_code == 2, result.output
+    assert "target 'local' has no metastore: it names no table" in result.stderr
+    assert "profiles.yml" in result.stderr and "set metastore:" in result.stderr
 
 
 @pytest.mark.unit

@@ -155,11 +155,37 @@ def test_init_asks_the_templates_other_questions_and_not_the_name_it_was_given(t
     made = commands.init("Ops Lake", output_dir=str(tmp_path), ask=ask)
     assert made == tmp_path / "ops_lake"
     assert asked == ["description", "author", "warehouse_path", "trigger_interval",
-                     "spark_master", "include_examples"]  # the template's order, no name
+                     "spark_master", "cluster_master", "connect_url",
+                     "hive_metastore", "include_examples"]  # the template's order, no name
     assert "'local[2]'" in (made / "profiles/profiles.yml").read_text()
     assert not list((made / "models").glob("**/*.sql"))
     readme = (made / "README.md").read_text()
     assert readme.startswith("# Ops Lake") and "test_sample_models" not in readme  # no examples
+
+
+@pytest.mark.unit
+def test_a_new_project_has_a_target_for_each_place_it_runs(tmp_path, monkeypatch):
+    """local, local-delta, s3, s3-embedded, cluster, connect and hive: each loads as the
+    answers given at init made it (the MEDALLION_* variables unset)."""
+    from medallion_cli.load.project import load_project
+
+    for variable in [v for v in os.environ if v.startswith("MEDALLION_")]:
+        monkeypatch.delenv(variable)
+    made = commands.init("Ops Lake", output_dir=str(tmp_path), no_input=True, extra={
+        "object_store_warehouse": "s3://ops-bucket/lake", "cluster_master": "spark://m:7077",
+        "connect_url": "sc://spark.internal:15002", "hive_metastore": "thrift://hms:9083"})
+    targets = {name: load_project(made, target=name).target for name in (
+        "local", "local-delta", "s3", "s3-embedded", "cluster", "connect", "hive")}
+    assert {n: t.engine for n, t in targets.items()} == {
+        "local": "embedded", "local-delta": "delta-spark", "s3": "delta-spark",
+        "s3-embedded": "embedded", "cluster": "delta-spark", "connect": "delta-spark",
+        "hive": "embedded"}
+    assert {targets[n].warehouse for n in ("s3", "s3-embedded", "cluster")} == {
+        "s3://ops-bucket/lake"}
+    assert targets["cluster"].spark_master == "spark://m:7077"
+    assert targets["connect"].spark_remote == "sc://spark.internal:15002"
+    assert targets["hive"].metastore == "thrift://hms:9083"
+    assert targets["hive"].warehouse == targets["local"].warehouse == str(made / "warehouse")
 
 
 @pytest.mark.unit

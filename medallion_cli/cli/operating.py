@@ -1,5 +1,5 @@
 """The commands around builds: serve, clean, run-operation, debug, docs, status, source freshness,
-maintenance (optimize, vacuum, show, history, restore), jars and init.
+catalog prune, maintenance (optimize, vacuum, show, history, restore), jars and init.
 """
 
 from __future__ import annotations
@@ -123,6 +123,30 @@ def source_freshness(inv: commands.Invocation, debug: bool) -> None:
         when = f"{c.newest:%Y-%m-%d %H:%M:%S}" if c.newest else "nothing found"
         click.echo(f"{level:<6} {c.name:<32} {c.basis}: {when:<20} {c.reason}")
     sys.exit(1 if any(c.level == "error" for c in checked) else 0)
+
+
+@main.group(cls=_Group, help="Commands on the target's catalog (its metastore).")
+def catalog() -> None:
+    pass
+
+
+@catalog.command("prune", help="List the catalog entries this warehouse's builds registered "
+                               "that no model or seed names any more (removed or renamed), and "
+                               "with --drop drop them. A table's files stay where they are.")
+@common_options
+@click.option("--drop", is_flag=True, help="Drop the entries listed.")
+def catalog_prune(inv: commands.Invocation, debug: bool, drop: bool) -> None:
+    left = commands.catalog_prune(inv, drop)
+    for entry in left:
+        kind = "view" if entry.view else "table"
+        where = f" (its files stay at {entry.location})" if entry.location else ""
+        click.echo(f"{'Dropped' if drop else 'Left'} {entry.schema}.{entry.table}: "
+                   f"a {kind}{where if drop else ''}")
+    if not left:
+        click.echo("Every catalog entry of this warehouse names a model or seed of the project.")
+    elif not drop:
+        click.echo(f"{len(left)} catalog entr{'y' if len(left) == 1 else 'ies'} of this "
+                   "warehouse name no model or seed; medallion catalog prune --drop drops them")
 
 
 @main.command(help="Compact the small files of the selected tables (streaming writes many).")

@@ -3,6 +3,7 @@ parses and prints. This face names every command for callers (the CLI, the pytes
 scripts): `commands.build(commands.Invocation(project_dir="."), "build")`."""
 
 from .build import build, retry
+from .catalog import catalog_prune
 from .checkup import Check
 from .inspect import compile_models, docs, list_nodes, source_freshness, status
 from .invocation import Invocation, parse_vars
@@ -11,7 +12,8 @@ from .plan import Reporter
 from .run_operation import run_operation
 from .test import test, unit_test
 
-__all__ = ["Check", "Invocation", "Reporter", "build", "clean", "compile_models", "debug",
+__all__ = ["Check", "Invocation", "Reporter", "build", "catalog_prune", "clean",
+           "compile_models", "debug",
            "docs", "fetch_jars", "init", "list_nodes", "on_server", "parse_vars", "retry",
            "run_operation", "serve", "source_freshness", "status", "stop_server", "test",
            "unit_test"]

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..core.errors import CapabilityError
+from ..core.errors import CapabilityError, MedallionError
 from ..core.locations import is_remote
 from .base import Engine
+from .catalog import Catalog, SqlCatalog
 
 if TYPE_CHECKING:
     from ..core.project import Target
@@ -64,3 +65,17 @@ def make_engine(target: Target, spark_log: Path | None = None) -> Engine:
             hint="metastore: thrift://host:9083 (a Hive Metastore service), or engine: "
                  "delta-spark")
     return engine(target, spark_log)
+
+
+def catalog_of(engine: Engine, target: Target) -> Catalog:
+    """The catalog the engine keeps (its capability) for the target's metastore."""
+    if target.metastore is None:
+        raise MedallionError(f"target '{target.name}' has no metastore: it names no table",
+                             path=target.profiles_file,
+                             hint="set metastore: in the target (docs/engines-and-clusters.md)")
+    if engine.capabilities.catalog == "spark_sql":
+        return SqlCatalog(engine.spark)
+    # imported here: it brings pymetastore, which only a thrift:// metastore needs
+    from .thrift_catalog import ThriftCatalog
+
+    return ThriftCatalog(target.metastore, target.profiles_file)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import MedallionError
 from ..core.locations import is_remote
-from .catalog import Docs, Registered, ViewColumns
+from .catalog import OWNER, Docs, Entry, Registered, ViewColumns
 from .deltars import open_table
 
 if TYPE_CHECKING:
@@ -71,12 +71,15 @@ class ThriftCatalog:
 
         with self._client() as client:
             try:
-                found = client.get_table(schema, table)
+                return _entry(client.get_table(schema, table))
             except NoSuchObjectException:
                 return None
-        serde = (found.sd.serdeInfo.parameters or {}) if found.sd and found.sd.serdeInfo else {}
-        location = serde.get("path") or (found.sd.location if found.sd else None)
-        return KINDS.get(found.tableType, found.tableType), location
+
+    def entries(self) -> list[Entry]:
+        with self._client() as client:
+            return [_entry(found) for schema in client.get_all_databases()
+                    for found in client.get_table_objects_by_name(
+                        schema, client.get_all_tables(schema))]
 
     def drop(self, schema: str, table: str, view: bool) -> None:
         with self._client() as client:
@@ -97,12 +100,13 @@ class ThriftCatalog:
             _describe(path, docs)
 
     def register_view(self, schema: str, table: str, sql: str, columns: ViewColumns,
-                      docs: Docs) -> None:
+                      docs: Docs, warehouse: str) -> None:
         from pymetastore.hive_metastore.ttypes import FieldSchema, SerDeInfo
 
         fields = [FieldSchema(name, kind, docs.columns.get(name)) for name, kind in columns()]
         self._create(schema, table, "VIRTUAL_VIEW", fields, SerDeInfo(parameters={}), None,
-                     {"comment": docs.comment} if docs.comment else {}, sql)
+                     {OWNER: warehouse, **({"comment": docs.comment} if docs.comment else {})},
+                     sql)
 
     def _create(self, schema: str, table: str, kind: str, fields: list[Any], serde: Any,
                 location: str | None, parameters: dict[str, str], sql: str | None = None
@@ -134,6 +138,15 @@ class ThriftCatalog:
                 client.create_table(entry)
             else:
                 client.alter_table(schema, table, entry)
+
+
+def _entry(found: Any) -> Entry:
+    """An entry as Spark's Hive client reads it: a Delta table's folder is its serde path (the
+    storage location may be a placeholder), else the storage location."""
+    serde = (found.sd.serdeInfo.parameters or {}) if found.sd and found.sd.serdeInfo else {}
+    return Entry(found.dbName, found.tableName, KINDS.get(found.tableType, found.tableType),
+                 serde.get("path") or (found.sd.location if found.sd else None),
+                 (found.parameters or {}).get(OWNER))
 
 
 def _describe(path: str, docs: Docs) -> None:

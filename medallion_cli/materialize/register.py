@@ -11,30 +11,19 @@ from __future__ import annotations
 
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode
-from ..engines.catalog import Catalog, Docs, Registered, SqlCatalog, same_location
+from ..engines import catalog_of
+from ..engines.catalog import Docs, Registered, same_location
 from ..load.relations import PATH_NAMED_FORMATS, catalog_name, spark_sql
 from .context import BuildContext
 from .rows import model_rows
 
 
-def _catalog(ctx: BuildContext) -> Catalog:
-    """The catalog the engine keeps (its capability) for the target's metastore."""
-    if ctx.engine.capabilities.catalog == "spark_sql":
-        return SqlCatalog(ctx.engine.spark)
-    # imported here: it brings pymetastore, which only a thrift:// metastore needs
-    from ..engines.thrift_catalog import ThriftCatalog
-
-    metastore = ctx.project.target.metastore
-    assert metastore is not None  # (_registers)
-    return ThriftCatalog(metastore, ctx.project.target.profiles_file)
-
-
 def _registered(ctx: BuildContext, node: CompiledNode) -> Registered:
-    """(table type, location) of what the catalog has under the node's name, or None; a
-    managed table there (its data is the catalog's) is refused, naming it."""
+    """What the catalog has under the node's name, or None; a managed table there (its data
+    is the catalog's) is refused, naming it."""
     schema, table = catalog_name(node)
-    found = _catalog(ctx).lookup(schema, table)
-    if found and found[0] == "MANAGED":
+    found = catalog_of(ctx.engine, ctx.project.target).lookup(schema, table)
+    if found and found.kind == "MANAGED":
         raise MedallionError(
             f"{schema}.{table} in the catalog is a managed table medallion did not register",
             path=node.file.rel_path,
@@ -65,7 +54,7 @@ def register(ctx: BuildContext, node: CompiledNode, found: Registered) -> str:
     cannot be (a view over a file source)."""
     if not _registers(ctx, node):
         return ""
-    catalog = _catalog(ctx)
+    catalog = catalog_of(ctx.engine, ctx.project.target)
     schema, table = catalog_name(node)
     view = node.config.materialized == "view"
     unnamed = [f"{s}.{t}" for s, t in node.sources
@@ -76,15 +65,15 @@ def register(ctx: BuildContext, node: CompiledNode, found: Registered) -> str:
     if view and unnamed:
         return (f"not registered in the catalog: it reads {', '.join(unnamed)}, which Spark "
                 "SQL cannot name with its reader options")
-    if found and (view != (found[0] == "VIEW")
-                  or not view and not same_location(found[1] or "", path)):
-        catalog.drop(schema, table, found[0] == "VIEW")
+    if found and (view != found.view
+                  or not view and not same_location(found.location or "", path)):
+        catalog.drop(schema, table, found.view)
         found = None
     if view:
         sql = spark_sql(ctx.project, ctx.graph.nodes, [node])[node.name]
         catalog.register_view(schema, table, sql, lambda: [
             (f.name, f.dataType.simpleString()) for f in model_rows(ctx, node).schema.fields],
-            _docs(node))
+            _docs(node), ctx.project.target.warehouse)
     else:
         catalog.register_table(schema, table, path, found is None, _docs(node))
     return ""
