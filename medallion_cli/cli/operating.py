@@ -21,7 +21,11 @@ from .group import _Group, common_options, main
 @common_options
 @click.option("--stop", is_flag=True, help="Stop the project's server or daemon instead, once "
                                            "the command it runs ends.")
-def serve(inv: commands.Invocation, debug: bool, stop: bool) -> None:
+@click.option("--sql", is_flag=True, help="Also answer SQL clients (JDBC/ODBC, beeline, PyHive, "
+                                          "dbt-spark's thrift method, BI tools) on loopback: "
+                                          "Spark's Thrift server, the tables by catalog name.")
+@click.option("--sql-port", default=10000, show_default=True, help="The SQL endpoint's port.")
+def serve(inv: commands.Invocation, debug: bool, stop: bool, sql: bool, sql_port: int) -> None:
     if stop:
         pid = commands.stop_server(inv)
         click.echo(f"Stopped the project's server (pid {pid})" if pid else
@@ -32,11 +36,16 @@ def serve(inv: commands.Invocation, debug: bool, stop: bool) -> None:
         click.echo(f"Serving {project.root} on target '{project.target.name}' "
                    f"({project.target.engine}), port {port} on loopback (target/serve.json). "
                    "Ctrl-C stops.")
+        if sql:
+            from ..spark.sql_endpoint import jdbc_url
+
+            click.echo(f"SQL endpoint: {jdbc_url(sql_port)} (any user name, no password)")
 
     def done(argv: list[str], exit_code: int, seconds: float) -> None:
         click.echo(f"{' '.join(['medallion', *argv])}: exit {exit_code} in {seconds:.1f} s")
 
-    commands.serve(inv, lambda argv: main.main(argv, prog_name="medallion"), ready, done)
+    commands.serve(inv, lambda argv: main.main(argv, prog_name="medallion"), ready, done,
+                   sql_port=sql_port if sql else None)
 
 
 @main.command(help="Delete the project's clean-targets (medallion_project.yml; default: "

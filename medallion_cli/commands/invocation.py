@@ -5,7 +5,7 @@ selection picks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import yaml
@@ -85,11 +85,13 @@ def engine_target(project: Project) -> Target:
     return with_s3a(target) if "s3" in bundles else target
 
 
-def engine_of(project: Project, inv: Invocation) -> Engine:
-    """The target's engine (engine_target); Spark's own output goes to target/spark.log unless
-    --debug."""
-    return make_engine(engine_target(project),
-                       None if inv.debug else project.target_dir / "spark.log")
+def engine_of(project: Project, inv: Invocation, conf: dict[str, str] | None = None) -> Engine:
+    """The target's engine (engine_target), with `conf` added to its Spark settings; Spark's
+    own output goes to target/spark.log unless --debug."""
+    target = engine_target(project)
+    if conf:
+        target = replace(target, spark_conf={**target.spark_conf, **conf})
+    return make_engine(target, None if inv.debug else project.target_dir / "spark.log")
 
 
 def _asking(engine: Engine, target: Target) -> Callable[[str], bool]:

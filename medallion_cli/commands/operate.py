@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from ..core.errors import MedallionError
-from ..core.project import Project
+from ..core.errors import CapabilityError, MedallionError
+from ..core.project import Project, Target
 from .invocation import Invocation, engine_of, engine_target, project_of
 
 if TYPE_CHECKING:
@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 def serve(inv: Invocation, run_command: Callable[[list[str]], None],
           on_ready: Callable[[Project, int], None],
           on_command: Callable[[list[str], int, float], None],
-          idle_seconds: float | None = None) -> None:
+          idle_seconds: float | None = None, sql_port: int | None = None) -> None:
     """medallion serve: keep the project's Spark running for its commands (server.py); a
-    daemon's stops after idle_seconds without one."""
+    daemon's stops after idle_seconds without one. With sql_port, the Spark also serves SQL
+    clients the catalog's tables there (spark/sql_endpoint.py)."""
     from ..serve import server
+    from ..spark import sql_endpoint
 
     project = project_of(inv)
     target = engine_target(project)
@@ -53,8 +55,38 @@ def serve(inv: Invocation, run_command: Callable[[list[str]], None],
                     f"server started, and target '{theirs.target.name}' starts it differently")
         return None
 
-    server.serve(project, engine_of(project, inv), run_command, declined,
-                 lambda port: on_ready(project, port), on_command, idle_seconds)
+    if sql_port is not None:
+        _check_sql_endpoint(target, sql_port)
+    engine = engine_of(project, inv, sql_endpoint.endpoint_conf(sql_port)
+                       if sql_port is not None else None)
+
+    def ready(port: int) -> None:
+        if sql_port is not None:
+            sql_endpoint.start_sql_endpoint(engine.spark, sql_port)
+        on_ready(project, port)
+
+    server.serve(project, engine, run_command, declined, ready, on_command, idle_seconds)
+
+
+def _check_sql_endpoint(target: Target, port: int) -> None:
+    """What --sql needs, before Spark starts: a Spark that names Delta tables, names to query
+    them by, and its port."""
+    from ..engines import engine_class
+    from ..spark.sql_endpoint import check_port_free
+
+    if engine_class(target.engine).capabilities.catalog != "spark_sql":
+        raise CapabilityError(
+            f"target '{target.name}': serve --sql answers in the target's Spark, and the "
+            f"{target.engine} engine's Spark has no Delta catalog to read its tables by name",
+            path=target.profiles_file,
+            hint="serve --sql a target with engine: delta-spark on the same warehouse and "
+                 "metastore (docs/engines-and-clusters.md)")
+    if target.metastore is None:
+        raise MedallionError(
+            f"target '{target.name}' has no metastore: SQL clients would find no table by name",
+            path=target.profiles_file,
+            hint="set metastore: local (or a thrift:// Hive Metastore service) in the target")
+    check_port_free(port)
 
 
 def on_server(inv: Invocation, argv: list[str], daemon: bool | None,

@@ -24,6 +24,7 @@ from ..core.project import Target
 from .class_archive import class_archive, forget, keep_when_recorded, with_archive
 from .conf import LongQueries, is_local_master, is_secret, spark_conf
 from .launch import launch
+from .sql_endpoint import with_jars_on_class_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -170,7 +171,8 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
                                   "or set JAVA_HOME")
     # Set before the JVM starts: some Python worker launches read only the environment.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    conf = {**spark_conf(target, long_queries), **(extra_conf or {})}
+    conf = with_jars_on_class_path(
+        {**spark_conf(target, long_queries), **(extra_conf or {})})
     from .pyspark_api import SparkContext
 
     # Only a start that launches a JVM claims its kind's archive: a process whose JVM runs

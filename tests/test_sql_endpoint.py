@@ -1,0 +1,137 @@
+"""`medallion serve --sql` (issue 90): Spark's Thrift server in the served JVM, so that SQL
+clients (PyHive, beeline over JDBC, BI tools) query the built tables by their catalog names and
+each query reads the latest build. It is delta-spark's (the embedded engine's Spark has no Delta
+catalog), on loopback only, and needs a metastore for the names."""
+
+import socket
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import profile_for
+from helpers import medallion
+
+from medallion_cli.cli import main
+from medallion_cli.spark.sql_endpoint import jdbc_url
+from medallion_cli.testing.loopback import LOOPBACK, free_port
+
+FILES = {
+    "seeds/orders.csv": "id,amount\n1,10\n2,20\n3,30\n",
+    "models/silver/clean_orders.sql": """\
+        {{ config(schema='sales', alias='orders') }}
+        select id, amount * 2 as amount from {{ ref('orders') }}
+    """,
+    "models/gold/big_orders.sql": """\
+        {{ config(materialized='view') }}
+        select id, amount from {{ ref('clean_orders') }} where amount > 25
+    """,
+}
+
+
+def with_metastore(engine: str) -> str:
+    return profile_for(engine).replace("      warehouse: warehouse\n",
+                                       "      warehouse: warehouse\n      metastore: local\n")
+
+
+def listening(port: int, server: subprocess.Popen, seconds: float = 240) -> None:
+    """Wait until the endpoint answers; the server's output if it ended first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"medallion serve ended ({server.returncode}): {server.stdout.read()}")
+        try:
+            socket.create_connection((LOOPBACK, port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.5)
+    pytest.fail(f"nothing listened on {LOOPBACK}:{port} in {seconds} s")
+
+
+def rows(cursor, sql: str) -> list[tuple]:
+    cursor.execute(sql)
+    return cursor.fetchall()
+
+
+@pytest.mark.slow("a served JVM of its own and a beeline JVM; the default tier serves builds "
+                  "(test_serve.py) and registers tables by name (test_catalog.py)")
+@pytest.mark.parametrize("engine_name", ["delta-spark"])  # the endpoint is delta-spark's: above
+def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(project, engine_name):
+    from pyhive import hive
+
+    root = project(FILES, profile=with_metastore(engine_name))
+    port = free_port()
+    server = medallion(root, "serve", "--sql", "--sql-port", str(port), wait=False)
+    try:
+        listening(port, server)
+        built = medallion(root, "build")  # on the server: its JVM holds the Derby metastore
+        assert built.returncode == 0, built.stdout + built.stderr
+        with closing(hive.connect(LOOPBACK, port=port, auth="NOSASL")) as connection:
+            cursor = connection.cursor()
+            assert rows(cursor, "select sum(amount), count(*) from sales.orders") == [(120, 3)]
+            assert rows(cursor, "select id from gold.big_orders order by id") == [(2,), (3,)]
+            (root / "seeds/orders.csv").write_text("id,amount\n1,10\n2,20\n3,30\n4,40\n")
+            rebuilt = medallion(root, "build")
+            assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+            # the same session, after the build's commit: the new version
+            assert rows(cursor, "select sum(amount), count(*) from sales.orders") == [(200, 4)]
+        beeline = Path(sys.executable).parent.parent / "lib"
+        beeline = next(beeline.glob("python3*/site-packages/pyspark/bin/beeline"))
+        jdbc = subprocess.run(
+            [str(beeline), "-u", jdbc_url(port), "-n", "analyst", "--silent=true",
+             "--outputformat=csv2", "-e", "select id, amount from gold.big_orders order by id"],
+            capture_output=True, text=True, timeout=180)
+        assert jdbc.returncode == 0, jdbc.stdout + jdbc.stderr
+        lines = [line for line in jdbc.stdout.splitlines() if line.strip()]
+        assert lines[0].endswith("> id,amount") and lines[1:] == ["2,40", "3,60", "4,80"]
+    finally:
+        stopped = medallion(root, "serve", "--stop")
+        assert server.wait(timeout=120) == 0, stopped.stdout + server.stdout.read()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("engine_name, metastore, problem", [
+    ("embedded", "thrift://127.0.0.1:9083",
+     "serve --sql answers in the target's Spark, and the embedded engine's Spark has no Delta "
+     "catalog"),
+    ("delta-spark", None, "target 'local' has no metastore: SQL clients would find no table"),
+])
+def test_serve_sql_without_names_to_serve_says_so_before_spark_starts(
+        project, engine_name, metastore, problem):
+    profile = profile_for(engine_name)
+    if metastore:
+        profile = profile.replace("      warehouse: warehouse\n",
+                                  f"      warehouse: warehouse\n      metastore: {metastore}\n")
+    root = project({"seeds/orders.csv": "id\n1\n"}, profile=profile)
+    result = CliRunner().invoke(main, ["serve", "--sql", "--project-dir", str(root)])
+    assert result.exit_code == 2, result.output
+    assert problem in result.stderr and "profiles.yml" in result.stderr
+    assert not (root / "target/serve.json").exists()
+
+
+@pytest.mark.unit
+def test_serve_sql_on_a_port_in_use_says_so_before_spark_starts(project):
+    root = project({"seeds/orders.csv": "id\n1\n"}, profile=with_metastore("delta-spark"))
+    with socket.socket() as taken:
+        taken.bind((LOOPBACK, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["serve", "--sql", "--sql-port", str(port),
+                                           "--project-dir", str(root)])
+    assert result.exit_code == 2, result.output
+    assert f"--sql-port {port}: {LOOPBACK}:{port} is in use" in result.stderr
+    assert "hint: give another port with --sql-port" in result.stderr
+
+
+@pytest.mark.unit
+def test_a_driver_serving_sql_has_its_jars_on_the_jvms_class_path_too():
+    from medallion_cli.spark.sql_endpoint import endpoint_conf, with_jars_on_class_path
+
+    plain = {"spark.jars": "/j/delta.jar,/j/storage.jar"}
+    assert with_jars_on_class_path(plain) == plain  # no endpoint: Spark's own loader suffices
+    serving = {**plain, **endpoint_conf(10001), "spark.jars": "/j/delta.jar,s3a://b/x.jar",
+               "spark.driver.extraClassPath": "/own"}
+    assert with_jars_on_class_path(serving)["spark.driver.extraClassPath"] == "/j/delta.jar:/own"
