@@ -1,12 +1,17 @@
 """`medallion serve --sql` (issue 90): Spark's Thrift server in the served JVM, so that SQL
-clients (PyHive, beeline over JDBC, BI tools) query the built tables by their catalog names and
-each query reads the latest build. It is delta-spark's (the embedded engine's Spark has no Delta
-catalog), on loopback only, and needs a metastore for the names."""
+clients (PyHive, beeline over JDBC, dbt-spark's thrift method, BI tools) query the built tables
+by their catalog names and each query reads the latest build. It is delta-spark's (the embedded
+engine's Spark has no Delta catalog), on loopback only, and needs a metastore for the names."""
 
+import hashlib
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import textwrap
 import time
+import venv
 from contextlib import closing
 from pathlib import Path
 
@@ -51,15 +56,60 @@ def listening(port: int, server: subprocess.Popen, seconds: float = 240) -> None
     pytest.fail(f"nothing listened on {LOOPBACK}:{port} in {seconds} s")
 
 
+# dbt and its Spark adapter, pinned; in a venv of their own, as their protobuf and thrift pins
+# are older than pyspark's Connect client's and pymetastore's
+DBT = ("dbt-core==1.10.23", "dbt-spark[PyHive]==1.10.3")
+
+
+@pytest.fixture(scope="session")
+def dbt() -> Path:
+    """The dbt command, from a venv made once from the package index (as Medallion's JARs
+    come from Maven) and kept in ~/.cache/medallion/tools."""
+    pins = hashlib.sha256(" ".join(DBT).encode()).hexdigest()[:10]
+    folder = Path.home() / ".cache/medallion/tools" / f"dbt-{pins}"
+    made = folder / "made"
+    if not made.exists():
+        shutil.rmtree(folder, ignore_errors=True)  # an install that did not finish
+        venv.create(folder, with_pip=True)
+        subprocess.run([str(folder / "bin/python"), "-m", "pip", "install", "-q", *DBT],
+                       check=True, timeout=900)
+        made.touch()
+    return folder / "bin/dbt"
+
+
+def dbt_project(folder: Path, port: int) -> Path:
+    """A dbt project whose model reads Medallion's gold view through the endpoint, with
+    dbt-spark's thrift method."""
+    files = {
+        "dbt_project.yml": "name: reports\nversion: '1.0'\nprofile: endpoint\n",
+        "profiles.yml": f"""\
+            endpoint:
+              target: dev
+              outputs:
+                dev: {{type: spark, method: thrift, host: {LOOPBACK}, port: {port},
+                       schema: reports, auth: NOSASL, user: analyst}}
+        """,
+        "models/big_spenders.sql": """\
+            {{ config(materialized='table', file_format='delta') }}
+            select id, amount from gold.big_orders where amount > 50
+        """,
+    }
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(textwrap.dedent(text))
+    return folder
+
+
 def rows(cursor, sql: str) -> list[tuple]:
     cursor.execute(sql)
     return cursor.fetchall()
 
 
-@pytest.mark.slow("a served JVM of its own and a beeline JVM; the default tier serves builds "
-                  "(test_serve.py) and registers tables by name (test_catalog.py)")
+@pytest.mark.slow("a served JVM of its own, a beeline JVM and dbt; the default tier serves "
+                  "builds (test_serve.py) and registers tables by name (test_catalog.py)")
 @pytest.mark.parametrize("engine_name", ["delta-spark"])  # the endpoint is delta-spark's: above
-def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(project, engine_name):
+def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
+        project, engine_name, dbt, tmp_path):
     from pyhive import hive
 
     root = project(FILES, profile=with_metastore(engine_name))
@@ -87,6 +137,16 @@ def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(project, e
         assert jdbc.returncode == 0, jdbc.stdout + jdbc.stderr
         lines = [line for line in jdbc.stdout.splitlines() if line.strip()]
         assert lines[0].endswith("> id,amount") and lines[1:] == ["2,40", "3,60", "4,80"]
+
+        # dbt on the endpoint: a dbt model over Medallion's gold view, written by dbt-spark
+        reports = dbt_project(tmp_path / "reports", port)
+        ran = subprocess.run([str(dbt), "run", "--project-dir", str(reports), "--profiles-dir",
+                              str(reports)], capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        with closing(hive.connect(LOOPBACK, port=port, auth="NOSASL")) as connection:
+            assert rows(connection.cursor(), "select * from reports.big_spenders order by id"
+                        ) == [(3, 60), (4, 80)]
     finally:
         stopped = medallion(root, "serve", "--stop")
         assert server.wait(timeout=120) == 0, stopped.stdout + server.stdout.read()
