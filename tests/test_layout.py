@@ -13,8 +13,8 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 # Top to bottom: a package imports only packages below it (and its own modules). The command
 # line and the pytest plugin (testing) are both on top: nothing imports them.
-LAYERS = (("cli", "testing"), "commands", "report", "run", "materialize", "engines", "storage",
-          "spark", "dag", "load", "core")
+LAYERS = (("cli", "testing", "integrations"), "commands", "report", "run", "materialize",
+          "engines", "storage", "spark", "dag", "load", "core")
 LEAVES = ("serve",)  # apart from the layers: the served-command protocol imports only core
 RANK = {name: rank for rank, layer in enumerate(LAYERS)
         for name in (layer if isinstance(layer, tuple) else (layer,))}
