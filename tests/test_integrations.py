@@ -1,5 +1,12 @@
-"""Orchestrators run the project (issue 90): Dagster assets from it, materialized in Dagster's
-own process with the real package (dagster.materialize), a subset as `medallion build -s`."""
+"""Orchestrators run the project (issue 90) with their real packages: Dagster assets from it,
+materialized in Dagster's own process (dagster.materialize), a subset as `medallion build -s`;
+an Airflow DAG from it, run by `airflow dags test` on a throwaway Airflow home."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -69,3 +76,83 @@ def test_dagster_materializes_the_project_or_a_subset_as_assets_with_checks(proj
     failure = next(e for e in broken.all_events if e.is_step_failure)
     assert "big_orders" in failure.step_failure_data.error.message
     assert "no_such_column" in failure.step_failure_data.error.message
+
+
+def upstream(dag) -> dict[str, set[str]]:
+    return {task.task_id: set(task.upstream_task_ids) for task in dag.tasks}
+
+
+@pytest.mark.unit
+def test_an_airflow_dag_has_a_task_per_model_or_per_layer_in_the_projects_order(project):
+    from medallion_cli.integrations.airflow import medallion_dag
+
+    root = project(FILES)
+    per_model = medallion_dag(str(root), "lake", target="local")
+    assert upstream(per_model) == {"orders": set(), "clean_orders": {"orders"},
+                                   "big_orders": {"clean_orders"}}
+    task = per_model.get_task("clean_orders")
+    assert task.op_args[1] == ["clean_orders"] and task.retries == 2
+    assert task.op_args[2] == ["--project-dir", str(root), "--wait-for-lock", "900",
+                               "-t", "local"]
+    per_layer = medallion_dag(str(root), "lake_layers", per="layer", retries=0)
+    assert upstream(per_layer) == {"seeds": set(), "silver": {"seeds"}, "gold": {"silver"}}
+    assert per_layer.get_task("silver").op_args[1] == ["clean_orders"]
+    with pytest.raises(ValueError, match="per='table': a task per 'model' or per 'layer'"):
+        medallion_dag(str(root), "lake", per="table")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("exit_code, raised, retried", [
+    (1, "AirflowFailException", False),  # a model or test failed: the data needs a look
+    (2, "AirflowException", True),  # the run did not start (a lock held past the wait)
+])
+def test_an_airflow_task_fails_for_retries_only_when_the_run_did_not_start(exit_code, raised,
+                                                                            retried):
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+    from medallion_cli.integrations.airflow import run_build
+
+    fake = [sys.executable, "-c", f"import sys; print(sys.argv[1:]); sys.exit({exit_code})"]
+    with pytest.raises(AirflowException) as caught:
+        run_build(fake, ["silver_orders"], ["--project-dir", "/p"])
+    assert type(caught.value).__name__ == raised
+    assert isinstance(caught.value, AirflowFailException) is not retried
+    assert "medallion build -s silver_orders" in str(caught.value)
+
+
+@pytest.mark.slow("Airflow's own runner and a medallion process per task; the DAG's shape and "
+                  "the exit codes' meaning are the default tier's (above)")
+@pytest.mark.one_engine("each task is the build command, the same on either engine")
+def test_airflow_dags_test_builds_the_project_and_fails_a_broken_model_without_retries(
+        project, engine_name, tmp_path):
+    root = project(FILES)
+    home = tmp_path / "airflow"
+    (home / "dags").mkdir(parents=True)
+    (home / "dags/lakehouse.py").write_text(textwrap.dedent(f"""\
+        from medallion_cli.integrations.airflow import medallion_dag
+        dag = medallion_dag({str(root)!r}, "lakehouse", per="layer")
+    """))
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"), "MEDALLION_DAEMON": "off"}
+    airflow = Path(sys.executable).parent / "airflow"
+
+    def airflow_run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(airflow), *args], env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    migrated = airflow_run("db", "migrate")
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    ran = airflow_run("dags", "test", "lakehouse")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "state=success" in ran.stdout + ran.stderr
+    assert DeltaTable(str(root / "warehouse/gold/big_orders")).to_pyarrow_table(
+        ).to_pydict() == {"id": [2, 3], "amount": [40, 60]}
+
+    (root / "models/gold/big_orders.sql").write_text("select no_such_column from "
+                                                     "{{ ref('clean_orders') }}")
+    broken = airflow_run("dags", "test", "lakehouse")
+    out = broken.stdout + broken.stderr
+    assert broken.returncode != 0, out
+    assert "AirflowFailException: medallion build -s big_orders: a model or test failed" in out
+    assert "new_state=failed" in out and "up_for_retry" not in out
+    assert "ERROR      model big_orders" in out
