@@ -6,7 +6,7 @@ code: 1 (a model or test failed: the data needs a look, and running it again wil
 the task without retries; 2 or anything else (the run did not start: a lock held past the wait, a
 store or cluster away) fails it for Airflow's retries.
 
-    # dags/lakehouse.py
+    # a file in the DAGs folder
     from medallion_cli.integrations.airflow import medallion_dag
 
     dag = medallion_dag("/srv/lakehouse", "lakehouse", target="prod", per="layer",
