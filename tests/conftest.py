@@ -298,12 +298,13 @@ def kafka():
 
 
 @pytest.fixture(scope="session")
-def hive_metastore():
+def hive_metastore(s3):
     """One Hive Metastore service on PostgreSQL, on loopback, for the test run (both stopped
-    by their pids at the end); tests register under schemas of their own."""
+    by their pids at the end), reaching the suite's S3 server too (it opens each table's
+    folder); tests register under schemas of their own."""
     from medallion_cli.testing import hive_metastore
 
-    metastore = hive_metastore.start()
+    metastore = hive_metastore.start(s3_env=s3.aws_env())
     yield metastore
     metastore.stop()
 

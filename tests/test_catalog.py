@@ -10,11 +10,12 @@ The registering builds run as processes of their own: the catalog is chosen when
 """
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
-from conftest import profile_for
+from conftest import ON_BOTH_STORES, profile_for
 from deltalake import DeltaTable
 from helpers import medallion as run_medallion
 
@@ -24,6 +25,7 @@ from medallion_cli.engines import make_engine
 from medallion_cli.engines.catalog import OWNER, Docs, Entry
 from medallion_cli.engines.delta_spark.engine import DeltaSparkEngine
 from medallion_cli.engines.delta_spark.settings import metastore_settings
+from medallion_cli.engines.deltars import open_table
 from medallion_cli.load.model_config import merge_layers, resolve_config
 from medallion_cli.load.profiles import load_target
 from medallion_cli.load.project import load_project
@@ -206,25 +208,29 @@ def hms_files(schema: str) -> dict[str, str]:
 
 
 @pytest.mark.slow("a Hive Metastore on PostgreSQL, and per engine a build and a reading process")
+@ON_BOTH_STORES
 def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_delta(
-        project, engine_name, hive_metastore):
-    """metastore: thrift://... on both engines: the embedded one registers through the
-    service's API (no JVM; its Spark has no Delta catalog), delta-spark through its Spark. A
-    Spark with Delta's catalog, in another process, reads both by name."""
+        project, engine_name, store, hive_metastore):
+    """metastore: thrift://... on both engines, in a local folder and on S3: the embedded one
+    registers through the service's API (no JVM; its Spark has no Delta catalog), delta-spark
+    through its Spark. A Spark with Delta's catalog, in another process, reads both by name."""
     from medallion_cli.engines.thrift_catalog import ThriftCatalog
 
-    schema = f"sales_{engine_name.replace('-', '_')}"
-    root = project(hms_files(schema), profile=with_reader(
-        with_metastore(engine_name, hive_metastore.uri)))
+    schema = f"sales_{engine_name.replace('-', '_')}_{store}"
+    root = project(hms_files(schema))
+    profile = root / "profiles/profiles.yml"
+    profile.write_text(with_reader(re.sub(r"(\n +warehouse: .*\n)",
+                                          rf"\1      metastore: {hive_metastore.uri}\n",
+                                          profile.read_text(), count=1)))
     assert "2 success" in medallion(root, "build")
-    table = root / "warehouse/silver/clean_orders"
+    table = load_project(root).target.warehouse + "/silver/clean_orders"
     catalog = ThriftCatalog(hive_metastore.uri)
     found = catalog.lookup(schema, "orders")
-    assert found.kind == "EXTERNAL" and found.location.removeprefix("file:") == str(table)
+    assert found.kind == "EXTERNAL" and found.location.removeprefix("file:") == table
     assert catalog.lookup(schema, "big_orders").view
     assert catalog.lookup(schema, "nothing") is None
     # the docs are the Delta table's own, for any Delta reader
-    delta = DeltaTable(str(table))
+    delta = open_table(table)
     assert delta.metadata().description == "Orders, cleaned"
     assert next(f for f in delta.schema().fields if f.name == "amount").metadata[
         "comment"] == "Twice the amount, in cents"
@@ -251,12 +257,12 @@ def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_d
     assert "2 catalog entries of this warehouse name no model or seed" in listed
     assert catalog.lookup(schema, "orders") is not None  # listed, not dropped
     dropped = medallion(root, "catalog", "prune", "--drop")
-    assert f"Dropped {schema}.orders: a table (its files stay at file:{table})" in dropped
+    assert f"Dropped {schema}.orders: a table (its files stay at {found.location})" in dropped
     assert f"Dropped {schema}.big_orders: a view" in dropped
     assert catalog.lookup(schema, "orders") is None
     assert catalog.lookup(schema, "big_orders") is None
     assert catalog.lookup(schema, "theirs") is not None
-    assert DeltaTable(str(table)).to_pyarrow_table().num_rows == 3
+    assert open_table(table).to_pyarrow_table().num_rows == 3
 
 
 @pytest.mark.unit
@@ -275,6 +281,36 @@ def test_the_thrift_catalog_reads_an_entry_another_tool_made_without_storage(mon
     catalog = ThriftCatalog("thrift://127.0.0.1:9083")
     monkeypatch.setattr(catalog, "_client", contextmanager(lambda: iter([Client()])))
     assert catalog.lookup("sales", "v") == Entry("sales", "v", "VIEW")
+
+
+@pytest.mark.unit
+def test_what_the_metastore_refuses_is_one_line_with_its_own_words(monkeypatch):
+    """Its exceptions are frozen: leaving the connection's context as they are, they failed on
+    their traceback ("can't modify immutable instance") and hid what the service said."""
+    from pymetastore.hive_metastore import ThriftHiveMetastore
+    from pymetastore.hive_metastore.ttypes import MetaException
+    from thrift.transport import TTransport
+
+    from medallion_cli.core.errors import MedallionError
+    from medallion_cli.engines.thrift_catalog import ThriftCatalog
+
+    class Client:
+        def __init__(self, protocol):
+            pass
+
+        def get_database(self, schema):
+            raise MetaException(message='Got exception: org.apache.hadoop.fs.Unsupported'
+                                        'FileSystemException No FileSystem for scheme "s3"')
+
+    monkeypatch.setattr(TTransport.TBufferedTransport, "open", lambda self: None)
+    monkeypatch.setattr(ThriftHiveMetastore, "Client", Client)
+    with pytest.raises(MedallionError) as caught:
+        ThriftCatalog("thrift://127.0.0.1:9083").register_table(
+            "sales", "orders", "s3://bucket/lake/silver/orders", True, Docs())
+    assert caught.value.message == (
+        'the Hive Metastore at thrift://127.0.0.1:9083 refused: Got exception: org.apache.hadoop'
+        '.fs.UnsupportedFileSystemException No FileSystem for scheme "s3"')
+    assert "hadoop-aws on its class path" in caught.value.hint
 
 
 @pytest.mark.unit

@@ -46,6 +46,7 @@ class ThriftCatalog:
         try:
             from pymetastore.hive_metastore import ThriftHiveMetastore
             from thrift.protocol import TBinaryProtocol
+            from thrift.Thrift import TException
             from thrift.transport import TSocket, TTransport
         except ImportError as exc:
             raise MedallionError(
@@ -63,6 +64,11 @@ class ThriftCatalog:
                 hint="start it, or fix the target's metastore address") from exc
         try:
             yield ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
+        except TException as exc:
+            # Its exceptions are frozen: one leaving this generator as it is would fail on its
+            # traceback's assignment ("can't modify immutable instance"), hiding its message.
+            said, hint = refusal(self.uri, exc)
+            raise MedallionError(said, hint=hint) from None
         finally:
             transport.close()
 
@@ -138,6 +144,17 @@ class ThriftCatalog:
                 client.create_table(entry)
             else:
                 client.alter_table(schema, table, entry)
+
+
+def refusal(uri: str, exc: Exception) -> tuple[str, str]:
+    """What the service said, one line, and what to do."""
+    said = (getattr(exc, "message", None) or str(exc) or type(exc).__name__).strip()
+    said = said.splitlines()[0] if said else type(exc).__name__
+    hint = ("the metastore service itself opens each table's folder: give it that store's "
+            "file system (for S3: hadoop-aws on its class path, fs.s3.impl and fs.s3a.* in "
+            "its metastore-site.xml)" if "No FileSystem for scheme" in said
+            else "its own log says more")
+    return f"the Hive Metastore at {uri} refused: {said}", hint
 
 
 def _entry(found: Any) -> Entry:

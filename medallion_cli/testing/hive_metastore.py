@@ -23,11 +23,13 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.processes import stop_pid, terminate
 from ..spark import jars
+from ..storage.object_store import aws_settings, s3a_conf
 from .loopback import LOG4J, LOOPBACK, free_port
 
 # as kafka_broker's (starts ~2x faster on 2 cores); IPv4: `ss` shows 127.0.0.1, not ::ffff:127.0.0.1
@@ -208,21 +210,40 @@ def _load_schema(programs: Path, port: int, schema: bytes, log: Path) -> None:
          stdin=script)
 
 
-def launcher_command(bundle: Path, conf: Path) -> list[str]:
+def launcher_command(class_path: list[str], conf: Path) -> list[str]:
     """java running LoopbackMetastore.java from its source (JEP 330): no class files to build or
     keep; compiling it costs ~1 s of CPU at each start (1.8 s on a busy 2-core machine)."""
     return ["java", *METASTORE_JVM.split(),
             f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
-            "-cp", os.pathsep.join([str(bundle / "*"), str(conf)]), str(LAUNCHER)]
+            "-cp", os.pathsep.join([*class_path, str(conf)]), str(LAUNCHER)]
 
 
-def start(timeout: float = 180, port: int | None = None,
-          detached: bool = False) -> HiveMetastore:
+def s3_class_path() -> list[str]:
+    """S3A (the s3 bundle: hadoop-aws and the AWS SDK) and the Apache HTTP client the SDK
+    sends with, which the shaded Hadoop client hides: Spark's own copy."""
+    import pyspark
+
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    return [str(jars.fetch("s3") / "*"), *(str(jar) for pattern in (
+        "httpclient-*.jar", "httpcore-*.jar") for jar in spark_jars.glob(pattern))]
+
+
+def s3_properties(env: Mapping[str, str]) -> dict[str, str]:
+    """S3A for the metastore, from the AWS variables: it opens each table's folder when the
+    table is registered (Hadoop's, the same settings as a build's Spark: object_store.py)."""
+    return {key.removeprefix("spark.hadoop."): value
+            for key, value in s3a_conf(aws_settings(env)).items()}
+
+
+def start(timeout: float = 180, port: int | None = None, detached: bool = False,
+          s3_env: Mapping[str, str] | None = None) -> HiveMetastore:
     """Start PostgreSQL and the metastore (on `port`, or a free one), both on 127.0.0.1 and in a
     new temporary folder; returns once the metastore's port answers. detached: the metastore in
     a session of its own (PostgreSQL always is: pg_ctl starts it so), to outlive the starting
-    process (record, then stop_recorded)."""
+    process (record, then stop_recorded). s3_env: the AWS variables of an S3 store whose tables
+    it registers too (S3A's JARs then join its class path)."""
     bundle = jars.fetch("hive-metastore")
+    class_path = [str(bundle / "*"), *(s3_class_path() if s3_env is not None else [])]
     home = Path(tempfile.mkdtemp(prefix="medallion-hms-"))
     port = port or free_port()
     metastore = HiveMetastore(f"thrift://{LOOPBACK}:{port}", home / "warehouse", home)
@@ -236,12 +257,13 @@ def start(timeout: float = 180, port: int | None = None,
         conf.mkdir()
         (conf / "metastore-site.xml").write_text(SITE.format(properties="\n".join(
             f"  <property><name>{k}</name><value>{v}</value></property>"
-            for k, v in site_properties(postgres_port, metastore.warehouse).items())))
+            for k, v in {**site_properties(postgres_port, metastore.warehouse),
+                         **(s3_properties(s3_env) if s3_env is not None else {})}.items())))
         (conf / "log4j2.properties").write_text(LOG4J.format(log=metastore.log))
         out = home / "metastore.out"  # the JVM's own output: the ready line, a crash's cause
         with open(out, "wb") as sink:
             metastore.process = subprocess.Popen(
-                [*launcher_command(bundle, conf), str(port)], stdout=sink,
+                [*launcher_command(class_path, conf), str(port)], stdout=sink,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detached)
         while not (READY_LINE in out.read_text(errors="replace") and _answers(port)):
             if metastore.process.poll() is not None or time.monotonic() > deadline:
