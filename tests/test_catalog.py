@@ -207,13 +207,35 @@ def hms_files(schema: str) -> dict[str, str]:
     }
 
 
+def read_elsewhere(location: str) -> dict[str, list[tuple]]:
+    """A table's (id, amount) rows as DuckDB (its delta extension from its wheel, offline, as
+    docs/engines-and-clusters.md shows), Polars and DataFusion read them at its location."""
+    import sysconfig
+
+    import duckdb
+    import polars as pl
+    from datafusion import SessionContext
+
+    con = duckdb.connect(config={
+        "extension_directory": f"{sysconfig.get_paths()['purelib']}/duckdb_ext/extensions",
+        "autoinstall_known_extensions": False})
+    con.execute("LOAD delta")
+    fusion = SessionContext()
+    fusion.register_table("t", DeltaTable(location))
+    fused = fusion.sql("select id, amount from t").to_pydict()
+    return {"duckdb": sorted(con.execute(
+                f"select id, amount from delta_scan('{location}')").fetchall()),
+            "polars": sorted(pl.read_delta(location).select("id", "amount").rows()),
+            "datafusion": sorted(zip(fused["id"], fused["amount"]))}
+
+
 @pytest.mark.slow("a Hive Metastore on PostgreSQL, and per engine a build and a reading process")
 @ON_BOTH_STORES
 def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_delta(
         project, engine_name, store, hive_metastore):
-    """metastore: thrift://... on both engines, in a local folder and on S3: the embedded one
-    registers through the service's API (no JVM; its Spark has no Delta catalog), delta-spark
-    through its Spark. A Spark with Delta's catalog, in another process, reads both by name."""
+    """metastore: thrift://... on both engines, in a local folder and on S3: each registers
+    through the service's API (no JVM). A Spark with Delta's catalog, in another process,
+    reads both by name; DuckDB, Polars and DataFusion read them at the catalog's location."""
     from medallion_cli.engines.thrift_catalog import ThriftCatalog
 
     schema = f"sales_{engine_name.replace('-', '_')}_{store}"
@@ -229,6 +251,9 @@ def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_d
     assert found.kind == "EXTERNAL" and found.location.removeprefix("file:") == table
     assert catalog.lookup(schema, "big_orders").view
     assert catalog.lookup(schema, "nothing") is None
+    if store == "local":  # other engines, at the catalog's location (on S3: test_s3.py)
+        assert read_elsewhere(found.location.removeprefix("file:")) == {
+            reader: [(1, 10), (2, 20), (3, 30)] for reader in ("duckdb", "polars", "datafusion")}
     # the docs are the Delta table's own, for any Delta reader
     delta = open_table(table)
     assert delta.metadata().description == "Orders, cleaned"

@@ -68,14 +68,17 @@ def make_engine(target: Target, spark_log: Path | None = None) -> Engine:
 
 
 def catalog_of(engine: Engine, target: Target) -> Catalog:
-    """The catalog the engine keeps (its capability) for the target's metastore."""
+    """Where the target's tables are registered: a Hive Metastore service through its Thrift
+    API, on every engine (no Spark SQL: 25 tables cost a delta-spark build 7 s through its
+    Spark's Hive client, bench/catalog_bench.py); any other metastore through the engine's
+    Spark, when its capability says it names Delta tables (make_engine refused the others)."""
     if target.metastore is None:
         raise MedallionError(f"target '{target.name}' has no metastore: it names no table",
                              path=target.profiles_file,
                              hint="set metastore: in the target (docs/engines-and-clusters.md)")
-    if engine.capabilities.catalog == "spark_sql":
-        return SqlCatalog(engine.spark)
-    # imported here: it brings pymetastore, which only a thrift:// metastore needs
-    from .thrift_catalog import ThriftCatalog
+    if target.metastore.startswith("thrift://"):
+        from .thrift_catalog import ThriftCatalog  # (pymetastore: imported when needed)
 
-    return ThriftCatalog(target.metastore, target.profiles_file)
+        return ThriftCatalog(target.metastore, target.profiles_file)
+    assert engine.capabilities.catalog == "spark_sql"  # (make_engine)
+    return SqlCatalog(engine.spark)

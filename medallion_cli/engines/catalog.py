@@ -2,10 +2,10 @@
 a catalog: what is registered under a name, every entry, dropping one, registering a Delta table
 at its path and a view over the catalog's names, with their docs.
 
-Two catalogs, chosen by the engine's capability (`Capabilities.catalog`, engines.catalog_of):
-its Spark's own (SqlCatalog, here: Spark SQL on whatever metastore that Spark reaches, where the
-Spark has Delta's catalog), or a Hive Metastore service's Thrift API (thrift_catalog.py: no JVM,
-for an engine whose Spark cannot name a Delta table).
+Two catalogs (engines.catalog_of): a Hive Metastore service's Thrift API (thrift_catalog.py:
+no JVM, on every engine, the only one for an engine whose Spark cannot name a Delta table), or
+an engine's Spark's own (SqlCatalog, here: Spark SQL on a Derby metastore or the cluster's, where
+the Spark has Delta's catalog: `Capabilities.catalog`).
 """
 
 from __future__ import annotations

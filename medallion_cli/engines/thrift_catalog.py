@@ -8,7 +8,7 @@ Delta's catalog reads it by name, its schema from the Delta log; Trino's and oth
 the location. Its docs are the Delta table's own description and column comments, as Delta for
 Spark's COMMENT ON TABLE writes them, so every Delta reader sees them. A view is stored as Hive
 stores one: its SQL (naming the catalog's relations) and its columns with their types.
-(pymetastore's bindings of Hive 3's interface; `pip install 'medallion-cli[hive]'`.)
+(pymetastore's bindings of Hive 3's interface.)
 """
 
 from __future__ import annotations
@@ -43,15 +43,11 @@ class ThriftCatalog:
     @contextmanager
     def _client(self) -> Iterator[Client]:
         """A connection for a few calls; one line when the service does not answer."""
-        try:
-            from pymetastore.hive_metastore import ThriftHiveMetastore
-            from thrift.protocol import TBinaryProtocol
-            from thrift.Thrift import TException
-            from thrift.transport import TSocket, TTransport
-        except ImportError as exc:
-            raise MedallionError(
-                f"metastore {self.uri} needs pymetastore, which is not installed",
-                path=self.profiles_file, hint="pip install 'medallion-cli[hive]'") from exc
+        from pymetastore.hive_metastore import ThriftHiveMetastore
+        from thrift.protocol import TBinaryProtocol
+        from thrift.Thrift import TException
+        from thrift.transport import TSocket, TTransport
+
         socket = TSocket.TSocket(self.host, self.port)
         socket.setTimeout(SECONDS * 1000)
         transport = TTransport.TBufferedTransport(socket)
