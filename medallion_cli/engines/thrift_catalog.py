@@ -116,6 +116,7 @@ class ThriftCatalog:
         """Create the entry (and its schema when missing); a view there is replaced in one
         call, so a reader finds the old view or the new one."""
         from pymetastore.hive_metastore.ttypes import (
+            AlreadyExistsException,
             Database,
             NoSuchObjectException,
             StorageDescriptor,
@@ -133,7 +134,10 @@ class ThriftCatalog:
             try:
                 client.get_database(schema)
             except NoSuchObjectException:
-                client.create_database(Database(name=schema, parameters={}))
+                try:
+                    client.create_database(Database(name=schema, parameters={}))
+                except AlreadyExistsException:
+                    pass  # another node of the build, registering in parallel, made it
             try:
                 client.get_table(schema, table)
             except NoSuchObjectException:
