@@ -284,10 +284,16 @@ def test_a_server_is_reached_with_no_jvm_in_the_client_and_checked_by_debug(tmp_
         from medallion_cli.spark.connect import check_server, client_session
         target = load_target(__import__('pathlib').Path({str(root)!r}), 'test', None, None)
         print(check_server(client_session(target), target))
+        def parent(pid):
+            try:
+                return open(f'/proc/{{pid}}/stat').read().split(')')[1].split()[1]
+            except OSError:  # it ended while the others were read
+                return None
         children = [p for p in os.listdir('/proc') if p.isdigit() and
-                    open(f'/proc/{{p}}/stat').read().split(')')[1].split()[1] == str(os.getpid())]
+                    parent(p) == str(os.getpid())]
         print(len(children))
         """)], capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr
     version, children = probe.stdout.split()
     assert version.startswith("4.1.") and children == "0", probe.stderr
     checked = medallion(root, "debug", timeout=300)
