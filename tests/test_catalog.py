@@ -339,12 +339,31 @@ def test_what_the_metastore_refuses_is_one_line_with_its_own_words(monkeypatch):
 
 
 @pytest.mark.unit
+def test_a_metastore_that_does_not_answer_is_one_line_and_its_hint(project):
+    from medallion_cli.testing.loopback import free_port
+
+    uri = f"thrift://127.0.0.1:{free_port()}"  # nothing listens there
+    root = project({"seeds/orders.csv": "id\n1\n"}, profile=with_metastore("embedded", uri))
+    # a process of its own: thrift's own log line went to Python's last-resort handler,
+    # which pytest's log capture replaces in this one
+    result = run_medallion(root, "catalog", "prune")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: {root / 'profiles/profiles.yml'}: the Hive Metastore at {uri} did not answer "
+        f"(Could not connect to any of [('127.0.0.1', {uri.rsplit(':', 1)[1]})])",
+        "  hint: start it, or fix the target's metastore address"]
+
+
+@pytest.mark.unit
 def test_two_nodes_registering_in_a_new_schema_at_once_both_register(monkeypatch):
     """A build's threads register in parallel: the schema one of them found missing another
     may create first (bench/catalog_bench.py's build of 25 tables on delta-spark failed a node
     on "Database silver already exists")."""
     from pymetastore.hive_metastore import ThriftHiveMetastore
-    from pymetastore.hive_metastore.ttypes import AlreadyExistsException, NoSuchObjectException
+    from pymetastore.hive_metastore.ttypes import (
+        AlreadyExistsException,
+        NoSuchObjectException,
+    )
     from thrift.transport import TTransport
 
     from medallion_cli.engines.thrift_catalog import ThriftCatalog

@@ -13,6 +13,7 @@ stores one: its SQL (naming the catalog's relations) and its columns with their 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +49,9 @@ class ThriftCatalog:
         from thrift.Thrift import TException
         from thrift.transport import TSocket, TTransport
 
+        # thrift logs a refused connection itself (Python's last-resort handler prints it):
+        # the error below says it, once
+        logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
         socket = TSocket.TSocket(self.host, self.port)
         socket.setTimeout(SECONDS * 1000)
         transport = TTransport.TBufferedTransport(socket)
