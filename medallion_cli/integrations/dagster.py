@@ -36,7 +36,9 @@ def medallion_assets(project_dir: str, target: str | None = None,
                           kinds={"spark", "delta"}, skippable=True) for n in nodes]
     check_specs = [dg.AssetCheckSpec(c.name, asset=keys[c.node]) for c in checks]
 
-    @dg.multi_asset(name=name, specs=specs, check_specs=check_specs, can_subset=True)
+    # (mypy does not follow Dagster's imports, pyproject.toml: its decorator is untyped there)
+    @dg.multi_asset(  # type: ignore[untyped-decorator]
+        name=name, specs=specs, check_specs=check_specs, can_subset=True)
     def _build(context: dg.AssetExecutionContext) -> Iterator[Any]:
         chosen = [n for n, key in keys.items() if key in context.selected_asset_keys]
         results = {r.name: r for r in commands.build(replace(inv, select=tuple(chosen)),
