@@ -5,10 +5,14 @@ current orders and customer history as the files describe."""
 import csv
 import importlib.util
 import json
+import os
 import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from conftest import DELTA_SPARK_IN_SLOW_TIER, read_delta
 
 pytestmark = DELTA_SPARK_IN_SLOW_TIER
@@ -39,6 +43,20 @@ def test_feed_script_starts_and_stops_a_broker_by_its_recorded_pid(tmp_path, mon
         raise AssertionError("the broker is still running")
     except ProcessLookupError:
         pass
+
+
+@pytest.mark.unit
+def test_a_child_stopped_by_its_pid_is_gone_even_when_it_ends_after_the_wait(monkeypatch):
+    """stop_pid reaps a process it started once the process has ended, however long after
+    the wait that ending takes (a SIGKILLed JVM on a loaded machine): an unreaped child still
+    answers os.kill, as the feed script's test once saw ("the broker is still running")."""
+    from medallion_cli.core import processes
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(processes, "ended", lambda pid, timeout: False)  # slower than the wait
+    assert processes.stop_pid(child.pid, timeout=0)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child.pid, 0)
 
 
 def parsed_lines(folder: Path) -> list[dict]:

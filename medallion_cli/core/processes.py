@@ -54,7 +54,9 @@ def stop_pid(pid: int, sig: signal.Signals = signal.SIGTERM, timeout: float = 30
         os.kill(pid, signal.SIGKILL)
         ended(pid, 10)
     try:
-        os.waitpid(pid, os.WNOHANG)  # started by this process (start, then stop_recorded)
+        # started by this process (start, then stop_recorded): reaped once it is gone, even
+        # when a SIGKILLed JVM takes longer than the wait above to end
+        os.waitpid(pid, 0)
     except ChildProcessError:
         pass  # started by an earlier command, reaped by init
     return True
