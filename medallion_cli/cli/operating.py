@@ -148,9 +148,8 @@ def catalog_prune(inv: commands.Invocation, debug: bool, drop: bool) -> None:
     left = commands.catalog_prune(inv, drop)
     for entry in left:
         kind = "view" if entry.view else "table"
-        where = f" (its files stay at {entry.location})" if entry.location else ""
-        click.echo(f"{'Dropped' if drop else 'Left'} {entry.schema}.{entry.table}: "
-                   f"a {kind}{where if drop else ''}")
+        kept = f" (its files stay at {entry.location})" if drop and entry.location else ""
+        click.echo(f"{'Dropped' if drop else 'Left'} {entry.schema}.{entry.table}: a {kind}{kept}")
     if not left:
         click.echo("Every catalog entry of this warehouse names a model or seed of the project.")
     elif not drop:

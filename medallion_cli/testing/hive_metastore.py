@@ -221,9 +221,7 @@ def launcher_command(class_path: list[str], conf: Path) -> list[str]:
 def s3_class_path() -> list[str]:
     """S3A (the s3 bundle: hadoop-aws and the AWS SDK) and the Apache HTTP client the SDK
     sends with, which the shaded Hadoop client hides: Spark's own copy."""
-    import pyspark
-
-    spark_jars = Path(pyspark.__file__).parent / "jars"
+    spark_jars = jars.pyspark_folder() / "jars"
     return [str(jars.fetch("s3") / "*"), *(str(jar) for pattern in (
         "httpclient-*.jar", "httpcore-*.jar") for jar in spark_jars.glob(pattern))]
 
