@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import profile_for
 from helpers import medallion
+from test_catalog import with_metastore
 
 from medallion_cli.cli import main
 from medallion_cli.spark.sql_endpoint import jdbc_url
@@ -35,11 +36,6 @@ FILES = {
         select id, amount from {{ ref('clean_orders') }} where amount > 25
     """,
 }
-
-
-def with_metastore(engine: str) -> str:
-    return profile_for(engine).replace("      warehouse: warehouse\n",
-                                       "      warehouse: warehouse\n      metastore: local\n")
 
 
 def listening(port: int, server: subprocess.Popen, seconds: float = 240) -> None:
@@ -161,10 +157,7 @@ def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
 ])
 def test_serve_sql_without_names_to_serve_says_so_before_spark_starts(
         project, engine_name, metastore, problem):
-    profile = profile_for(engine_name)
-    if metastore:
-        profile = profile.replace("      warehouse: warehouse\n",
-                                  f"      warehouse: warehouse\n      metastore: {metastore}\n")
+    profile = with_metastore(engine_name, metastore) if metastore else profile_for(engine_name)
     root = project({"seeds/orders.csv": "id\n1\n"}, profile=profile)
     result = CliRunner().invoke(main, ["serve", "--sql", "--project-dir", str(root)])
     assert result.exit_code == 2, result.output

@@ -152,8 +152,9 @@ class ThriftCatalog:
 
 def refusal(uri: str, exc: Exception) -> tuple[str, str]:
     """What the service said, one line, and what to do."""
-    said = (getattr(exc, "message", None) or str(exc) or type(exc).__name__).strip()
-    said = said.splitlines()[0] if said else type(exc).__name__
+    # (a Thrift exception's str() is its repr: its own words are its message)
+    lines = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
+    said = lines[0] if lines else type(exc).__name__
     hint = ("the metastore service itself opens each table's folder: give it that store's "
             "file system (for S3: hadoop-aws on its class path, fs.s3.impl and fs.s3a.* in "
             "its metastore-site.xml)" if "No FileSystem for scheme" in said

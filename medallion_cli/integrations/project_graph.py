@@ -33,9 +33,12 @@ def project_graph(inv: commands.Invocation) -> tuple[list[Node], list[Check]]:
     reading several, declared on none, runs in the builds all the same)."""
     loaded = load(inv)
     graph = loaded.graph
-    nodes = [Node(name, n.file.layer, n.file.kind, n.file.description,
-                  tuple(p for p in n.parents if p in graph.nodes))
-             for name, n in ((name, graph.nodes[name]) for name in graph.order)]
+    nodes = []
+    for name in graph.order:  # topological: Dagster refuses a multi-asset's outputs otherwise
+        compiled = graph.nodes[name]
+        nodes.append(Node(name, compiled.file.layer, compiled.file.kind,
+                          compiled.file.description,
+                          tuple(p for p in compiled.parents if p in graph.nodes)))
     checks = []
     for test in loaded.tests.values():
         declared = DECLARED_ON.match(test.key)
