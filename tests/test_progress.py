@@ -46,31 +46,44 @@ def test_each_progress_report_arrives_as_its_json_without_a_java_exception(spark
     assert len(reports) == stopped_at  # stop() removed the listener
 
 
-def test_over_spark_connect_the_followed_querys_reports_arrive_as_dicts(spark_connect):
+def test_over_spark_connect_the_followed_querys_reports_arrive_and_stopping_never_hangs(
+        spark_connect):
     """Engine-free, as above; in a process of its own: a Connect client switches pyspark to
-    Connect there."""
+    Connect there. Following stops ten times while other queries' reports keep coming: pyspark's
+    Connect listener bus deadlocked there (SPARK-59623; CI hung on it, and here at the 2nd stop
+    of 100 before the fix). A hang dumps the probe's threads to its stderr, then ends it."""
     probe = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
-        import json, time
+        import faulthandler, json, random, sys, time
         from medallion_cli.core.project import Target
         from medallion_cli.spark.connect import client_session
         from medallion_cli.spark.progress import follow_progress
+        faulthandler.dump_traceback_later(120, exit=True)
         spark = client_session(Target("connect", "delta-spark", "w", "local[1]", {{}}, 1,
                                       spark_remote={spark_connect.url!r}))
-        def started(name):
-            return (spark.readStream.format("rate").load().writeStream.format("noop")
-                    .trigger(processingTime="200 milliseconds").queryName(name).start())
-        reports = []
-        query, other = started("progress_followed"), started("not_followed")
-        stop = follow_progress(spark, "progress_followed", reports.append)
-        deadline = time.monotonic() + 120
-        while len(reports) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        stop()
-        query.stop()
-        other.stop()
-        print(json.dumps([[r["name"], r["batchId"]] for r in reports]))
-        """)], capture_output=True, text=True, timeout=300)
-    reports = json.loads(probe.stdout.strip().splitlines()[-1])
-    assert len(reports) >= 3, probe.stderr
-    assert {name for name, _ in reports} == {"progress_followed"}
-    assert all(isinstance(batch, int) for _, batch in reports)
+        def started(name):  # a batch after another, each with its report
+            return (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 10)
+                    .load().writeStream.format("noop").trigger(processingTime="0 seconds")
+                    .queryName(name).start())
+        queries = [started("progress_followed"), started("not_followed")]
+        followed = []
+        for _ in range(10):
+            reports = []
+            stop = follow_progress(spark, "progress_followed", reports.append)
+            deadline = time.monotonic() + 60
+            while not reports and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(random.random() * 0.3)
+            stop()
+            followed.append([[r["name"], r["batchId"]] for r in reports])
+        for query in queries:
+            query.stop()
+        print(json.dumps(followed))
+        """)], capture_output=True, text=True, timeout=200)
+    assert probe.returncode == 0, probe.stderr[-5000:]
+    followed = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert all(followed), followed  # each time, reports came
+    assert {name for reports in followed for name, _ in reports} == {"progress_followed"}
+    batches = [batch for reports in followed for _, batch in reports]
+    assert all(isinstance(batch, int) for batch in batches)
+    assert all(len(set(reports)) == len(reports) for reports in map(
+        lambda reports: [batch for _, batch in reports], followed))  # none passed on twice

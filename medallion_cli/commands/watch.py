@@ -30,9 +30,9 @@ from ..materialize.context import BuildContext
 from ..materialize.strategies import strategy_for
 from ..materialize.streaming.driver import start_query
 from ..materialize.streaming.tally import BatchReport, StreamTally
-from ..materialize.streaming.throughput import progress_reports
 from ..run.runner import NodeResult, own_session
 from ..run.scheduler import NOT_STARTED, STOPPED, execute
+from ..spark.progress import progress_reports
 from .invocation import (
     COMMAND_KINDS,
     Invocation,

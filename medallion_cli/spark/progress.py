@@ -6,12 +6,18 @@ its maps ends with a Java exception, which pyspark's handler compares with a doz
 classes, each looked up by name in every JAR. That cost 170 ms a report (against 0.8 ms for its
 JSON), on the driver's two cores: under --watch a bronze batch's report held up the silver
 batch it had just woken, for 0.45 s. In a classic session the listener here asks Spark for the
-report's name and JSON, two calls; over Spark Connect the reports come as JSON already.
+report's name and JSON, two calls.
+
+Over Spark Connect no listener is used: pyspark's Connect listener bus deadlocks when its last
+listener is removed while an event is on its way (SPARK-59623: the remover joins the event
+thread holding the lock that thread needs to deliver the event). It hung a test in CI and would
+hang `build --watch` at a query's stop. There the query's recent progress is polled instead.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from .connect import is_connect
@@ -19,23 +25,33 @@ from .connect import is_connect
 if TYPE_CHECKING:
     from py4j.java_gateway import JavaObject
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming.listener import QueryProgressEvent
+    from pyspark.sql.streaming.query import StreamingQuery
 
 LISTENER_INTERFACE = "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
+# Over Connect: how often the followed query's recent progress is asked for (two calls each)
+POLL_SECONDS = 0.25
 
 
-class _ProgressOnly:
-    """Both sessions' listeners: the reports of the query named `name`, as dicts, passed to
-    `on_progress`; other events ignored."""
+def progress_reports(query: StreamingQuery) -> list[dict[str, Any]]:
+    """The query's recent progress reports as plain dicts (pyspark gives objects whose offsets
+    are Python reprs; their JSON text is the real thing)."""
+    return [json.loads(p.json) for p in query.recentProgress]
+
+
+class _ReportsAsJson:
+    """Spark's listener interface in a classic session, implemented through py4j's callback
+    server: the reports of the query named `name`, as dicts, passed to `on_progress` (a
+    report's JSON is asked for only when it is that query's); other events ignored."""
 
     def __init__(self, name: str, on_progress: Callable[[dict[str, Any]], None]):
         self.name, self.on_progress = name, on_progress
 
-    def pass_on(self, name: str | None, report_json: Callable[[], str]) -> None:
-        if name == self.name:
-            self.on_progress(json.loads(report_json()))
+    def onQueryProgress(self, event: JavaObject) -> None:  # noqa: N802 - the listener interface's names
+        progress = event.progress()
+        if progress.name() == self.name:
+            self.on_progress(json.loads(progress.json()))
 
-    def onQueryStarted(self, event: object) -> None:  # noqa: N802 - the listener interface's names
+    def onQueryStarted(self, event: object) -> None:  # noqa: N802
         pass
 
     def onQueryIdle(self, event: object) -> None:  # noqa: N802
@@ -43,15 +59,6 @@ class _ProgressOnly:
 
     def onQueryTerminated(self, event: object) -> None:  # noqa: N802
         pass
-
-
-class _ReportsAsJson(_ProgressOnly):
-    """Spark's listener interface in a classic session, implemented through py4j's callback
-    server: a report's JSON is asked for only when it is the followed query's."""
-
-    def onQueryProgress(self, event: JavaObject) -> None:  # noqa: N802
-        progress = event.progress()
-        self.pass_on(progress.name(), progress.json)
 
     class Java:
         implements = [LISTENER_INTERFACE]
@@ -77,12 +84,24 @@ def follow_progress(spark: SparkSession, name: str,
 
 def _follow_over_connect(spark: SparkSession, name: str,
                          on_progress: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
-    from .pyspark_api import StreamingQueryListener
+    stopped = threading.Event()
 
-    class Listener(_ProgressOnly, StreamingQueryListener):
-        def onQueryProgress(self, event: QueryProgressEvent) -> None:  # noqa: N802
-            self.pass_on(event.progress.name, lambda: event.progress.json)
+    def poll() -> None:
+        last: tuple[str, int] = ("", -1)  # the last report passed on: its timestamp and batch
+        try:
+            while not stopped.wait(POLL_SECONDS):
+                query = next((q for q in spark.streams.active if q.name == name), None)
+                for report in progress_reports(query) if query else []:
+                    if (report["timestamp"], report["batchId"]) > last:
+                        last = (report["timestamp"], report["batchId"])
+                        on_progress(report)
+        except Exception:  # noqa: BLE001 - the server gone: the query's own calls say so in one line
+            return
 
-    listener = Listener(name, on_progress)
-    spark.streams.addListener(listener)
-    return lambda: spark.streams.removeListener(listener)
+    thread = threading.Thread(target=poll, name=f"progress of {name}", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        stopped.set()
+        thread.join()
+    return stop

@@ -23,7 +23,7 @@ from ...core.errors import MedallionError
 from ...core.nodes import CompiledNode
 from ...dag.graph import Graph
 from ...engines.base import WriteResult
-from ...spark.progress import follow_progress
+from ...spark.progress import follow_progress, progress_reports
 from ..checks import check_table_properties
 from ..context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext, Outcome
 from ..empty import check_on_no_rows
@@ -46,7 +46,7 @@ from .checkpoints import (
 from .micro_batch import committed_batch, write_batch
 from .server_batches import collect, server_batch, start_stream, worker_trouble
 from .tally import BatchReport, StreamTally
-from .throughput import progress_reports, stream_stats
+from .throughput import stream_stats
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -4,18 +4,8 @@ sources, how many records the query is behind the latest offsets after its last 
 
 from __future__ import annotations
 
-import json
 import statistics
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pyspark.sql.streaming.query import StreamingQuery
-
-
-def progress_reports(query: StreamingQuery) -> list[dict[str, Any]]:
-    """The query's recent progress reports as plain dicts (pyspark gives objects whose offsets
-    are Python reprs; their JSON text is the real thing)."""
-    return [json.loads(p.json) for p in query.recentProgress]
+from typing import Any
 
 
 def stream_stats(reports: list[dict[str, Any]], rows_read: int | None) -> dict[str, Any]:
