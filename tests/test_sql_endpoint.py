@@ -1,7 +1,8 @@
 """`medallion serve --sql` (issue 90): Spark's Thrift server in the served JVM, so that SQL
 clients (PyHive, beeline over JDBC, dbt-spark's thrift method, BI tools) query the built tables
 by their catalog names and each query reads the latest build. It is delta-spark's (the embedded
-engine's Spark has no Delta catalog), on loopback only, and needs a metastore for the names."""
+engine's Spark has no Delta catalog), needs a metastore for the names, and beyond loopback a
+password (MEDALLION_SQL_PASSWORD); the tests bind loopback only."""
 
 import hashlib
 import os
@@ -22,7 +23,7 @@ from helpers import medallion
 from test_catalog import with_metastore
 
 from medallion_cli.cli import main
-from medallion_cli.spark.sql_endpoint import jdbc_url
+from medallion_cli.spark.sql_endpoint import PASSWORD_ENV, jdbc_url
 from medallion_cli.testing.loopback import LOOPBACK, free_port
 
 FILES = {
@@ -75,7 +76,7 @@ def dbt() -> Path:
 
 def dbt_project(folder: Path, port: int) -> Path:
     """A dbt project whose model reads Medallion's gold view through the endpoint, with
-    dbt-spark's thrift method."""
+    dbt-spark's thrift method and the endpoint's password, from the environment."""
     files = {
         "dbt_project.yml": "name: reports\nversion: '1.0'\nprofile: endpoint\n",
         "profiles.yml": f"""\
@@ -83,7 +84,8 @@ def dbt_project(folder: Path, port: int) -> Path:
               target: dev
               outputs:
                 dev: {{type: spark, method: thrift, host: {LOOPBACK}, port: {port},
-                       schema: reports, auth: NOSASL, user: analyst}}
+                       schema: reports, auth: CUSTOM, user: analyst,
+                       password: "{{{{ env_var('{PASSWORD_ENV}') }}}}"}}
         """,
         "models/big_spenders.sql": """\
             {{ config(materialized='table', file_format='delta') }}
@@ -101,13 +103,26 @@ def rows(cursor, sql: str) -> list[tuple]:
     return cursor.fetchall()
 
 
-@pytest.mark.slow("a served JVM of its own, a beeline JVM and dbt; the default tier serves "
-                  "builds (test_serve.py) and registers tables by name (test_catalog.py)")
-@pytest.mark.parametrize("engine_name", ["delta-spark"])  # the endpoint is delta-spark's: above
-def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
-        project, engine_name, dbt, tmp_path):
-    from pyhive import hive
+PASSWORD = "correct-horse-battery-staple"  # no spaces: beeline splits a password at them
 
+
+@pytest.mark.slow("a served JVM of its own per case, a beeline JVM and dbt; the default tier "
+                  "serves builds (test_serve.py) and registers tables by name (test_catalog.py)")
+@pytest.mark.parametrize("engine_name", ["delta-spark"])  # the endpoint is delta-spark's: above
+@pytest.mark.parametrize("password", [None, PASSWORD], ids=["no-password", "password"])
+def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
+        project, engine_name, password, dbt, tmp_path, monkeypatch):
+    """Without MEDALLION_SQL_PASSWORD, on loopback, any client is let in; with it, only those
+    that give it (PyHive, beeline and dbt-spark with a user name and the password)."""
+    from pyhive import hive
+    from thrift.transport.TTransport import TTransportException
+
+    if password:
+        monkeypatch.setenv(PASSWORD_ENV, password)  # serve's, as its user would set it
+    else:
+        monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    login = ({"auth": "CUSTOM", "username": "analyst", "password": password} if password
+             else {"auth": "NOSASL"})
     root = project(FILES, profile=with_metastore(engine_name))
     port = free_port()
     server = medallion(root, "serve", "--sql", "--sql-port", str(port), wait=False)
@@ -115,7 +130,7 @@ def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
         listening(port, server)
         built = medallion(root, "build")  # on the server: its JVM holds the Derby metastore
         assert built.returncode == 0, built.stdout + built.stderr
-        with closing(hive.connect(LOOPBACK, port=port, auth="NOSASL")) as connection:
+        with closing(hive.connect(LOOPBACK, port=port, **login)) as connection:
             cursor = connection.cursor()
             assert rows(cursor, "select sum(amount), count(*) from sales.orders") == [(120, 3)]
             assert rows(cursor, "select id from gold.big_orders order by id") == [(2,), (3,)]
@@ -124,15 +139,24 @@ def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
             assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
             # the same session, after the build's commit: the new version
             assert rows(cursor, "select sum(amount), count(*) from sales.orders") == [(200, 4)]
+        if password:
+            with pytest.raises(TTransportException, match="Error validating the login"):
+                hive.connect(LOOPBACK, port=port, auth="CUSTOM", username="analyst",
+                             password="not it")
         beeline = Path(sys.executable).parent.parent / "lib"
         beeline = next(beeline.glob("python3*/site-packages/pyspark/bin/beeline"))
+        secret = tmp_path / "password"  # beeline's -w: not on its command line, which ps shows
+        secret.write_text(password or "")
         jdbc = subprocess.run(
-            [str(beeline), "-u", jdbc_url(port), "-n", "analyst", "--silent=true",
-             "--outputformat=csv2", "-e", "select id, amount from gold.big_orders order by id"],
+            [str(beeline), "-u", jdbc_url(port), "-n", "analyst",
+             *(["-w", str(secret)] * bool(password)), "--silent=true", "--outputformat=csv2",
+             "-e", "select id, amount from gold.big_orders order by id"],
             capture_output=True, text=True, timeout=180)
         assert jdbc.returncode == 0, jdbc.stdout + jdbc.stderr
         lines = [line for line in jdbc.stdout.splitlines() if line.strip()]
         assert lines[0].endswith("> id,amount") and lines[1:] == ["2,40", "3,60", "4,80"]
+        if not password:
+            return
 
         # dbt on the endpoint: a dbt model over Medallion's gold view, written by dbt-spark
         reports = dbt_project(tmp_path / "reports", port)
@@ -140,12 +164,16 @@ def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
                               str(reports)], capture_output=True, text=True, timeout=600,
                              env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
         assert ran.returncode == 0, ran.stdout + ran.stderr
-        with closing(hive.connect(LOOPBACK, port=port, auth="NOSASL")) as connection:
+        with closing(hive.connect(LOOPBACK, port=port, **login)) as connection:
             assert rows(connection.cursor(), "select * from reports.big_spenders order by id"
                         ) == [(3, 60), (4, 80)]
     finally:
         stopped = medallion(root, "serve", "--stop")
         assert server.wait(timeout=120) == 0, stopped.stdout + server.stdout.read()
+        said = server.stdout.read()
+        asks = f"the password in {PASSWORD_ENV}" if password else "no password"
+        assert f"SQL endpoint: {jdbc_url(port)} (any user name, {asks})" in said, said
+        assert password is None or password not in said + (root / "target/spark.log").read_text()
 
 
 @pytest.mark.unit
@@ -180,11 +208,66 @@ def test_serve_sql_on_a_port_in_use_says_so_before_spark_starts(project):
 
 
 @pytest.mark.unit
-def test_a_driver_serving_sql_has_its_jars_on_the_jvms_class_path_too():
-    from medallion_cli.spark.sql_endpoint import endpoint_conf, with_jars_on_class_path
+def test_a_driver_serving_sql_has_its_jars_on_the_jvms_class_path_too(monkeypatch):
+    from medallion_cli.spark.sql_endpoint import endpoint_conf, serving_driver_conf
+
+    monkeypatch.delenv(PASSWORD_ENV, raising=False)
 
     plain = {"spark.jars": "/j/delta.jar,/j/storage.jar"}
-    assert with_jars_on_class_path(plain) == plain  # no endpoint: Spark's own loader suffices
+    assert serving_driver_conf(plain) == plain  # no endpoint: Spark's own loader suffices
     serving = {**plain, **endpoint_conf(10001), "spark.jars": "/j/delta.jar,s3a://b/x.jar",
                "spark.driver.extraClassPath": "/own"}
-    assert with_jars_on_class_path(serving)["spark.driver.extraClassPath"] == "/j/delta.jar:/own"
+    assert serving_driver_conf(serving)["spark.driver.extraClassPath"] == "/j/delta.jar:/own"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("host, password, problem", [
+    ("0.0.0.0", None, f"--sql-host 0.0.0.0 lets other machines query every table, and "
+                      f"{PASSWORD_ENV} is not set for the endpoint to ask them for"),
+    ("192.0.2.1", "set", "--sql-host 192.0.2.1: cannot listen there"),  # not this machine's
+])
+def test_serve_sql_beyond_loopback_needs_a_password_and_an_address_of_this_machine(
+        project, monkeypatch, host, password, problem):
+    if password:
+        monkeypatch.setenv(PASSWORD_ENV, password)
+    else:
+        monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    root = project({"seeds/orders.csv": "id\n1\n"}, profile=with_metastore("delta-spark"))
+    result = CliRunner().invoke(main, ["serve", "--sql", "--sql-host", host,
+                                       "--project-dir", str(root)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"Error: {problem}"), result.stderr
+    assert len(result.stderr.splitlines()) == 2  # the error and its hint
+    assert not (root / "target/serve.json").exists()
+
+
+def test_with_a_password_the_endpoint_checks_it_with_a_class_compiled_once(monkeypatch,
+                                                                           tmp_path):
+    """Not the unit tier: javac compiles the check (once per source and Spark)."""
+    import zipfile
+
+    from medallion_cli.spark.sql_endpoint import (
+        CHECK_CLASS,
+        endpoint_conf,
+        serving_driver_conf,
+    )
+
+    monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
+    monkeypatch.setenv("MEDALLION_JARS_DIR", str(tmp_path / "jars"))
+    conf = endpoint_conf(10001, "127.0.0.1", "/own")
+    assert conf["spark.hadoop.hive.server2.authentication"] == "CUSTOM"
+    assert conf["spark.hadoop.hive.server2.custom.authentication.class"] == CHECK_CLASS
+    check, own = conf["spark.driver.extraClassPath"].split(os.pathsep)
+    assert own == "/own" and Path(check).parent.parent == tmp_path / "jars"
+    assert zipfile.ZipFile(check).namelist() == ["io/medallion/sql/PasswordAuthentication.class"]
+    compiled_at = Path(check).stat().st_mtime_ns
+    assert endpoint_conf(10001)["spark.driver.extraClassPath"] == check  # not compiled again
+    assert Path(check).stat().st_mtime_ns == compiled_at
+    served = serving_driver_conf({**conf, "spark.jars": "/j/delta.jar",
+                                  "spark.driver.extraJavaOptions": "-Xss4m"})
+    assert served["spark.driver.extraClassPath"] == os.pathsep.join(["/j/delta.jar", check,
+                                                                     "/own"])
+    # Hive's CUSTOM provider reads a HiveConf of its own: system properties, not Spark's conf
+    assert served["spark.driver.extraJavaOptions"] == (
+        f"-Xss4m -Dhive.server2.custom.authentication.class={CHECK_CLASS}")
+    assert PASSWORD not in str(conf)  # the JVM reads it from its environment

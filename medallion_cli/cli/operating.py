@@ -22,10 +22,15 @@ from .group import _Group, common_options, main
 @click.option("--stop", is_flag=True, help="Stop the project's server or daemon instead, once "
                                            "the command it runs ends.")
 @click.option("--sql", is_flag=True, help="Also answer SQL clients (JDBC/ODBC, beeline, PyHive, "
-                                          "dbt-spark's thrift method, BI tools) on loopback: "
-                                          "Spark's Thrift server, the tables by catalog name.")
+                                          "dbt-spark's thrift method, BI tools): Spark's "
+                                          "Thrift server, the tables by catalog name. With "
+                                          "MEDALLION_SQL_PASSWORD set, clients must give it.")
 @click.option("--sql-port", default=10000, show_default=True, help="The SQL endpoint's port.")
-def serve(inv: commands.Invocation, debug: bool, stop: bool, sql: bool, sql_port: int) -> None:
+@click.option("--sql-host", default="127.0.0.1", show_default=True,
+              help="The SQL endpoint's address; beyond loopback only with "
+                   "MEDALLION_SQL_PASSWORD set.")
+def serve(inv: commands.Invocation, debug: bool, stop: bool, sql: bool, sql_port: int,
+          sql_host: str) -> None:
     if stop:
         pid = commands.stop_server(inv)
         click.echo(f"Stopped the project's server (pid {pid})" if pid else
@@ -37,15 +42,16 @@ def serve(inv: commands.Invocation, debug: bool, stop: bool, sql: bool, sql_port
                    f"({project.target.engine}), port {port} on loopback (target/serve.json). "
                    "Ctrl-C stops.")
         if sql:
-            from ..spark.sql_endpoint import jdbc_url
+            from ..spark.sql_endpoint import PASSWORD_ENV, jdbc_url, password_set
 
-            click.echo(f"SQL endpoint: {jdbc_url(sql_port)} (any user name, no password)")
+            asks = f"the password in {PASSWORD_ENV}" if password_set() else "no password"
+            click.echo(f"SQL endpoint: {jdbc_url(sql_port, sql_host)} (any user name, {asks})")
 
     def done(argv: list[str], exit_code: int, seconds: float) -> None:
         click.echo(f"{' '.join(['medallion', *argv])}: exit {exit_code} in {seconds:.1f} s")
 
     commands.serve(inv, lambda argv: main.main(argv, prog_name="medallion"), ready, done,
-                   sql_port=sql_port if sql else None)
+                   sql_port=sql_port if sql else None, sql_host=sql_host)
 
 
 @main.command(help="Delete the project's clean-targets (medallion_project.yml; default: "

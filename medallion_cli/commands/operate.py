@@ -26,10 +26,11 @@ if TYPE_CHECKING:
 def serve(inv: Invocation, run_command: Callable[[list[str]], None],
           on_ready: Callable[[Project, int], None],
           on_command: Callable[[list[str], int, float], None],
-          idle_seconds: float | None = None, sql_port: int | None = None) -> None:
+          idle_seconds: float | None = None, sql_port: int | None = None,
+          sql_host: str = "127.0.0.1") -> None:
     """medallion serve: keep the project's Spark running for its commands (server.py); a
     daemon's stops after idle_seconds without one. With sql_port, the Spark also serves SQL
-    clients the catalog's tables there (spark/sql_endpoint.py)."""
+    clients the catalog's tables there, at sql_host (spark/sql_endpoint.py)."""
     from ..serve import server
     from ..spark import sql_endpoint
 
@@ -56,23 +57,24 @@ def serve(inv: Invocation, run_command: Callable[[list[str]], None],
         return None
 
     if sql_port is not None:
-        _check_sql_endpoint(target, sql_port)
-    engine = engine_of(project, inv, sql_endpoint.endpoint_conf(sql_port)
+        _check_sql_endpoint(target, sql_host, sql_port)
+    engine = engine_of(project, inv, sql_endpoint.endpoint_conf(
+        sql_port, sql_host, target.spark_conf.get("spark.driver.extraClassPath"))
                        if sql_port is not None else None)
 
     def ready(port: int) -> None:
         if sql_port is not None:
-            sql_endpoint.start_sql_endpoint(engine.spark, sql_port)
+            sql_endpoint.start_sql_endpoint(engine.spark, sql_port, sql_host)
         on_ready(project, port)
 
     server.serve(project, engine, run_command, declined, ready, on_command, idle_seconds)
 
 
-def _check_sql_endpoint(target: Target, port: int) -> None:
+def _check_sql_endpoint(target: Target, host: str, port: int) -> None:
     """What --sql needs, before Spark starts: a Spark that names Delta tables, names to query
-    them by, and its port."""
+    them by, and its address (beyond loopback, with a password)."""
     from ..engines import engine_class
-    from ..spark.sql_endpoint import check_port_free
+    from ..spark.sql_endpoint import check_endpoint_address
 
     if engine_class(target.engine).capabilities.catalog != "spark_sql":
         raise CapabilityError(
@@ -86,7 +88,7 @@ def _check_sql_endpoint(target: Target, port: int) -> None:
             f"target '{target.name}' has no metastore: SQL clients would find no table by name",
             path=target.profiles_file,
             hint="set metastore: local (or a thrift:// Hive Metastore service) in the target")
-    check_port_free(port)
+    check_endpoint_address(host, port)
 
 
 def on_server(inv: Invocation, argv: list[str], daemon: bool | None,

@@ -24,7 +24,7 @@ from ..core.project import Target
 from .class_archive import class_archive, forget, keep_when_recorded, with_archive
 from .conf import LongQueries, is_local_master, is_secret, spark_conf
 from .launch import launch
-from .sql_endpoint import with_jars_on_class_path
+from .sql_endpoint import serving_driver_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -171,7 +171,7 @@ def start_spark(target: Target, extra_conf: dict[str, str] | None = None,
                                   "or set JAVA_HOME")
     # Set before the JVM starts: some Python worker launches read only the environment.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    conf = with_jars_on_class_path(
+    conf = serving_driver_conf(
         {**spark_conf(target, long_queries), **(extra_conf or {})})
     from .pyspark_api import SparkContext
 
