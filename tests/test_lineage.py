@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 from conftest import profile_for
 from helpers import DOCS_MODELS
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
 from medallion_cli.report.eventlog import events_path
@@ -25,7 +23,10 @@ def registry() -> Registry:
     return Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
 
 
-def validator(ref: str) -> Draft202012Validator:
+def validator(ref: str):
+    # imported here: jsonschema's format checkers cost every worker's collection 1.1 s
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator({"$ref": ref}, registry=registry(),
                                 format_checker=Draft202012Validator.FORMAT_CHECKER)
 
@@ -138,6 +139,8 @@ def test_the_spec_check_refuses_a_broken_event():
              "run": {"runId": "0191b0a4-1f0e-7c3a-9d1e-2b8f4b0e6a11"},
              "job": {"namespace": "shop", "name": "x"}}
     check_against_spec(event)
+    from jsonschema.exceptions import ValidationError
+
     with pytest.raises(ValidationError):
         check_against_spec({**event, "eventType": "FINISHED"})
     with pytest.raises(ValidationError):
