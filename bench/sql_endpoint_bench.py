@@ -2,10 +2,13 @@
 
     python bench/sql_endpoint_bench.py --orders 300000 --repeat 5
 
-Copies the sample, fills its landing folder with bench/generate.py's feed, adds a `metastore:
-local` to its local-delta target, starts `medallion serve --sql` on it and builds the project
-through the server. Then, with PyHive on the endpoint, each query --repeat times in one
-session: the first run and the median of the others (warm).
+Copies the sample, fills its landing folder with bench/generate.py's feed (its last orders
+file held back), adds a `metastore: local` to its local-delta target, starts `medallion serve
+--sql` on it and builds the project through the server. Then, with PyHive on the endpoint, each
+query --repeat times in one session: the first run and the median of the others (warm).
+Last, freshness: the held-back file lands and the project is built again while a second
+session asks gold.gold_daily_revenue's sum of orders every 0.1 s; the report gives the seconds
+from that table's new commit (its Delta log's timestamp) to the first answer that counts it.
 """
 
 from __future__ import annotations
@@ -61,6 +64,37 @@ def timed(cursor, sql: str) -> float:
     return time.perf_counter() - started
 
 
+def fresh_after_commit(project: Path, port: int, held_back: Path) -> dict:
+    """Land the held-back orders, build through the server while polling the gold table; the
+    seconds from the gold table's new commit to the first answer that shows it."""
+    from deltalake import DeltaTable
+    from pyhive import hive
+
+    cursor = hive.connect("127.0.0.1", port=port, auth="NOSASL").cursor()
+    sql = "select sum(orders) from gold.gold_daily_revenue"
+    cursor.execute(sql)
+    before = cursor.fetchall()[0][0]
+    held_back.rename(project / "landing/orders" / held_back.name)
+    build = medallion(project, "build", "-t", "local-delta", wait=False)
+    answers: list[tuple[float, int]] = []
+    deadline = None
+    while deadline is None or time.time() < deadline:
+        cursor.execute(sql)
+        answers.append((time.time(), cursor.fetchall()[0][0]))
+        if answers[-1][1] != before:
+            break
+        if deadline is None and build.poll() is not None:
+            deadline = time.time() + 10  # built: the answer must change now
+        time.sleep(0.1)
+    build.wait()
+    table = DeltaTable(str(project / "warehouse-delta/gold/gold_daily_revenue"))
+    committed = table.history(1)[0]["timestamp"] / 1000
+    seen = next((at for at, value in answers if value != before), None)
+    return {"orders before": before, "orders after": answers[-1][1], "queries": len(answers),
+            "seconds from commit to first answer": None if seen is None
+            else round(seen - committed, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--orders", type=int, default=300000)
@@ -73,6 +107,8 @@ def main() -> None:
         project = sample_copy(ROOT, Path(folder) / "sample")
         shutil.rmtree(project / "landing")
         generate(project / "landing", args.orders, args.files, 7)
+        last = sorted((project / "landing/orders").iterdir())[-1]
+        held_back = last.rename(Path(folder) / last.name)
         profile = project / "profiles/profiles.yml"
         profile.write_text(profile.read_text().replace(
             "      # metastore: local", "      metastore: local", 1))
@@ -95,6 +131,8 @@ def main() -> None:
                                 "warm median": round(statistics.median(runs[1:]), 2)}
                 print(f"{name}: first {runs[0]:.2f} s, warm median "
                       f"{statistics.median(runs[1:]):.2f} s", flush=True)
+            report["freshness"] = fresh_after_commit(project, port, held_back)
+            print(f"freshness: {report['freshness']}", flush=True)
             print(json.dumps(report))
         finally:
             medallion(project, "serve", "--stop", "-t", "local-delta")

@@ -310,6 +310,19 @@ def hive_metastore(s3):
 
 
 @pytest.fixture(scope="session")
+def trino(hive_metastore, s3):
+    """One Trino (its Delta Lake connector, the `delta` catalog) over the suite's metastore and
+    S3 server, on loopback, for the test run; None where no Java 24+ is (Trino 476 needs it:
+    MEDALLION_TRINO_JAVA_HOME, or a JDK in /usr/lib/jvm), and the test says so."""
+    from medallion_cli.testing import trino as trino_server
+
+    server = trino_server.start(hive_metastore.uri, s3.aws_env())
+    yield server
+    if server is not None:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def s3():
     """One S3 server (moto's) on loopback for the test run, stopped by its pid at the end;
     tests make buckets of their own in it."""

@@ -229,13 +229,15 @@ def read_elsewhere(location: str) -> dict[str, list[tuple]]:
             "datafusion": sorted(zip(fused["id"], fused["amount"]))}
 
 
-@pytest.mark.slow("a Hive Metastore on PostgreSQL, and per engine a build and a reading process")
+@pytest.mark.slow("a Hive Metastore on PostgreSQL, Trino, and per engine a build and a reading "
+                  "process")
 @ON_BOTH_STORES
 def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_delta(
-        project, engine_name, store, hive_metastore):
+        project, engine_name, store, hive_metastore, trino):
     """metastore: thrift://... on both engines, in a local folder and on S3: each registers
     through the service's API (no JVM). A Spark with Delta's catalog, in another process,
-    reads both by name; DuckDB, Polars and DataFusion read them at the catalog's location."""
+    reads both by name, and so does Trino, each build's version once it is committed; DuckDB,
+    Polars and DataFusion read them at the catalog's location."""
     from medallion_cli.engines.thrift_catalog import ThriftCatalog
 
     schema = f"sales_{engine_name.replace('-', '_')}_{store}"
@@ -268,6 +270,18 @@ def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_d
     assert "id | int | The order's id" in described
     assert any(row.startswith("Comment | The big ones") for row in described)
 
+    # Trino, by the same name; a new build's version at its next query (no stale metadata)
+    rows = 3
+    if trino is not None:
+        assert trino.query(f"select sum(amount), count(*) from delta.{schema}.orders") == [
+            [60, 3]]
+        model = root / "models/silver/clean_orders.sql"
+        model.write_text(model.read_text().replace("(3, 30)", "(3, 30), (4, 40)"))
+        assert "2 success" in medallion(root, "build")
+        assert trino.query(f"select sum(amount), count(*) from delta.{schema}.orders") == [
+            [100, 4]]
+        rows = 4
+
     # the view's model removed, the table's renamed: their entries stay until pruned, and
     # another warehouse's entry in the same schema is never this project's to drop
     catalog.register_table(schema, "theirs", "/elsewhere/theirs", True, Docs())
@@ -287,7 +301,10 @@ def test_a_hive_metastore_service_names_each_engines_tables_for_any_spark_with_d
     assert catalog.lookup(schema, "orders") is None
     assert catalog.lookup(schema, "big_orders") is None
     assert catalog.lookup(schema, "theirs") is not None
-    assert open_table(table).to_pyarrow_table().num_rows == 3
+    assert open_table(table).to_pyarrow_table().num_rows == rows
+    if trino is None:
+        pytest.skip("all but Trino's part passed: Trino 476 needs Java 24 or newer, and none "
+                    "is in /usr/lib/jvm nor in MEDALLION_TRINO_JAVA_HOME")
 
 
 @pytest.mark.unit

@@ -25,7 +25,7 @@ from ..core.locations import on_s3
 from ..core.project import Project, Target
 
 RECIPES = Path(__file__).resolve().parent / "maven"
-BUNDLES = ("delta", "kafka", "s3", "kafka-broker", "hive-metastore")
+BUNDLES = ("delta", "kafka", "s3", "kafka-broker", "hive-metastore", "trino")
 CACHE_ENV = "MEDALLION_JARS_DIR"
 DONE = ".complete"  # written last: a folder without it was cut off and is fetched again
 # delta-spark_4.1_2.13-4.1.0.jar (built per Spark release), delta-spark_2.13-4.0.0.jar (one Spark
