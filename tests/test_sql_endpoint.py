@@ -6,6 +6,7 @@ password (MEDALLION_SQL_PASSWORD); the tests bind loopback only."""
 
 import hashlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import profile_for
 from helpers import medallion
-from test_catalog import with_metastore
+from test_catalog import with_metastore, with_reader
 
 from medallion_cli.cli import main
 from medallion_cli.spark.sql_endpoint import PASSWORD_ENV, jdbc_url
@@ -108,12 +109,16 @@ PASSWORD = "correct-horse-battery-staple"  # no spaces: beeline splits a passwor
 
 @pytest.mark.slow("a served JVM of its own per case, a beeline JVM and dbt; the default tier "
                   "serves builds (test_serve.py) and registers tables by name (test_catalog.py)")
-@pytest.mark.parametrize("engine_name", ["delta-spark"])  # the endpoint is delta-spark's: above
-@pytest.mark.parametrize("password", [None, PASSWORD], ids=["no-password", "password"])
+@pytest.mark.parametrize("password, engine_name, store", [
+    (None, "embedded", "s3"),  # served by a delta-spark target on the same metastore
+    (PASSWORD, "delta-spark", "local"),  # the served Spark builds too (Derby: one JVM)
+], ids=["no-password-embedded-s3-hms", "password-delta-spark-local-derby"])
 def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
-        project, engine_name, password, dbt, tmp_path, monkeypatch):
+        project, engine_name, store, password, dbt, tmp_path, monkeypatch, request):
     """Without MEDALLION_SQL_PASSWORD, on loopback, any client is let in; with it, only those
-    that give it (PyHive, beeline and dbt-spark with a user name and the password)."""
+    that give it (PyHive, beeline and dbt-spark with a user name and the password). The first
+    case's tables are the embedded engine's, on S3, registered in the Hive Metastore service
+    (on PostgreSQL) that the endpoint's delta-spark target reads them through."""
     from pyhive import hive
     from thrift.transport.TTransport import TTransportException
 
@@ -123,12 +128,22 @@ def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
         monkeypatch.delenv(PASSWORD_ENV, raising=False)
     login = ({"auth": "CUSTOM", "username": "analyst", "password": password} if password
              else {"auth": "NOSASL"})
-    root = project(FILES, profile=with_metastore(engine_name))
+    if engine_name == "embedded":
+        metastore = request.getfixturevalue("hive_metastore").uri
+        root = project(FILES)
+        profile = root / "profiles/profiles.yml"
+        profile.write_text(with_reader(re.sub(r"(\n +warehouse: .*\n)",
+                                              rf"\1      metastore: {metastore}\n",
+                                              profile.read_text(), count=1)))
+        served = ("-t", "reader")  # builds run apart, on the embedded engine
+    else:
+        root = project(FILES, profile=with_metastore(engine_name))
+        served = ()  # builds run on the server: its JVM holds the Derby metastore
     port = free_port()
-    server = medallion(root, "serve", "--sql", "--sql-port", str(port), wait=False)
+    server = medallion(root, "serve", "--sql", "--sql-port", str(port), *served, wait=False)
     try:
         listening(port, server)
-        built = medallion(root, "build")  # on the server: its JVM holds the Derby metastore
+        built = medallion(root, "build")
         assert built.returncode == 0, built.stdout + built.stderr
         with closing(hive.connect(LOOPBACK, port=port, **login)) as connection:
             cursor = connection.cursor()
@@ -168,7 +183,7 @@ def test_sql_clients_read_the_built_tables_by_name_and_each_new_build(
             assert rows(connection.cursor(), "select * from reports.big_spenders order by id"
                         ) == [(3, 60), (4, 80)]
     finally:
-        stopped = medallion(root, "serve", "--stop")
+        stopped = medallion(root, "serve", "--stop", *served)
         assert server.wait(timeout=120) == 0, stopped.stdout + server.stdout.read()
         said = server.stdout.read()
         asks = f"the password in {PASSWORD_ENV}" if password else "no password"
