@@ -1,14 +1,17 @@
-"""Queries through `medallion serve --sql` on the sample built from a generated feed.
+"""Queries through `medallion serve --sql`, and Trino, on the sample built from a generated feed.
 
-    python bench/sql_endpoint_bench.py --orders 300000 --repeat 5
+    python bench/sql_endpoint_bench.py --orders 300000 --repeat 5 [--target local-delta]
 
 Copies the sample, fills its landing folder with bench/generate.py's feed (its last orders
-file held back), adds a `metastore: local` to its local-delta target, starts `medallion serve
---sql` on it and builds the project through the server. Then, with PyHive on the endpoint, each
-query --repeat times in one session: the first run and the median of the others (warm).
-Last, freshness: the held-back file lands and the project is built again while a second
-session asks gold.gold_daily_revenue's sum of orders every 0.1 s; the report gives the seconds
-from that table's new commit (its Delta log's timestamp) to the first answer that counts it.
+file held back), and starts a Hive Metastore on PostgreSQL (medallion_cli.testing, as the tests
+do) that both targets below name. The project is built on --target: `hive` (the embedded
+engine, registering through the metastore's API) or `local-delta` (delta-spark, built on the
+server). `medallion serve --sql -t local-delta` answers; with Java 24+ on the machine, Trino's
+Delta connector reads the same metastore too. Each query runs --repeat times in one session:
+the first run and the median of the others (warm). Last, freshness: the held-back file lands
+and the project is built again while each reader asks gold.gold_daily_revenue's sum of orders
+every 0.1 s; the report gives the seconds from that table's new commit (its Delta log's
+timestamp) to each reader's first answer that counts it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -64,35 +68,47 @@ def timed(cursor, sql: str) -> float:
     return time.perf_counter() - started
 
 
-def fresh_after_commit(project: Path, port: int, held_back: Path) -> dict:
-    """Land the held-back orders, build through the server while polling the gold table; the
-    seconds from the gold table's new commit to the first answer that shows it."""
-    from deltalake import DeltaTable
-    from pyhive import hive
-
-    cursor = hive.connect("127.0.0.1", port=port, auth="NOSASL").cursor()
-    sql = "select sum(orders) from gold.gold_daily_revenue"
-    cursor.execute(sql)
-    before = cursor.fetchall()[0][0]
-    held_back.rename(project / "landing/orders" / held_back.name)
-    build = medallion(project, "build", "-t", "local-delta", wait=False)
-    answers: list[tuple[float, int]] = []
-    deadline = None
-    while deadline is None or time.time() < deadline:
-        cursor.execute(sql)
-        answers.append((time.time(), cursor.fetchall()[0][0]))
-        if answers[-1][1] != before:
-            break
-        if deadline is None and build.poll() is not None:
-            deadline = time.time() + 10  # built: the answer must change now
+def first_changed(ask, before: int, stop: threading.Event, seen: list[float]) -> None:
+    """Ask every 0.1 s until the answer differs from `before` (its time into `seen`) or stop."""
+    while not stop.is_set():
+        if ask() != before:
+            seen.append(time.time())
+            return
         time.sleep(0.1)
-    build.wait()
-    table = DeltaTable(str(project / "warehouse-delta/gold/gold_daily_revenue"))
+
+
+def fresh_after_commit(project: Path, target: str, readers: dict, held_back: Path) -> dict:
+    """Land the held-back orders and build while each reader polls the gold table; the seconds
+    from the gold table's new commit to each reader's first answer that shows it."""
+    from deltalake import DeltaTable
+
+    before = {name: ask() for name, ask in readers.items()}
+    held_back.rename(project / "landing/orders" / held_back.name)
+    stop = threading.Event()
+    seen: dict[str, list[float]] = {name: [] for name in readers}
+    polls = [threading.Thread(target=first_changed, args=(ask, before[name], stop, seen[name]))
+             for name, ask in readers.items()]
+    for poll in polls:
+        poll.start()
+    medallion(project, "build", "-t", target)
+    deadline = time.monotonic() + 10  # built: every answer must change now
+    while any(poll.is_alive() for poll in polls) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    for poll in polls:
+        poll.join()
+    warehouse = "warehouse-delta" if target == "local-delta" else "warehouse"
+    table = DeltaTable(str(project / warehouse / "gold/gold_daily_revenue"))
     committed = table.history(1)[0]["timestamp"] / 1000
-    seen = next((at for at, value in answers if value != before), None)
-    return {"orders before": before, "orders after": answers[-1][1], "queries": len(answers),
-            "seconds from commit to first answer": None if seen is None
-            else round(seen - committed, 2)}
+    return {name: None if not seen[name] else round(seen[name][0] - committed, 2)
+            for name in readers}
+
+
+def sum_of_orders(cursor, sql: str = "select sum(orders) from gold.gold_daily_revenue"):
+    def ask() -> int:
+        cursor.execute(sql)
+        return cursor.fetchall()[0][0]
+    return ask
 
 
 def main() -> None:
@@ -100,8 +116,12 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=300000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--target", choices=["hive", "local-delta"], default="hive")
     args = parser.parse_args()
+    import trino as trino_client
     from pyhive import hive
+
+    from medallion_cli.testing import hive_metastore, trino
 
     with tempfile.TemporaryDirectory() as folder:
         project = sample_copy(ROOT, Path(folder) / "sample")
@@ -109,34 +129,49 @@ def main() -> None:
         generate(project / "landing", args.orders, args.files, 7)
         last = sorted((project / "landing/orders").iterdir())[-1]
         held_back = last.rename(Path(folder) / last.name)
+        metastore = hive_metastore.start()
+        reader = server = None
         profile = project / "profiles/profiles.yml"
         profile.write_text(profile.read_text().replace(
-            "      # metastore: local", "      metastore: local", 1))
+            "      # metastore: local", f"      metastore: {metastore.uri}", 1).replace(
+            "thrift://localhost:9083", metastore.uri))
         port = 10000 + int(time.time()) % 5000
-        server = medallion(project, "serve", "--sql", "--sql-port", str(port), "-t",
-                           "local-delta", wait=False)
         try:
+            reader = trino.start(metastore.uri)
+            server = medallion(project, "serve", "--sql", "--sql-port", str(port), "-t",
+                               "local-delta", wait=False)
             listening(port)
             started = time.perf_counter()
-            medallion(project, "build", "-t", "local-delta")
-            print(f"build of {args.orders} orders through the server: "
+            medallion(project, "build", "-t", args.target)
+            print(f"build of {args.orders} orders on {args.target}: "
                   f"{time.perf_counter() - started:.1f} s", flush=True)
-            cursor = hive.connect("127.0.0.1", port=port, auth="NOSASL").cursor()
-            cursor.execute("select count(*) from silver.silver_orders")
-            print(f"silver.silver_orders: {cursor.fetchall()[0][0]} rows", flush=True)
-            report = {}
-            for name, sql in QUERIES.items():
-                runs = [timed(cursor, sql) for _ in range(args.repeat)]
-                report[name] = {"first": round(runs[0], 2),
-                                "warm median": round(statistics.median(runs[1:]), 2)}
-                print(f"{name}: first {runs[0]:.2f} s, warm median "
-                      f"{statistics.median(runs[1:]):.2f} s", flush=True)
-            report["freshness"] = fresh_after_commit(project, port, held_back)
-            print(f"freshness: {report['freshness']}", flush=True)
+            cursors = {"thrift": hive.connect("127.0.0.1", port=port, auth="NOSASL").cursor()}
+            if reader is None:
+                print("Trino: not measured (it needs Java 24+)", flush=True)
+            else:
+                cursors["trino"] = trino_client.dbapi.connect(
+                    host="127.0.0.1", port=reader.port, user="bench", catalog="delta").cursor()
+            report: dict = {}
+            for reader_name, cursor in cursors.items():
+                for name, sql in QUERIES.items():
+                    runs = [timed(cursor, sql) for _ in range(args.repeat)]
+                    report[f"{reader_name}: {name}"] = {
+                        "first": round(runs[0], 2),
+                        "warm median": round(statistics.median(runs[1:]), 2)}
+                    print(f"{reader_name}: {name}: first {runs[0]:.2f} s, warm median "
+                          f"{statistics.median(runs[1:]):.2f} s", flush=True)
+            report["seconds from commit to first answer"] = fresh_after_commit(
+                project, args.target, {name: sum_of_orders(cursor)
+                                       for name, cursor in cursors.items()}, held_back)
+            print(f"freshness: {report['seconds from commit to first answer']}", flush=True)
             print(json.dumps(report))
         finally:
-            medallion(project, "serve", "--stop", "-t", "local-delta")
-            server.wait(timeout=120)
+            if server is not None:
+                medallion(project, "serve", "--stop", "-t", "local-delta")
+                server.wait(timeout=120)
+            if reader is not None:
+                reader.stop()
+            metastore.stop()
 
 
 if __name__ == "__main__":
