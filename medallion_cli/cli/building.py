@@ -1,9 +1,10 @@
 """The commands that build and check: build (and --watch), run, seed, test, retry, and the
-looks that build nothing: compile and ls.
+looks that build nothing: compile, ls and plan.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import click
@@ -90,6 +91,34 @@ def ls(inv: commands.Invocation, debug: bool) -> None:
             click.echo(f"{'':<32} flows into: {row.flows_into} ({row.table})")
         if row.checkpoint:
             click.echo(f"{'':<32} checkpoint: {row.checkpoint}")
+
+
+@main.command(help="Say per model the mode it runs in (a stream and its trigger, a refresh per "
+                   "group, on new rows or in full), why (its target_lag, or its config), and the "
+                   "lag it can expect to hold from its last builds' time in the event log (no "
+                   "Spark started).")
+@common_options
+@click.option("--output", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def plan(inv: commands.Invocation, debug: bool, output: str) -> None:
+    from ..commands.modes import seconds_text
+
+    plans = commands.plan_modes(inv)
+    if output == "json":
+        click.echo(json.dumps([p.as_json() for p in plans], indent=2))
+        return
+    for p in plans:
+        lag = "-" if p.lag_seconds is None else seconds_text(p.lag_seconds)
+        expects = "" if p.expected_seconds is None else \
+            f"  expects {seconds_text(p.expected_seconds)}"
+        click.echo(f"{p.name:<32} lag {lag:<7} {p.mode}{expects}")
+        click.echo(f"{'':<32} {'chosen: ' if p.chosen else ''}{p.why}")
+        if p.problem:
+            click.secho(f"{'':<32} WARN {p.problem}", fg="yellow")
+    missed = [p.name for p in plans if p.problem]
+    lagged = [p for p in plans if p.lag_seconds is not None]
+    click.echo(f"{len(lagged) - len(missed)} of {len(lagged)} models with a target lag expect "
+               f"to hold it" + (f"; not {', '.join(missed)}" if missed else ""))
 
 
 @main.command(help="Run model unit tests (tests/unit/*.yml, on the rows they give, touching no "

@@ -14,6 +14,7 @@ from ..core.error_text import error_message, store_named, unusable_warehouse
 from ..core.errors import MedallionError
 from ..core.project import Project, Target
 from ..dag.graph import Graph, build_graph
+from ..dag.lags import choose, chosen_config
 from ..dag.selection import select, select_tests
 from ..engines import make_engine
 from ..engines.base import Engine
@@ -123,12 +124,20 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     made = engine or (engine_of(project, inv) if with_engine else None)
     renderer = Renderer(project, inv.full_refresh,
                         _asking(made, project.target) if made else None)
-    graph = build_graph({name: renderer.render(node) for name, node in project.nodes.items()})
-    project.flow_targets = {n: c.config.flow_into for n, c in graph.nodes.items()
-                            if c.config.flow_into}
+    compiled = {name: renderer.render(node) for name, node in project.nodes.items()}
+    graph = build_graph(compiled)
     for node in graph.nodes.values():
         if node.sql is not None:
             check_model_sql(node, graph.nodes)
+    chosen = {name: choice for name, choice in choose(graph).items() if choice.chosen}
+    if chosen:  # rendered again in the modes their lags chose (is_incremental() may differ)
+        for name, choice in chosen.items():
+            project.nodes[name] = replace(project.nodes[name],
+                                          chosen_config=chosen_config(choice))
+        graph = build_graph({**compiled, **{n: renderer.render(project.nodes[n])
+                                            for n in chosen}})
+    project.flow_targets = {n: c.config.flow_into for n, c in graph.nodes.items()
+                            if c.config.flow_into}
     loaded = Loaded(project, graph, load_tests(project, renderer, graph.nodes), made, previous)
     write_manifest(project, graph, loaded.tests)
     return loaded

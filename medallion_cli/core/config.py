@@ -55,6 +55,7 @@ CONFIG_KEYS = {
     "meta": None,
     "flow_into": None,
     "once": (True, False),
+    "target_lag": None,
 }
 # dbt's spellings of our keys (hooks in YAML, dbt-spark's tblproperties), taken as ours
 # (merge_layers renames them)
@@ -63,7 +64,8 @@ SPELLED_KEYS = tuple(CONFIG_KEYS) + tuple(SPELLINGS)
 # Keys that watch, check, name or lay out a table without deciding what it holds: changing
 # them rebuilds nothing.
 OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "cluster_by", "pre_hook",
-                  "post_hook", "schema", "alias", "persist_docs", "meta", "incremental_min_rows")
+                  "post_hook", "schema", "alias", "persist_docs", "meta", "incremental_min_rows",
+                  "target_lag")
 PERSIST_DOCS = ("relation", "columns")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
@@ -141,6 +143,10 @@ class NodeConfig:
     # one time only (INSERT INTO ONCE), again only when that table is refreshed
     flow_into: str | None = None
     once: bool = False
+    # How far behind its sources the table may fall: an interval, or 'downstream' (as fresh as
+    # what reads it needs); without `materialized`, it chooses the mode (dag/lags.py)
+    target_lag: str | None = None
+    mode_by_lag: bool = False  # the config names a target_lag and no materialized
 
     def as_dict(self, defining: bool = False) -> dict[str, Any]:
         """The config; defining: only the keys that decide what the table holds (a change to

@@ -42,6 +42,7 @@ class CompiledNode:
     after: tuple[str, ...] = ()  # nodes it runs after beside its refs (graph.py: flows)
     # its SQL with is_incremental() true, as it runs once its table exists (None for seeds)
     incremental_sql: str | None = None
+    asks_incremental: bool = False  # its SQL calls is_incremental(): it can read new rows only
 
     @property
     def shown_sql(self) -> str | None:

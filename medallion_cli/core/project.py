@@ -113,6 +113,9 @@ class NodeFile:
     columns: tuple[Any, ...] = ()
     data_tests: tuple[Any, ...] = ()  # model-level tests from its properties file
     properties: str | None = None  # the models/**/*.yml file describing it, if any
+    # What its target_lag chose where its config names no mode (dag/lags.py), beneath all
+    # the config it sets itself
+    chosen_config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from ..core.config import (
     NodeConfig,
     as_tuple,
     freshness_limits,
+    interval_seconds,
     is_interval,
 )
 from ..core.errors import ProjectError, closest
@@ -107,7 +108,13 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
         meta=values.meta(raw.get("meta"), origin),
         flow_into=values.identifier(raw.get("flow_into"), "flow_into", origin),
         once=bool(raw.get("once", False)),
+        target_lag=None if raw.get("target_lag") is None else str(raw["target_lag"]),
+        mode_by_lag="target_lag" in raw and "materialized" not in raw,
     )
+    if config.target_lag not in (None, "downstream") and not interval_seconds(config.target_lag):
+        raise ProjectError(f"config 'target_lag' is {config.target_lag!r}", path=origin,
+                           hint="an interval such as '10 seconds', '5 minutes' or '1 day', or "
+                                "'downstream' (as fresh as what reads it needs)")
     if not is_interval(config.tombstone_retention):
         raise ProjectError(f"config 'tombstone_retention' is {config.tombstone_retention!r}",
                            path=origin, hint="an interval such as '30 days' or '12 hours'")

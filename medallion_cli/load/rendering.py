@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -81,7 +82,10 @@ class Renderer:
         # relation -> the name to render instead of its temp view (catalog.real_relations)
         self.relations = relations or {}
         self.full_refresh = full_refresh
-        self.table_exists = table_exists or _delta_table_exists
+        # Without an engine (compile, ls), from the local disk: a remote warehouse is not read
+        # (that needs its credentials and network), so its tables count as not built
+        self.table_exists = table_exists or (
+            lambda path: not is_remote(path) and local_table_exists(path))
         self.env = jinja2.Environment(
             loader=_Loader(str(project.root)), undefined=jinja2.StrictUndefined,
             extensions=["jinja2.ext.do"], keep_trailing_newline=True, bytecode_cache=COMPILED)
@@ -262,9 +266,9 @@ class Renderer:
 
         asked: list[bool] = []  # what is_incremental() answered the SQL
 
-        def incremental_kind() -> bool:
-            materialized = merge_layers(node.yaml_config, record.captured).get("materialized")
-            return materialized in ("incremental", "streaming")
+        def incremental_kind() -> bool:  # beneath its config, what its target_lag chose
+            merged = merge_layers(node.chosen_config, node.yaml_config, record.captured)
+            return merged.get("materialized") in ("incremental", "streaming")
 
         def is_incremental() -> bool:
             asked.append(incremental_kind() and not self.full_refresh
@@ -273,8 +277,11 @@ class Renderer:
 
         sql = self.render_file(node.rel_path, self.context(record, node.name, is_incremental,
                                                            extra))
+        asks_incremental = bool(asked)
         check_keys(record.captured, node.rel_path)
-        cfg = resolve_config(merge_layers(node.yaml_config, record.captured), node.rel_path)
+        cfg = resolve_config(merge_layers(node.chosen_config, node.yaml_config, record.captured),
+                             node.rel_path)
+        cfg = replace(cfg, mode_by_lag=True) if node.chosen_config else cfg
         # The SQL the model runs once its table exists, which fingerprints hash: its first
         # build and every build after it then agree on the model's SQL
         incremental_sql = sql
@@ -285,14 +292,7 @@ class Renderer:
                             is_incremental(), tuple(record.secrets), tuple(record.change_refs),
                             tuple(n for n in record.change_refs if n not in record.direct_refs),
                             record.executes or run_query is not None,
-                            incremental_sql=incremental_sql)
-
-
-def _delta_table_exists(path: str) -> bool:
-    """Whether a table exists, as compile and ls see it without an engine: from the local disk.
-    A remote warehouse is not read (that would need its credentials and network), so its
-    tables count as not built; builds ask the engine instead."""
-    return not is_remote(path) and local_table_exists(path)
+                            incremental_sql=incremental_sql, asks_incremental=asks_incremental)
 
 
 def render_project(project: Project, full_refresh: bool = False) -> dict[str, CompiledNode]:

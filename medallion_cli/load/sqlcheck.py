@@ -37,3 +37,23 @@ def check_model_sql(node: CompiledNode, node_names: Collection[str]) -> None:
                 f"table '{name}' is a model or seed but is not referenced with ref()",
                 path=node.file.rel_path, line=table.this.meta.get("line"),
                 hint=f"write {{{{ ref('{name}') }}}} so it is built first and tracked in the DAG")
+
+
+def streaming_obstacle(query: exp.Expr) -> str:
+    """What in a SELECT keeps it from running row by row on new rows only, as a stream
+    appending or merging them ("" when nothing does): a result over all rows at once (an
+    aggregate, a window, distinct, order by/limit, a set operation but union all)."""
+    found = {
+        "an aggregate": query.find(exp.Group) or next(
+            (f for f in query.find_all(exp.AggFunc) if not isinstance(f.parent, exp.Window)),
+            None),
+        "a window function": query.find(exp.Window),
+        "distinct": query.find(exp.Distinct),
+        "order by": query.find(exp.Order),
+        "limit": query.find(exp.Limit),
+        "a set operation other than union all": next(
+            (s for s in query.find_all(exp.SetOperation)
+             if not isinstance(s, exp.Union) or s.args.get("distinct")), None),
+    }
+    shown = [what for what, node in found.items() if node is not None]
+    return f"it computes over all rows at once ({', '.join(shown)})" if shown else ""

@@ -119,6 +119,22 @@ def node_runs(warehouse: str) -> dict[str, list[Run]]:
     return runs
 
 
+def batch_seconds(warehouse: str) -> dict[str, list[float]]:
+    """Each streaming model's timed micro-batches (Spark's progress times them under --watch),
+    in seconds, the latest first."""
+    try:
+        log = open_table(events_path(warehouse))
+    except TableNotFoundError:
+        return {}
+    events = log.to_pyarrow_table(columns=["event_time", "node", "seconds"],
+                                  filters=[("event_type", "=", "batch")])
+    timed: dict[str, list[float]] = {}
+    for row in events.sort_by([("event_time", "descending")]).to_pylist():
+        if row["seconds"] is not None:
+            timed.setdefault(row["node"], []).append(row["seconds"])
+    return timed
+
+
 def _age(seconds: float) -> str:
     seconds = int(seconds)
     days, rest = divmod(seconds, 86400)

@@ -1,0 +1,123 @@
+"""`medallion plan`: per model, the mode it runs in (a stream and its trigger, a refresh per
+group, on new rows or in full, a view), why (its target_lag and the choice dag/lags.py made,
+or its config), and the lag it can expect to hold: its inputs' expected lag, plus its wait
+(a stream's trigger, a batch's refresh interval) and the median seconds of its work from the
+event log: a stream's last timed micro-batches, a batch model's last builds. No JVM: the
+project is rendered and the event log read with delta-rs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..core.config import interval_seconds
+from ..core.nodes import CompiledNode
+from ..dag.graph import Graph
+from ..dag.lags import MIN_INTERVAL, choose
+from ..materialize.streaming.driver import FOLLOW_INTERVAL, watch_trigger
+from ..report.status import batch_seconds, node_runs
+from .invocation import Invocation, load, selected_nodes
+
+LAST_RUNS = 5  # the builds whose median is a model's cost
+
+
+@dataclass(frozen=True)
+class ModePlan:
+    name: str
+    layer: str
+    materialized: str
+    mode: str  # in words
+    target_lag: str | None  # as written
+    lag_seconds: float | None
+    chosen: bool  # the lag chose the mode
+    why: str
+    cost_seconds: float | None  # its work's median (_cost; None: not timed yet)
+    expected_seconds: float | None  # behind its sources, once running to its lag
+    problem: str  # why it cannot hold its lag ("" when it can, or has none)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def seconds_text(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s".replace(".0 s", " s")
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h" if seconds < 172800 else f"{seconds / 86400:.0f} days"
+
+
+def _wait(graph: Graph, node: CompiledNode, slack: float | None) -> tuple[float | None, str]:
+    """Seconds a change may wait before the model's work on it starts, and the mode in words.
+    slack: what its lag leaves beyond its inputs' lag and its own work; a batch refresh waits
+    half of it (gathering the changes that land meanwhile), a second at least."""
+    config = node.config
+    if config.materialized == "view":
+        return 0.0, "view (computed when read)"
+    if config.materialized == "streaming":
+        trigger = watch_trigger(graph, node)
+        seconds = interval_seconds(trigger)
+        assert seconds is not None  # model_config.py accepts only intervals
+        every = ("as its input commits" if trigger == FOLLOW_INTERVAL
+                 else f"a micro-batch every {seconds_text(seconds)}")
+        return seconds, f"stream ({config.strategy}), {every}"
+    how = (f"per-group refresh by {', '.join(config.incremental_by)}" if config.incremental_by
+           else f"incremental refresh ({config.strategy})"
+           if config.materialized == "incremental" else "full recompute")
+    if slack is None:
+        return None, f"{how}, when a build runs it"
+    wait = max(MIN_INTERVAL, slack / 2)
+    return wait, f"{how}, {seconds_text(wait)} after new input"
+
+
+def _cost(node: CompiledNode, runs: list[Any], batches: list[float]) -> float | None:
+    """The median seconds of a stream's last timed micro-batches (a build's run of a stream
+    counts its start and whole catch-up), or of a batch model's last builds."""
+    if node.config.materialized == "streaming":
+        timed = batches[:LAST_RUNS]
+    else:
+        timed = [r.seconds for r in runs if r.status in ("success", "warn")
+                 and r.seconds is not None][:LAST_RUNS]
+    return statistics.median(timed) if timed else None
+
+
+def plan_modes(inv: Invocation) -> list[ModePlan]:
+    """The selected models' modes and lags, in DAG order."""
+    loaded = load(inv)
+    graph = loaded.graph
+    choices = choose(graph)
+    runs = node_runs(loaded.project.target.warehouse)
+    batches = batch_seconds(loaded.project.target.warehouse)
+    expected: dict[str, float | None] = {}
+    plans = []
+    for name in graph.order:
+        node = graph.nodes[name]
+        if node.sql is None:
+            expected[name] = 0.0  # a seed is a source
+            continue
+        choice = choices.get(name)
+        lag = choice.lag if choice else None
+        cost = _cost(node, runs.get(name, []), batches.get(name, []))
+        known = [expected[p] for p in node.refs]
+        inputs = None if None in known else max([e or 0.0 for e in known], default=0.0)
+        slack = None if lag is None or inputs is None else lag - inputs - (cost or 0.0)
+        wait, mode = _wait(graph, node, slack)
+        behind = None if wait is None or inputs is None else inputs + wait + (cost or 0.0)
+        expected[name] = behind
+        problem = ""
+        if lag is not None and behind is not None and inputs is not None and behind > lag:
+            problem = (f"expects to fall {seconds_text(behind)} behind its sources, over its "
+                       f"target lag of {seconds_text(lag)}: its inputs "
+                       f"{seconds_text(inputs)}, its wait {seconds_text(wait or 0.0)}, its "
+                       "work " + (seconds_text(cost) if cost is not None else "not yet timed"))
+        plans.append(ModePlan(
+            name, node.file.layer, node.config.materialized, mode, node.config.target_lag,
+            lag, bool(choice and choice.chosen),
+            choice.why if choice else "no target_lag: it refreshes when a build runs it",
+            cost, behind, problem))
+    chosen = set(selected_nodes(inv, loaded, ("model",)))
+    return [plan for plan in plans if plan.name in chosen]

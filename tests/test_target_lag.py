@@ -1,0 +1,172 @@
+"""target_lag: how fresh a model must be. Without `materialized`, its lag chooses the mode a
+build runs it in (dag/lags.py), and `medallion plan` says which and why, with the lag each
+model can expect to hold (commands/modes.py). Unit tests: rendering and planning start no JVM;
+the build at the end runs on the embedded engine alone, as the chosen config is the same
+NodeConfig either engine builds from (the engine contract covers both engines' modes)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable
+
+from medallion_cli.cli import main
+from medallion_cli.commands import Invocation
+from medallion_cli.commands.invocation import load
+from medallion_cli.core.errors import ProjectError
+
+SOURCES = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - name: orders
+        format: json
+        schema: "order_id bigint, customer_id bigint, amount double, updated_at timestamp"
+      - name: refunds
+        format: json
+        schema: "order_id bigint, customer_id bigint, amount double, updated_at timestamp"
+"""
+
+MODELS = {
+    "models/sources.yml": SOURCES,
+    "seeds/customers.csv": "customer_id,country\n1,NL\n2,FR\n",
+    "models/bronze/orders.sql": """\
+        {{ config(target_lag='10 seconds') }}
+        select *, current_timestamp() as _loaded_at from {{ source('landing', 'orders') }}""",
+    "models/silver/clean_orders.sql": """\
+        {{ config(target_lag='downstream', strategy='merge', unique_key='order_id') }}
+        select order_id, customer_id, amount from {{ ref('orders') }} where amount > 0""",
+    "models/silver/orders_by_country.sql": """\
+        {{ config(target_lag='downstream') }}
+        select o.order_id, c.country, o.amount
+        from {{ ref('clean_orders') }} as o join {{ ref('customers') }} as c using (customer_id)""",
+    "models/gold/revenue.sql": """\
+        {{ config(target_lag='1 minute', incremental_by='country') }}
+        select country, sum(amount) as revenue from {{ ref('orders_by_country') }}
+        group by country""",
+    "models/gold/feeds_joined.sql": """\
+        {{ config(target_lag='1 day') }}
+        select o.order_id, r.amount as refunded
+        from {{ source('landing', 'orders') }} as o
+        join {{ source('landing', 'refunds') }} as r using (order_id)""",
+    "models/gold/new_orders.sql": """\
+        {{ config(target_lag='1 hour', materialized='streaming', trigger='2 hours') }}
+        select order_id, amount from {{ ref('orders') }}""",
+    "models/gold/orders_only_new.sql": """\
+        {{ config(target_lag='1 hour') }}
+        select order_id, max(amount) as amount from {{ ref('orders') }}
+        {% if is_incremental() %} where order_id > (select max(order_id) from {{ this }})
+        {% endif %} group by order_id""",
+    "models/gold/orders_downstream_of_nothing.sql": """\
+        {{ config(target_lag='downstream') }}
+        select order_id from {{ ref('clean_orders') }}""",
+}
+
+
+def planned(root, *args):
+    result = CliRunner().invoke(main, ["plan", "--output", "json", "--project-dir", str(root),
+                                       *args])
+    assert result.exit_code == 0, result.output
+    return {p["name"]: p for p in json.loads(result.output)}
+
+
+@pytest.mark.unit
+def test_a_lag_without_a_mode_chooses_one_and_plan_says_why(project):
+    root = project(MODELS)
+    plans = planned(root)
+    config = {n: c.config for n, c in load(Invocation(project_dir=str(root))).graph.nodes.items()}
+    # a row-by-row select from a feed streams, its trigger half its lag
+    assert (config["orders"].materialized, config["orders"].trigger) == ("streaming", "5 seconds")
+    assert plans["orders"]["mode"] == "stream (append), a micro-batch every 5 s"
+    assert plans["orders"]["why"] == "its rows come one by one from landing.orders"
+    # downstream: the shortest lag of its readers (revenue's minute through orders_by_country)
+    assert plans["clean_orders"]["lag_seconds"] == 60
+    assert config["clean_orders"].materialized == "streaming"
+    assert plans["clean_orders"]["mode"].startswith("stream (merge)")
+    # a merge table is no feed: what reads it refreshes as a batch, and says why
+    assert config["orders_by_country"].materialized == "table"
+    assert plans["orders_by_country"]["why"] == (
+        "downstream: the lag of revenue, 60 seconds; it reads clean_orders, updated in place (strategy merge): a stream sees appends only")
+    assert plans["revenue"]["why"] == "it computes over all rows at once (an aggregate)"
+    assert plans["revenue"]["mode"].startswith("per-group refresh by country, ")
+    assert plans["feeds_joined"]["why"] == (
+        "it joins 2 feeds (landing.orders, landing.refunds): a stream join needs watermarks")
+    assert plans["feeds_joined"]["mode"].startswith("full recompute, ")
+    # its SQL asks is_incremental(): it refreshes on new rows, rendered as incremental
+    assert config["orders_only_new"].materialized == "incremental"
+    assert plans["orders_only_new"]["mode"].startswith("incremental refresh (append), ")
+    assert plans["orders_downstream_of_nothing"]["lag_seconds"] is None
+    assert plans["orders_downstream_of_nothing"]["why"].startswith(
+        "downstream, and nothing reading it has a lag")
+    assert plans["orders_downstream_of_nothing"]["mode"] == "full recompute, when a build runs it"
+    assert all(p["chosen"] for n, p in plans.items() if n != "new_orders")
+
+
+@pytest.mark.unit
+def test_a_mode_set_by_hand_is_kept_and_checked_against_the_lag(project):
+    root = project(MODELS)
+    plans = planned(root, "-s", "new_orders")
+    assert list(plans) == ["new_orders"]
+    plan = plans["new_orders"]
+    assert (plan["chosen"], plan["why"]) == (False, "its config sets materialized 'streaming'")
+    assert plan["mode"] == "stream (append), a micro-batch every 2 h"
+    assert plan["problem"].startswith("expects to fall 2 h behind its sources, over its target "
+                                      "lag of 60 min")
+    said = CliRunner().invoke(main, ["plan", "--project-dir", str(root), "-s", "new_orders"])
+    assert "WARN expects to fall 2 h behind" in said.output
+    assert said.output.splitlines()[-1] == (
+        "0 of 1 models with a target lag expect to hold it; not new_orders")
+
+
+@pytest.mark.unit
+def test_a_chained_batch_waits_for_what_its_inputs_leave_of_its_lag(project):
+    plans = planned(project(MODELS))
+    # its inputs fall 5 s behind (orders' trigger) plus a follow; half the rest is its wait
+    orders_by_country = plans["orders_by_country"]
+    assert orders_by_country["expected_seconds"] < plans["revenue"]["expected_seconds"] < 60
+    assert plans["revenue"]["problem"] == ""
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("lag", ["10 sec", "0 seconds", "soon", 10])
+def test_a_target_lag_that_is_no_interval_is_refused_naming_the_file(project, lag):
+    root = project({**MODELS, "models/bronze/orders.sql": f"""\
+        {{{{ config(target_lag={lag!r}) }}}}
+        select * from {{{{ source('landing', 'orders') }}}}"""})
+    with pytest.raises(ProjectError) as raised:
+        load(Invocation(project_dir=str(root)))
+    assert raised.value.path == "models/bronze/orders.sql"
+    assert f"config 'target_lag' is '{lag}'" in str(raised.value)
+    assert "'downstream'" in raised.value.hint
+
+
+@pytest.mark.parametrize("engine_name", ["embedded"])  # the chosen config: the docstring
+def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its_runs(
+        project, build, engine_name):
+    root = project(MODELS)
+    (root / "landing/orders").mkdir(parents=True)
+    (root / "landing/refunds").mkdir(parents=True)
+    (root / "landing/orders/1.json").write_text(
+        '{"order_id": 1, "customer_id": 1, "amount": 10.0, "updated_at": "2026-12-01T10:00:00"}\n'
+        '{"order_id": 2, "customer_id": 2, "amount": 5.0, "updated_at": "2026-12-01T10:01:00"}\n'
+        '{"order_id": 3, "customer_id": 1, "amount": 7.5, "updated_at": "2026-12-01T10:02:00"}\n')
+    results = build(root)
+    assert {r.status for r in results.values()} == {"success"}, results
+    assert {n: r.materialized for n, r in results.items()} == {
+        "customers": "table", "orders": "streaming", "clean_orders": "streaming",
+        "orders_by_country": "table", "revenue": "table", "feeds_joined": "table",
+        "new_orders": "streaming", "orders_only_new": "incremental",
+        "orders_downstream_of_nothing": "table"}
+    project_file = load(Invocation(project_dir=str(root))).project
+    checkpoint = Path(project_file.checkpoint_path(project_file.nodes["orders"]))
+    assert checkpoint.is_dir()  # a stream's, kept for the next build to go on from
+    revenue = DeltaTable(str(root / "warehouse/gold/revenue")).to_pyarrow_table()
+    assert sorted(zip(*revenue.to_pydict().values())) == [("FR", 5.0), ("NL", 17.5)]
+    plans = planned(root)
+    # a batch model's work is its last builds'; a stream's, its micro-batches timed under
+    # --watch (a build's run of a stream counts its start and whole catch-up)
+    assert plans["revenue"]["cost_seconds"] > 0
+    assert plans["orders"]["cost_seconds"] is None
+    assert plans["revenue"]["expected_seconds"] > plans["revenue"]["cost_seconds"]
