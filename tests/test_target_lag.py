@@ -123,10 +123,16 @@ def test_a_mode_set_by_hand_is_kept_and_checked_against_the_lag(project):
 @pytest.mark.unit
 def test_a_chained_batch_waits_for_what_its_inputs_leave_of_its_lag(project):
     plans = planned(project(MODELS))
-    # its inputs fall 5 s behind (orders' trigger) plus a follow; half the rest is its wait
-    orders_by_country = plans["orders_by_country"]
-    assert orders_by_country["expected_seconds"] < plans["revenue"]["expected_seconds"] < 60
-    assert plans["revenue"]["problem"] == ""
+    # orders_by_country's input falls 35 s behind (orders' 5 s trigger, then clean_orders' own
+    # 30 s: half of revenue's minute); it waits half of what the minute leaves, and revenue
+    # refreshes right after it
+    by_country, revenue = plans["orders_by_country"], plans["revenue"]
+    assert plans["clean_orders"]["expected_seconds"] == 35
+    assert by_country["mode"] == "full recompute, 12 s after new input"
+    assert by_country["expected_seconds"] == pytest.approx(35 + (60 - 35) / 2)
+    assert revenue["mode"] == "per-group refresh by country, right after orders_by_country"
+    assert revenue["expected_seconds"] == by_country["expected_seconds"]  # no work timed yet
+    assert revenue["problem"] == ""
 
 
 @pytest.mark.unit

@@ -51,10 +51,13 @@ def seconds_text(seconds: float) -> str:
     return f"{seconds / 3600:.0f} h" if seconds < 172800 else f"{seconds / 86400:.0f} days"
 
 
-def _wait(graph: Graph, node: CompiledNode, slack: float | None) -> tuple[float | None, str]:
+def _wait(graph: Graph, node: CompiledNode, slack: float | None,
+          after: list[str]) -> tuple[float | None, str]:
     """Seconds a change may wait before the model's work on it starts, and the mode in words.
     slack: what its lag leaves beyond its inputs' lag and its own work; a batch refresh waits
-    half of it (gathering the changes that land meanwhile), a second at least."""
+    half of it (gathering the changes that land meanwhile), a second at least, unless it
+    reads batches refreshed to a lag (`after`): then it refreshes right after them, as a
+    chain of batches would otherwise halve its slack at each step."""
     config = node.config
     if config.materialized == "view":
         return 0.0, "view (computed when read)"
@@ -68,6 +71,8 @@ def _wait(graph: Graph, node: CompiledNode, slack: float | None) -> tuple[float 
     how = (f"per-group refresh by {', '.join(config.incremental_by)}" if config.incremental_by
            else f"incremental refresh ({config.strategy})"
            if config.materialized == "incremental" else "full recompute")
+    if after:
+        return 0.0, f"{how}, right after {', '.join(after)}"
     if slack is None:
         return None, f"{how}, when a build runs it"
     wait = max(MIN_INTERVAL, slack / 2)
@@ -93,6 +98,7 @@ def plan_modes(inv: Invocation) -> list[ModePlan]:
     runs = node_runs(loaded.project.target.warehouse)
     batches = batch_seconds(loaded.project.target.warehouse)
     expected: dict[str, float | None] = {}
+    scheduled: set[str] = set()  # batch models refreshed to a lag
     plans = []
     for name in graph.order:
         node = graph.nodes[name]
@@ -105,7 +111,9 @@ def plan_modes(inv: Invocation) -> list[ModePlan]:
         known = [expected[p] for p in node.refs]
         inputs = None if None in known else max([e or 0.0 for e in known], default=0.0)
         slack = None if lag is None or inputs is None else lag - inputs - (cost or 0.0)
-        wait, mode = _wait(graph, node, slack)
+        wait, mode = _wait(graph, node, slack, [p for p in node.refs if p in scheduled])
+        if wait is not None and node.config.materialized in ("table", "incremental"):
+            scheduled.add(name)
         behind = None if wait is None or inputs is None else inputs + wait + (cost or 0.0)
         expected[name] = behind
         problem = ""
