@@ -176,3 +176,26 @@ def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its
     assert plans["revenue"]["cost_seconds"] > 0
     assert plans["orders"]["cost_seconds"] is None
     assert plans["revenue"]["expected_seconds"] > plans["revenue"]["cost_seconds"]
+
+
+@pytest.mark.unit
+def test_under_watch_a_batch_refreshed_to_a_lag_waits_its_wait_after_each_write(project):
+    """build --watch takes the waits plan says, and holds such a model that long after each
+    write, so that what lands meanwhile is refreshed together; a refresh that found it up to
+    date holds nothing. Engine-free: the schedule is the watch loop's, whatever the engine."""
+    from medallion_cli.commands.modes import refresh_waits
+    from medallion_cli.commands.watch import RefreshSchedule
+    from medallion_cli.run.runner import NodeResult
+
+    waits = refresh_waits(load(Invocation(project_dir=str(project(MODELS)))))
+    assert waits["orders_by_country"] == pytest.approx(12.5)
+    assert waits["revenue"] == 0  # right after orders_by_country
+    assert "orders" not in waits and "new_orders" not in waits  # streams keep their triggers
+    schedule = RefreshSchedule(waits)
+    schedule.told(NodeResult("orders_by_country", "model", "table", "up_to_date"), now=100)
+    assert schedule.held(100) == set()
+    schedule.told(NodeResult("orders_by_country", "model", "table", "success"), now=100)
+    schedule.told(NodeResult("revenue", "model", "table", "success"), now=100)
+    schedule.told(NodeResult("customers", "model", "table", "success"), now=100)  # no lag
+    assert schedule.held(112) == {"orders_by_country"}
+    assert schedule.held(113) == set()

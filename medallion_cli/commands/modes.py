@@ -18,9 +18,10 @@ from ..dag.graph import Graph
 from ..dag.lags import MIN_INTERVAL, choose
 from ..materialize.streaming.driver import FOLLOW_INTERVAL, watch_trigger
 from ..report.status import batch_seconds, node_runs
-from .invocation import Invocation, load, selected_nodes
+from .invocation import Invocation, Loaded, load, selected_nodes
 
 LAST_RUNS = 5  # the builds whose median is a model's cost
+BATCHES = ("table", "incremental")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class ModePlan:
     target_lag: str | None  # as written
     lag_seconds: float | None
     chosen: bool  # the lag chose the mode
+    wait_seconds: float | None  # a change's wait before its work starts (None: no schedule)
     why: str
     cost_seconds: float | None  # its work's median (_cost; None: not timed yet)
     expected_seconds: float | None  # behind its sources, once running to its lag
@@ -93,6 +95,19 @@ def _cost(node: CompiledNode, runs: list[Any], batches: list[float]) -> float | 
 def plan_modes(inv: Invocation) -> list[ModePlan]:
     """The selected models' modes and lags, in DAG order."""
     loaded = load(inv)
+    chosen = set(selected_nodes(inv, loaded, ("model",)))
+    return [plan for plan in planned(loaded) if plan.name in chosen]
+
+
+def refresh_waits(loaded: Loaded) -> dict[str, float]:
+    """The batch models refreshed to a lag, each with the seconds it waits after new input
+    (build --watch refreshes one at most that often)."""
+    return {p.name: p.wait_seconds for p in planned(loaded) if p.wait_seconds is not None
+            and p.materialized in BATCHES}
+
+
+def planned(loaded: Loaded) -> list[ModePlan]:
+    """Every model's mode and lag, in DAG order."""
     graph = loaded.graph
     choices = choose(graph)
     runs = node_runs(loaded.project.target.warehouse)
@@ -112,7 +127,7 @@ def plan_modes(inv: Invocation) -> list[ModePlan]:
         inputs = None if None in known else max([e or 0.0 for e in known], default=0.0)
         slack = None if lag is None or inputs is None else lag - inputs - (cost or 0.0)
         wait, mode = _wait(graph, node, slack, [p for p in node.refs if p in scheduled])
-        if wait is not None and node.config.materialized in ("table", "incremental"):
+        if wait is not None and node.config.materialized in BATCHES:
             scheduled.add(name)
         behind = None if wait is None or inputs is None else inputs + wait + (cost or 0.0)
         expected[name] = behind
@@ -124,8 +139,7 @@ def plan_modes(inv: Invocation) -> list[ModePlan]:
                        "work " + (seconds_text(cost) if cost is not None else "not yet timed"))
         plans.append(ModePlan(
             name, node.file.layer, node.config.materialized, mode, node.config.target_lag,
-            lag, bool(choice and choice.chosen),
+            lag, bool(choice and choice.chosen), wait,
             choice.why if choice else "no target_lag: it refreshes when a build runs it",
             cost, behind, problem))
-    chosen = set(selected_nodes(inv, loaded, ("model",)))
-    return [plan for plan in plans if plan.name in chosen]
+    return plans

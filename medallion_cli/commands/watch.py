@@ -4,7 +4,9 @@ After the first pass (every selected node, once), each streaming model runs as a
 query on its processing-time trigger, and the batch models and the data tests are run again
 where their inputs changed (the fingerprint check makes an unchanged one cost a few file
 reads): at once when a streaming model that a batch model reads commits, else every 2 s
-(edits, batch sources); each result is printed as it comes, a verdict recalled on unchanged
+(edits, batch sources), a batch model refreshed to a target lag at most every its wait (what
+`medallion plan` says; changes landing meanwhile are refreshed together); each result is
+printed as it comes, a verdict recalled on unchanged
 inputs is not. A node that fails (a query, a refresh, a query that cannot start) is tried
 again after a backoff (2 s, doubling to a minute), and what reads it waits for it meanwhile
 rather than run on stale data; its error is printed when it is new, not at every try. The
@@ -41,6 +43,7 @@ from .invocation import (
     selected_nodes,
     selected_tests,
 )
+from .modes import refresh_waits
 from .plan import plan, runner
 
 if TYPE_CHECKING:
@@ -120,6 +123,21 @@ def note_failure(failing: dict[str, Failing], name: str, message: str,
     wait = backoff[min(times, len(backoff)) - 1]
     failing[name] = Failing(times, time.monotonic() + wait, message)
     return before is None or before.said != message
+
+
+@dataclass
+class RefreshSchedule:
+    """When each batch model refreshed to a target lag may refresh again: its wait after its
+    last write (modes.refresh_waits), so that what lands meanwhile is refreshed together."""
+    waits: dict[str, float]
+    due: dict[str, float] = field(default_factory=dict)  # name -> monotonic time
+
+    def held(self, now: float) -> set[str]:
+        return {name for name, due in self.due.items() if due > now}
+
+    def told(self, result: NodeResult, now: float) -> None:
+        if result.name in self.waits and result.status in ("success", "warn"):
+            self.due[result.name] = now + self.waits[result.name]
 
 
 def held_back(ctx: BuildContext, failing: dict[str, Failing], stopped: set[str]) -> set[str]:
@@ -241,6 +259,8 @@ def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: l
     it reported."""
     quiet = replace(inv, full_refresh=False)
     latest: list[Loaded] = []
+    schedule = RefreshSchedule({})
+    lags: list[object] = []  # the lags and modes the schedule's waits were planned for
 
     def reload() -> Graph:
         """The project rendered again, so is_incremental() and edited SQL are current."""
@@ -251,15 +271,24 @@ def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: l
                 stop: threading.Event) -> None:
         """Batch models, and then their data tests (`build`), as they are due."""
         again = latest[0]
+        planned_for = [(n, c.config.target_lag, c.config.materialized)
+                       for n, c in again.graph.nodes.items()]
+        if lags != [planned_for]:  # planned again only when a lag or mode changed
+            lags[:], schedule.waits = [planned_for], refresh_waits(again)
+        held = held | schedule.held(time.monotonic())
         names = [n for n in selected_nodes(quiet, again, COMMAND_KINDS[command])
                  if again.graph.nodes[n].config.materialized not in ("streaming", "view")
                  and n not in held]
         tests = [t for t in selected_tests(quiet, again) if not set(again.tests[t].refs) & held
                  ] if command == "build" else []
+        def scheduled(result: NodeResult) -> None:
+            schedule.told(result, time.monotonic())
+            told(result)
+
         steps = plan(again.graph, again.tests, names, tests,
                      watch_ctx.engine.capabilities.stages_writes)
         execute(steps.order, steps.parents, runner(watch_ctx, again.tests, skip_passed=True),
-                steps.labels, quiet.threads or again.project.target.threads, told,
+                steps.labels, quiet.threads or again.project.target.threads, scheduled,
                 on_interrupt=watch_ctx.engine.cancel_jobs, stop=stop, gates=steps.gates)
 
     with stop_on_signals() as stops:
