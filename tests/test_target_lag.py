@@ -59,6 +59,10 @@ MODELS = {
         select order_id, max(amount) as amount from {{ ref('orders') }}
         {% if is_incremental() %} where order_id > (select max(order_id) from {{ this }})
         {% endif %} group by order_id""",
+    "models/gold/latest_by_country.sql": """\
+        {{ config(target_lag='1 hour', strategy='merge', unique_key='country') }}
+        select country, sum(amount) as amount from {{ ref('orders_by_country') }}
+        group by country""",
     "models/gold/orders_downstream_of_nothing.sql": """\
         {{ config(target_lag='downstream') }}
         select order_id from {{ ref('clean_orders') }}""",
@@ -96,6 +100,9 @@ def test_a_lag_without_a_mode_chooses_one_and_plan_says_why(project):
     assert plans["feeds_joined"]["mode"].startswith("full recompute, ")
     # its SQL asks is_incremental(): it refreshes on new rows, rendered as incremental
     assert config["orders_only_new"].materialized == "incremental"
+    # by key: its whole SELECT merged at each refresh, as a stream would merge its rows
+    assert config["latest_by_country"].materialized == "incremental"
+    assert plans["latest_by_country"]["mode"].startswith("incremental refresh (merge), ")
     assert plans["orders_only_new"]["mode"].startswith("incremental refresh (append), ")
     assert plans["orders_downstream_of_nothing"]["lag_seconds"] is None
     assert plans["orders_downstream_of_nothing"]["why"].startswith(
@@ -164,6 +171,7 @@ def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its
         "customers": "table", "orders": "streaming", "clean_orders": "streaming",
         "orders_by_country": "table", "revenue": "table", "feeds_joined": "table",
         "new_orders": "streaming", "orders_only_new": "incremental",
+        "latest_by_country": "incremental",
         "orders_downstream_of_nothing": "table"}
     project_file = load(Invocation(project_dir=str(root))).project
     checkpoint = Path(project_file.checkpoint_path(project_file.nodes["orders"]))

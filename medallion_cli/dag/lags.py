@@ -9,7 +9,7 @@ takes rows one by one (load/sqlcheck.streaming_obstacle) and everything it reads
 together by union all. A stream would not apply a table's later changes to the rows it wrote
 before (a lookup joined to it, a model updated in place), and two feeds joined need watermarks.
 Otherwise it refreshes as a batch: per group with `incremental_by`, on new rows only where its
-SQL asks is_incremental(), else in full.
+SQL asks is_incremental(), by key with strategy merge, else in full.
 
 A stream gets a trigger of half its lag (a second at least): a row landing just after a
 micro-batch waits an interval, then the work.
@@ -105,9 +105,13 @@ def _why_not_streamed(graph: Graph, node: CompiledNode,
 
 
 def _batch_materialized(node: CompiledNode) -> str:
-    """What a model refreshed as a batch materializes as: on new rows where its SQL asks
-    is_incremental() (and no incremental_by, which a table refreshes per group)."""
-    return "incremental" if node.asks_incremental and not node.config.incremental_by else "table"
+    """What a model refreshed as a batch materializes as: a table per group with
+    incremental_by; incremental on new rows where its SQL asks is_incremental(), or by key with
+    strategy merge (its SELECT merged, as a stream would merge its rows); else a table."""
+    config = node.config
+    if config.incremental_by:
+        return "table"
+    return "incremental" if node.asks_incremental or config.strategy == "merge" else "table"
 
 
 def _choice(graph: Graph, node: CompiledNode, declared: tuple[float, str] | None,
