@@ -9,9 +9,9 @@ engine, registering through the metastore's API) or `local-delta` (delta-spark, 
 server). `medallion serve --sql -t local-delta` answers; with Java 24+ on the machine, Trino's
 Delta connector reads the same metastore too. Each query runs --repeat times in one session:
 the first run and the median of the others (warm). Last, freshness: the held-back file lands
-and the project is built again while each reader asks gold.gold_daily_revenue's sum of orders
-every 0.1 s; the report gives the seconds from that table's new commit (its Delta log's
-timestamp) to each reader's first answer that counts it.
+and the project is built again while each reader asks gold.gold_daily_revenue's sum of
+orders every 0.1 s; the report gives, per reader, the seconds from that table's new commit
+(its Delta log's timestamp) to the start of the first query that counted it and to its answer.
 """
 
 from __future__ import annotations
@@ -69,17 +69,24 @@ def timed(cursor, sql: str) -> float:
 
 
 def first_changed(ask, before: int, stop: threading.Event, seen: list[float]) -> None:
-    """Ask every 0.1 s until the answer differs from `before` (its time into `seen`) or stop."""
+    """Ask every 0.1 s until the answer differs from `before` or stop; `seen` gets the times
+    the last query not counting the change started, the first counting it started, and when
+    that one answered (a query started before the commit may answer long after it)."""
+    last = time.time()
     while not stop.is_set():
+        started = time.time()
         if ask() != before:
-            seen.append(time.time())
+            seen.extend([last, started, time.time()])
             return
+        last = started
         time.sleep(0.1)
 
 
 def fresh_after_commit(project: Path, target: str, readers: dict, held_back: Path) -> dict:
-    """Land the held-back orders and build while each reader polls the gold table; the seconds
-    from the gold table's new commit to each reader's first answer that shows it."""
+    """Land the held-back orders and build while each reader polls the gold table; per
+    reader, seconds from the gold table's new commit to the start of the first query that
+    counted it (the change became visible between the query before it and it), and to its
+    answer."""
     from deltalake import DeltaTable
 
     before = {name: ask() for name, ask in readers.items()}
@@ -100,8 +107,10 @@ def fresh_after_commit(project: Path, target: str, readers: dict, held_back: Pat
     warehouse = "warehouse-delta" if target == "local-delta" else "warehouse"
     table = DeltaTable(str(project / warehouse / "gold/gold_daily_revenue"))
     committed = table.history(1)[0]["timestamp"] / 1000
-    return {name: None if not seen[name] else round(seen[name][0] - committed, 2)
-            for name in readers}
+    return {name: None if not times else {
+        "query before it started": round(times[0] - committed, 2),
+        "first query counting it started": round(times[1] - committed, 2),
+        "and answered": round(times[2] - committed, 2)} for name, times in seen.items()}
 
 
 def sum_of_orders(cursor, sql: str = "select sum(orders) from gold.gold_daily_revenue"):
