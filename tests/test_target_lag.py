@@ -63,6 +63,9 @@ MODELS = {
         {{ config(target_lag='1 hour', strategy='merge', unique_key='country') }}
         select country, sum(amount) as amount from {{ ref('orders_by_country') }}
         group by country""",
+    "models/gold/orders_per_customer.sql": """\
+        {{ config(target_lag='1 hour', incremental_by='customer_id') }}
+        select order_id, customer_id from {{ source('landing', 'orders') }}""",
     "models/gold/orders_downstream_of_nothing.sql": """\
         {{ config(target_lag='downstream') }}
         select order_id from {{ ref('clean_orders') }}""",
@@ -100,6 +103,9 @@ def test_a_lag_without_a_mode_chooses_one_and_plan_says_why(project):
     assert plans["feeds_joined"]["mode"].startswith("full recompute, ")
     # its SQL asks is_incremental(): it refreshes on new rows, rendered as incremental
     assert config["orders_only_new"].materialized == "incremental"
+    # a feed read row by row, but refreshed per group as its config asks
+    assert config["orders_per_customer"].materialized == "table"
+    assert plans["orders_per_customer"]["why"] == "its incremental_by asks for a refresh per group"
     # by key: its whole SELECT merged at each refresh, as a stream would merge its rows
     assert config["latest_by_country"].materialized == "incremental"
     assert plans["latest_by_country"]["mode"].startswith("incremental refresh (merge), ")
@@ -171,7 +177,7 @@ def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its
         "customers": "table", "orders": "streaming", "clean_orders": "streaming",
         "orders_by_country": "table", "revenue": "table", "feeds_joined": "table",
         "new_orders": "streaming", "orders_only_new": "incremental",
-        "latest_by_country": "incremental",
+        "latest_by_country": "incremental", "orders_per_customer": "table",
         "orders_downstream_of_nothing": "table"}
     project_file = load(Invocation(project_dir=str(root))).project
     checkpoint = Path(project_file.checkpoint_path(project_file.nodes["orders"]))

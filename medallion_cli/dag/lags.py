@@ -121,7 +121,8 @@ def _choice(graph: Graph, node: CompiledNode, declared: tuple[float, str] | None
     if not config.mode_by_lag:
         return Choice(lag, config.materialized, False,
                       f"its config sets materialized '{config.materialized}'")
-    obstacle = _why_not_streamed(graph, node, modes)
+    obstacle = _why_not_streamed(graph, node, modes) or (
+        "its incremental_by asks for a refresh per group" if config.incremental_by else "")
     why = obstacle or f"its rows come one by one from {', '.join(_feeds(graph, node, modes)[0])}"
     if config.target_lag == DOWNSTREAM:
         said = ("downstream, and nothing reading it has a lag" if declared is None
