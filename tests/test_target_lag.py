@@ -66,6 +66,11 @@ MODELS = {
     "models/gold/orders_per_customer.sql": """\
         {{ config(target_lag='1 hour', incremental_by='customer_id') }}
         select order_id, customer_id from {{ source('landing', 'orders') }}""",
+    "models/gold/orders_filtered_by_hand.sql": """\
+        {{ config(target_lag='1 hour') }}
+        select order_id, amount from {{ ref('orders') }}
+        {% if is_incremental() %} where order_id > (select max(order_id) from {{ this }})
+        {% endif %}""",
     "models/gold/orders_downstream_of_nothing.sql": """\
         {{ config(target_lag='downstream') }}
         select order_id from {{ ref('clean_orders') }}""",
@@ -106,6 +111,9 @@ def test_a_lag_without_a_mode_chooses_one_and_plan_says_why(project):
     # a feed read row by row, but refreshed per group as its config asks
     assert config["orders_per_customer"].materialized == "table"
     assert plans["orders_per_customer"]["why"] == "its incremental_by asks for a refresh per group"
+    assert config["orders_filtered_by_hand"].materialized == "incremental"
+    assert plans["orders_filtered_by_hand"]["why"] == (
+        "its SQL asks is_incremental(): it reads new rows itself, as a batch")
     # by key: its whole SELECT merged at each refresh, as a stream would merge its rows
     assert config["latest_by_country"].materialized == "incremental"
     assert plans["latest_by_country"]["mode"].startswith("incremental refresh (merge), ")
@@ -178,6 +186,7 @@ def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its
         "orders_by_country": "table", "revenue": "table", "feeds_joined": "table",
         "new_orders": "streaming", "orders_only_new": "incremental",
         "latest_by_country": "incremental", "orders_per_customer": "table",
+        "orders_filtered_by_hand": "incremental",
         "orders_downstream_of_nothing": "table"}
     project_file = load(Invocation(project_dir=str(root))).project
     checkpoint = Path(project_file.checkpoint_path(project_file.nodes["orders"]))

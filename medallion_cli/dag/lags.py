@@ -114,6 +114,15 @@ def _batch_materialized(node: CompiledNode) -> str:
     return "incremental" if node.asks_incremental or config.strategy == "merge" else "table"
 
 
+def _asks_for_batches(node: CompiledNode) -> str:
+    """What in its config or SQL asks for batch refreshes ("" when nothing does)."""
+    if node.config.incremental_by:
+        return "its incremental_by asks for a refresh per group"
+    if node.asks_incremental:
+        return "its SQL asks is_incremental(): it reads new rows itself, as a batch"
+    return ""
+
+
 def _choice(graph: Graph, node: CompiledNode, declared: tuple[float, str] | None,
             modes: dict[str, tuple[str, str]]) -> Choice:
     config = node.config
@@ -121,8 +130,7 @@ def _choice(graph: Graph, node: CompiledNode, declared: tuple[float, str] | None
     if not config.mode_by_lag:
         return Choice(lag, config.materialized, False,
                       f"its config sets materialized '{config.materialized}'")
-    obstacle = _why_not_streamed(graph, node, modes) or (
-        "its incremental_by asks for a refresh per group" if config.incremental_by else "")
+    obstacle = _why_not_streamed(graph, node, modes) or _asks_for_batches(node)
     why = obstacle or f"its rows come one by one from {', '.join(_feeds(graph, node, modes)[0])}"
     if config.target_lag == DOWNSTREAM:
         said = ("downstream, and nothing reading it has a lag" if declared is None
