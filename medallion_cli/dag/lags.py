@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
 
 from ..core.config import interval_seconds
 from ..core.nodes import CompiledNode
-from ..load.sqlcheck import streaming_obstacle
+from ..load.sqlcheck import statements, streaming_obstacle
 from .graph import Graph
 
 DOWNSTREAM = "downstream"
@@ -85,7 +84,7 @@ def _feeds(graph: Graph, node: CompiledNode, modes: dict[str, tuple[str, str]]) 
 def _why_not_streamed(graph: Graph, node: CompiledNode,
                       modes: dict[str, tuple[str, str]]) -> str:
     """Why a stream would not compute what a full recompute does ("" when it would)."""
-    query = sqlglot.parse_one(node.sql or "", read="spark")  # parses: load/sqlcheck.py
+    query = statements(node.sql or "")[0]  # one query: load/sqlcheck.py checked it
     obstacle = streaming_obstacle(query)
     if obstacle:
         return obstacle

@@ -3,6 +3,7 @@ table that is a model or seed is reached through ref() (so the DAG knows about i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 
 import sqlglot
@@ -13,9 +14,16 @@ from ..core.errors import ProjectError
 from ..core.nodes import CompiledNode
 
 
+@functools.lru_cache(maxsize=4096)
+def statements(sql: str) -> tuple[exp.Expr, ...]:
+    """The SQL's statements, parsed once per text: a load checks each model's, and the
+    target lags look at them again (dag/lags.py). Read them; never change them."""
+    return tuple(s for s in sqlglot.parse(sql, read="spark") if s is not None)
+
+
 def check_model_sql(node: CompiledNode, node_names: Collection[str]) -> None:
     try:
-        statements = [s for s in sqlglot.parse(node.sql or "", read="spark") if s is not None]
+        found = statements(node.sql or "")
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         raise ProjectError(f"SQL does not parse: {first.get('description', exc)}",
@@ -23,11 +31,11 @@ def check_model_sql(node: CompiledNode, node_names: Collection[str]) -> None:
                            hint=f"see the compiled SQL: medallion compile -s {node.name}") from exc
     except TokenError as exc:
         raise ProjectError(f"SQL does not parse: {exc}", path=node.file.rel_path) from exc
-    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+    if len(found) != 1 or not isinstance(found[0], exp.Query):
         raise ProjectError("a model must be exactly one SELECT query "
-                           f"(found {len(statements)} statement(s))", path=node.file.rel_path,
+                           f"(found {len(found)} statement(s))", path=node.file.rel_path,
                            hint="remove trailing statements; the runner writes the table itself")
-    query = statements[0]
+    query = found[0]
     cte_names = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
     for table in query.find_all(exp.Table):
         name = table.name
