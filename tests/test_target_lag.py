@@ -33,7 +33,7 @@ MODELS = {
     "models/sources.yml": SOURCES,
     "seeds/customers.csv": "customer_id,country\n1,NL\n2,FR\n",
     "models/bronze/orders.sql": """\
-        {{ config(target_lag='10 seconds') }}
+        {{ config(target_lag='10 seconds', event_time='updated_at') }}
         select *, current_timestamp() as _loaded_at from {{ source('landing', 'orders') }}""",
     "models/silver/clean_orders.sql": """\
         {{ config(target_lag='downstream', strategy='merge', unique_key='order_id') }}
@@ -199,6 +199,11 @@ def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its
     assert plans["revenue"]["cost_seconds"] > 0
     assert plans["orders"]["cost_seconds"] is None
     assert plans["revenue"]["expected_seconds"] > plans["revenue"]["cost_seconds"]
+    # its newest order is days old: its one micro-batch's lag is a breach, not hidden
+    status = CliRunner().invoke(main, ["status", "-s", "orders", "--project-dir", str(root)])
+    assert status.exit_code == 1, status.output
+    assert status.output.splitlines()[2].strip().endswith(
+        "over 1 write(s) in the last day; BREACH: 1 write(s) over it")
 
 
 @pytest.mark.unit
@@ -222,3 +227,51 @@ def test_under_watch_a_batch_refreshed_to_a_lag_waits_its_wait_after_each_write(
     schedule.told(NodeResult("customers", "model", "table", "success"), now=100)  # no lag
     assert schedule.held(112) == {"orders_by_country"}
     assert schedule.held(113) == set()
+
+
+def batch_events(warehouse, model, lags, at):
+    """Micro-batch events as the event log keeps them, one per lag (seconds), ending at `at`."""
+    import datetime as dt
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from medallion_cli.report.eventlog import EVENT_COLUMNS, events_path
+
+    rows = [{"run_id": "r", "event_type": "batch", "node": model, "status": "success",
+             "event_time": at - dt.timedelta(minutes=len(lags) - i),
+             "newest_event_time": at - dt.timedelta(minutes=len(lags) - i, seconds=lag),
+             "batch_id": i} for i, lag in enumerate(lags)]
+    rows.append({**rows[-1], "event_time": at - dt.timedelta(days=2), "newest_event_time":
+                 at - dt.timedelta(days=3), "batch_id": -1})  # out of the day's window
+    write_deltalake(events_path(str(warehouse)), pa.Table.from_pylist(rows, schema=EVENT_COLUMNS),
+                    mode="append")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("lags, exit_code, said", [
+    ([2, 4, 3, 30], 1, "achieved p50 3 s, p95 30 s over 4 write(s) in the last day; BREACH: 1 "
+                       "write(s) over it"),
+    ([2, 4, 3, 9], 0, "achieved p50 3 s, p95 9 s over 4 write(s) in the last day"),
+], ids=["breach", "held"])
+def test_status_shows_each_lagged_tables_achieved_lag_and_exits_1_on_a_breach(
+        project, lags, exit_code, said):
+    """The lag a write achieved: its time minus the newest event time it reflected, both in
+    the event log; p95 over the target lag is a breach, reported and exit 1."""
+    import datetime as dt
+
+    root = project(MODELS)
+    batch_events(root / "warehouse", "orders", lags, dt.datetime.now(dt.timezone.utc))
+    shown = CliRunner().invoke(main, ["status", "-s", "orders clean_orders customers",
+                                      "--project-dir", str(root)])
+    assert shown.exit_code == exit_code, shown.output
+    lines = shown.output.splitlines()
+    assert lines[lines.index(next(line for line in lines if line.startswith("orders "))) + 1
+                 ].strip() == f"target lag 10 s; {said}"
+    assert any(line.strip().startswith("target lag 60 s; no write with an event time")
+               for line in lines)  # clean_orders: downstream of revenue's minute
+    assert not any("customers" in line and "target lag" in line for line in lines)
+    as_json = json.loads(CliRunner().invoke(main, ["status", "--output", "json", "-s", "orders",
+                                                   "--project-dir", str(root)]).output)
+    assert as_json[0]["lag"]["writes"] == 4 and as_json[0]["lag"]["target_seconds"] == 10
+    assert as_json[0]["lag"]["breach"] is (exit_code == 1)

@@ -101,7 +101,7 @@ def ls(inv: commands.Invocation, debug: bool) -> None:
 @click.option("--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def plan(inv: commands.Invocation, debug: bool, output: str) -> None:
-    from ..commands.modes import seconds_text
+    from ..report.lags import seconds_text
 
     plans = commands.plan_modes(inv)
     if output == "json":

@@ -17,6 +17,7 @@ from ..core.nodes import CompiledNode
 from ..dag.graph import Graph
 from ..dag.lags import MIN_INTERVAL, choose
 from ..materialize.streaming.driver import FOLLOW_INTERVAL, watch_trigger
+from ..report.lags import seconds_text
 from ..report.status import batch_seconds, node_runs
 from .invocation import Invocation, Loaded, load, selected_nodes
 
@@ -41,16 +42,6 @@ class ModePlan:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def seconds_text(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.1f} s".replace(".0 s", " s")
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.0f} h" if seconds < 172800 else f"{seconds / 86400:.0f} days"
 
 
 def _wait(graph: Graph, node: CompiledNode, slack: float | None,

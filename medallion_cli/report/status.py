@@ -16,8 +16,10 @@ from deltalake.exceptions import TableNotFoundError
 
 from ..core.project import Project
 from ..dag.graph import Graph
+from ..dag.lags import lags
 from ..engines.deltars import open_table
 from .eventlog import events_path, now
+from .lags import WINDOW, AchievedLag, seconds_text, write_lags
 from .tablefacts import table_facts
 
 SUCCEEDED = ("success", "up_to_date", "warn")
@@ -59,6 +61,7 @@ class TableStatus:
     freshness: str | None  # pass | warn | error; None when the model declares no limits
     reason: str  # what the freshness level rests on
     runs: tuple[Run, ...] = ()  # the latest first
+    lag: AchievedLag | None = None  # against its target_lag (None: it has none)
 
     @property
     def last_written(self) -> Run | None:
@@ -93,7 +96,8 @@ class TableStatus:
                 "missing": self.missing,
                 "newest_event": self.newest_event.isoformat() if self.newest_event else None,
                 "age_seconds": self.age_seconds, "freshness": self.freshness,
-                "reason": self.reason, "runs": [run(r) for r in self.runs]}
+                "reason": self.reason, "runs": [run(r) for r in self.runs],
+                "lag": self.lag.as_json() if self.lag else None}
 
 
 def node_runs(warehouse: str) -> dict[str, list[Run]]:
@@ -164,6 +168,9 @@ def table_status(project: Project, graph: Graph, names: list[str],
     """The status of the named seeds and models (views have no table and are left out)."""
     runs = node_runs(project.target.warehouse) if runs is None else runs
     at = at or now()
+    targets = lags(graph)
+    achieved = write_lags(project.target.warehouse, at - WINDOW) if any(
+        targets[name] for name in names) else {}
     found = []
     for name in names:
         node = graph.nodes[name]
@@ -181,12 +188,14 @@ def table_status(project: Project, graph: Graph, names: list[str],
         if facts is None:
             why = (unread or "not built yet") + ("; " + why if cfg.freshness else "")
         history = runs.get(name, [])
+        target = targets[name]
         found.append(TableStatus(
             name, node.file.kind, node.file.layer, facts.version if facts else None,
             facts.rows if facts else None,
             next((r for r in history if r.status in SUCCEEDED), None),
             next((r for r in history if r.status == "error"), None),
-            newest, age, level, why, tuple(history[:10])))
+            newest, age, level, why, tuple(history[:10]),
+            AchievedLag(target[0], tuple(achieved.get(name, []))) if target else None))
     return found
 
 
@@ -211,6 +220,8 @@ def status_lines(statuses: list[TableStatus]) -> list[str]:
         if s.missing:
             fresh = "its table is gone: the next build rebuilds it from its inputs"
         lines.append(row.format(s.name, table, written, ran, fresh))
+        if s.lag:
+            lines.append(f"{'':<32} {lag_line(s.lag)}")
         if s.last_failure:
             message = (s.last_failure.message or "").splitlines()[0] if s.last_failure.message \
                 else ""
@@ -219,10 +230,21 @@ def status_lines(statuses: list[TableStatus]) -> list[str]:
     return lines
 
 
+def lag_line(lag: AchievedLag) -> str:
+    target = f"target lag {seconds_text(lag.target or 0)}"
+    if not lag.lags:
+        return (f"{target}; no write with an event time in the last day (the lag is measured "
+                "on a model with event_time)")
+    p50, p95 = lag.percentile(0.5), lag.percentile(0.95)
+    said = (f"{target}; achieved p50 {seconds_text(p50 or 0)}, p95 "
+            f"{seconds_text(p95 or 0)} over {len(lag.lags)} write(s) in the last day")
+    return said + (f"; BREACH: {lag.over} write(s) over it" if lag.breach else "")
+
+
 def exit_code(statuses: list[TableStatus]) -> int:
-    """1 when a table's latest run failed, a table once written is missing, or a table is past
-    an error_after limit."""
-    return 1 if (any(s.failed or s.missing for s in statuses)
+    """1 when a table's latest run failed, a table once written is missing, a table is past
+    an error_after limit, or its writes' lag breached its target_lag."""
+    return 1 if (any(s.failed or s.missing or (s.lag and s.lag.breach) for s in statuses)
                  or worst(statuses) == "error") else 0
 
 
