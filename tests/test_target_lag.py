@@ -199,6 +199,15 @@ def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its
     assert plans["revenue"]["cost_seconds"] > 0
     assert plans["orders"]["cost_seconds"] is None
     assert plans["revenue"]["expected_seconds"] > plans["revenue"]["cost_seconds"]
+    from medallion_cli.report.metrics import metrics_served
+    from medallion_cli.testing.loopback import free_port
+
+    port, loaded = free_port(), load(Invocation(project_dir=str(root)))
+    with metrics_served(port, lambda: (loaded.project, loaded.graph)):
+        text = scraped(port)
+    assert 'medallion_table_rows{table="revenue"} 2.0' in text
+    assert 'medallion_table_files{table="revenue"}' in text
+    assert 'medallion_lag_breach{table="orders"} 1.0' in text
     # its newest order is days old: its one micro-batch's lag is a breach, not hidden
     status = CliRunner().invoke(main, ["status", "-s", "orders", "--project-dir", str(root)])
     assert status.exit_code == 1, status.output
@@ -275,3 +284,44 @@ def test_status_shows_each_lagged_tables_achieved_lag_and_exits_1_on_a_breach(
                                                    "--project-dir", str(root)]).output)
     assert as_json[0]["lag"]["writes"] == 4 and as_json[0]["lag"]["target_seconds"] == 10
     assert as_json[0]["lag"]["breach"] is (exit_code == 1)
+
+
+def scraped(port):
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+        return answer.read().decode()
+
+
+@pytest.mark.unit
+def test_metrics_serve_the_tables_figures_and_lags_for_prometheus_while_the_watch_runs(project):
+    """build --watch --metrics-port: what status reads, at each scrape, on loopback; the port
+    is closed with the watch. Engine-free: read from the Delta logs and the event log."""
+    import datetime as dt
+    import socket
+
+    from medallion_cli.core.errors import MedallionError
+    from medallion_cli.report.metrics import metrics_served
+    from medallion_cli.testing.loopback import free_port
+
+    root = project(MODELS)
+    batch_events(root / "warehouse", "orders", [2, 4, 3, 30], dt.datetime.now(dt.timezone.utc))
+    loaded = load(Invocation(project_dir=str(root)))
+    port = free_port()
+    with metrics_served(port, lambda: (loaded.project, loaded.graph)):
+        text = scraped(port)
+        with pytest.raises(MedallionError, match=f"--metrics-port {port}: in use"):
+            with metrics_served(port, lambda: (loaded.project, loaded.graph)):
+                pass
+    assert 'medallion_target_lag_seconds{table="orders"} 10.0' in text
+    assert 'medallion_target_lag_seconds{table="clean_orders"} 60.0' in text
+    assert 'medallion_achieved_lag_seconds{quantile="0.95",table="orders"} 30.0' in text
+    assert 'medallion_achieved_lag_seconds{quantile="0.5",table="orders"} 3.0' in text
+    assert 'medallion_lag_breach{table="orders"} 1.0' in text
+    assert 'medallion_lag_writes{table="orders"} 4.0' in text
+    assert "medallion_table_rows{" not in text  # nothing built
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    refused = CliRunner().invoke(main, ["build", "--metrics-port", str(port), "--project-dir",
+                                        str(root)])
+    assert refused.exit_code == 2 and "add --watch" in refused.output

@@ -33,14 +33,19 @@ from .group import (
 @click.option("--watch", is_flag=True,
               help="Keep running: streaming models on their processing-time trigger "
                    "(default 10 seconds), batch models refreshed when inputs change.")
+@click.option("--metrics-port", type=int, default=None,
+              help="With --watch: serve the tables' rows, files, bytes and achieved lags for "
+                   "Prometheus at http://127.0.0.1:PORT/metrics.")
 @click.option("--rerun-tests", is_flag=True,
               help="Run data tests that passed on their inputs as they are now too (by "
                    "default those are reported up to date).")
 @EMPTY
 @LOG_FORMAT
-def build(inv: commands.Invocation, debug: bool, watch: bool, rerun_tests: bool, empty: bool,
-          log_format: str) -> None:
-    inv = replace(inv, rerun_tests=rerun_tests, empty=empty)
+def build(inv: commands.Invocation, debug: bool, watch: bool, metrics_port: int | None,
+          rerun_tests: bool, empty: bool, log_format: str) -> None:
+    if metrics_port is not None and not watch:
+        raise click.UsageError("--metrics-port serves the figures while --watch runs: add --watch")
+    inv = replace(inv, rerun_tests=rerun_tests, empty=empty, metrics_port=metrics_port)
     _report(lambda report: commands.build(inv, "build", ("seed", "model"), report, watch), debug,
             log_format, watch)
 

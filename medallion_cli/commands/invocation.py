@@ -47,6 +47,7 @@ class Invocation:
     empty: bool = False  # build/run --empty: models checked over inputs with no rows, no writes
     defer: bool = False  # read unbuilt unselected parents' tables from the --state run's
     wait_for_lock: float = 0  # seconds to wait for another command's lock on the warehouse
+    metrics_port: int | None = None  # build --watch: the tables' figures for Prometheus here
 
 
 def parse_vars(text: str | None, option: str = "--vars") -> dict[str, Any]:

@@ -32,6 +32,7 @@ from ..materialize.context import BuildContext
 from ..materialize.strategies import strategy_for
 from ..materialize.streaming.driver import start_query
 from ..materialize.streaming.tally import BatchReport, StreamTally
+from ..report.metrics import metrics_served
 from ..run.runner import NodeResult, own_session
 from ..run.scheduler import NOT_STARTED, STOPPED, execute
 from ..spark.progress import progress_reports
@@ -291,5 +292,6 @@ def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: l
                 steps.labels, quiet.threads or again.project.target.threads, scheduled,
                 on_interrupt=watch_ctx.engine.cancel_jobs, stop=stop, gates=steps.gates)
 
-    with stop_on_signals() as stops:
+    with metrics_served(inv.metrics_port, lambda: (
+            ctx.project, latest[0].graph if latest else ctx.graph)), stop_on_signals() as stops:
         return watch(ctx, chosen, results, reload, refresh, on_result, on_batch, stops)

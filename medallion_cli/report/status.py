@@ -62,6 +62,8 @@ class TableStatus:
     reason: str  # what the freshness level rests on
     runs: tuple[Run, ...] = ()  # the latest first
     lag: AchievedLag | None = None  # against its target_lag (None: it has none)
+    files: int | None = None  # the data files a full read opens
+    size_bytes: int | None = None
 
     @property
     def last_written(self) -> Run | None:
@@ -195,7 +197,8 @@ def table_status(project: Project, graph: Graph, names: list[str],
             next((r for r in history if r.status in SUCCEEDED), None),
             next((r for r in history if r.status == "error"), None),
             newest, age, level, why, tuple(history[:10]),
-            AchievedLag(target[0], tuple(achieved.get(name, []))) if target else None))
+            AchievedLag(target[0], tuple(achieved.get(name, []))) if target else None,
+            facts.files if facts else None, facts.bytes if facts else None))
     return found
 
 

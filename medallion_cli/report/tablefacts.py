@@ -1,5 +1,6 @@
 """Facts about a Delta table read from its log alone, with delta-rs (no JVM, either engine's
-tables): its version, its rows and the newest value of a column, from the files' statistics."""
+tables): its version, its rows, files and bytes, and the newest value of a column, from the
+files' statistics."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ class TableFacts:
     version: int
     rows: int | None  # None when a file lacks statistics
     newest: dt.datetime | None  # the newest value of the column asked for, when known
+    files: int = 0  # the data files a full read opens
+    bytes: int = 0
 
 
 def as_utc(value: dt.date | None) -> dt.datetime | None:
@@ -42,7 +45,8 @@ def table_facts(path: str, column: str | None = None) -> TableFacts | None:
         # A file whose values are all null has none: the others' maximum is the table's.
         values = [v for v in actions.column(field).to_pylist() if v is not None]
         newest = as_utc(max(values, default=None))
-    return TableFacts(table.version(), rows, newest)
+    sizes = actions.column("size_bytes").to_pylist() if actions.num_rows else []
+    return TableFacts(table.version(), rows, newest, actions.num_rows, sum(sizes))
 
 
 def newest_value(path: str, column: str) -> dt.datetime | None:
