@@ -325,3 +325,15 @@ def test_metrics_serve_the_tables_figures_and_lags_for_prometheus_while_the_watc
     refused = CliRunner().invoke(main, ["build", "--metrics-port", str(port), "--project-dir",
                                         str(root)])
     assert refused.exit_code == 2 and "add --watch" in refused.output
+
+
+@pytest.mark.unit
+def test_plan_on_a_project_without_lags_says_how_to_give_one(project):
+    root = project({"models/silver/m.sql": "select 1 as id"})
+    said = CliRunner().invoke(main, ["plan", "--project-dir", str(root)])
+    assert said.exit_code == 0, said.output
+    assert said.output.splitlines() == [
+        "m                                lag -       full recompute, when a build runs it",
+        "                                 no target_lag: it refreshes when a build runs it",
+        "No model has a target_lag: with one, and no materialized, the lag chooses its mode "
+        "(docs/streaming-and-cdc.md, Target lags)"]

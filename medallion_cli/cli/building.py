@@ -122,6 +122,10 @@ def plan(inv: commands.Invocation, debug: bool, output: str) -> None:
             click.secho(f"{'':<32} WARN {p.problem}", fg="yellow")
     missed = [p.name for p in plans if p.problem]
     lagged = [p for p in plans if p.lag_seconds is not None]
+    if not lagged:
+        click.echo("No model has a target_lag: with one, and no materialized, the lag chooses "
+                   "its mode (docs/streaming-and-cdc.md, Target lags)")
+        return
     click.echo(f"{len(lagged) - len(missed)} of {len(lagged)} models with a target lag expect "
                f"to hold it" + (f"; not {', '.join(missed)}" if missed else ""))
 
