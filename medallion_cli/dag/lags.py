@@ -65,8 +65,7 @@ def lags(graph: Graph) -> dict[str, tuple[float, str] | None]:
     return found
 
 
-def _feeds(graph: Graph, node: CompiledNode, modes: dict[str, tuple[str, str]]) -> tuple[
-        list[str], list[str]]:
+def _feeds(node: CompiledNode, modes: dict[str, tuple[str, str]]) -> tuple[list[str], list[str]]:
     """(its feeds, the other tables it reads): modes holds each model's (materialized,
     strategy) as chosen so far."""
     feeds = [f"{s}.{t}" for s, t in node.sources] + list(node.change_refs)
@@ -81,14 +80,13 @@ def _feeds(graph: Graph, node: CompiledNode, modes: dict[str, tuple[str, str]]) 
     return feeds, others
 
 
-def _why_not_streamed(graph: Graph, node: CompiledNode,
-                      modes: dict[str, tuple[str, str]]) -> str:
+def _why_not_streamed(node: CompiledNode, modes: dict[str, tuple[str, str]]) -> str:
     """Why a stream would not compute what a full recompute does ("" when it would)."""
     query = statements(node.sql or "")[0]  # one query: load/sqlcheck.py checked it
     obstacle = streaming_obstacle(query)
     if obstacle:
         return obstacle
-    feeds, others = _feeds(graph, node, modes)
+    feeds, others = _feeds(node, modes)
     if others:
         updated = [n for n in others if modes.get(n, ("", ""))[1] == "merge"]
         if updated:
@@ -122,15 +120,15 @@ def _asks_for_batches(node: CompiledNode) -> str:
     return ""
 
 
-def _choice(graph: Graph, node: CompiledNode, declared: tuple[float, str] | None,
+def _choice(node: CompiledNode, declared: tuple[float, str] | None,
             modes: dict[str, tuple[str, str]]) -> Choice:
     config = node.config
     lag = declared[0] if declared else None
     if not config.mode_by_lag:
         return Choice(lag, config.materialized, False,
                       f"its config sets materialized '{config.materialized}'")
-    obstacle = _why_not_streamed(graph, node, modes) or _asks_for_batches(node)
-    why = obstacle or f"its rows come one by one from {', '.join(_feeds(graph, node, modes)[0])}"
+    obstacle = _why_not_streamed(node, modes) or _asks_for_batches(node)
+    why = obstacle or f"its rows come one by one from {', '.join(_feeds(node, modes)[0])}"
     if config.target_lag == DOWNSTREAM:
         said = ("downstream, and nothing reading it has a lag" if declared is None
                 else f"downstream: the lag of {declared[1]}, {_seconds(declared[0])}")
@@ -147,7 +145,7 @@ def choose(graph: Graph) -> dict[str, Choice]:
     for name in graph.order:
         node = graph.nodes[name]
         if node.sql is not None and node.config.target_lag:
-            choices[name] = _choice(graph, node, lag_of[name], modes)
+            choices[name] = _choice(node, lag_of[name], modes)
         modes[name] = (choices[name].materialized if name in choices
                        else node.config.materialized, node.config.strategy)
     return choices
