@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from ..core.project import Target
 from ..engines.delta_spark.settings import DELTA_CONF
 from ..spark import jars
 from ..spark.conf import spark_conf
-from .loopback import LOOPBACK, free_port
+from .loopback import LOOPBACK, free_port, wait_until_logged
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 READY_LINE = "Spark Connect server started at"
@@ -117,13 +116,8 @@ def start(port: int | None = None, delta: bool = True, token: str | None = None,
                                    stdout=log, stderr=subprocess.STDOUT,
                                    env=env, cwd=home, start_new_session=detached)
     server = ConnectServer(port, process, home, token)
-    deadline = time.monotonic() + timeout
-    while READY_LINE not in server.log.read_text(errors="replace"):
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = server.log.read_text(errors="replace")[-3000:]
-            server.stop()
-            raise RuntimeError(f"the Spark Connect server did not start:\n{tail}")
-        time.sleep(0.2)
+    wait_until_logged(server.log, READY_LINE, process, timeout, "the Spark Connect server",
+                      server.stop)
     return server
 
 

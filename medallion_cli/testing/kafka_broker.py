@@ -10,13 +10,12 @@ import json
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.processes import stop_pid, terminate
 from ..spark import jars
-from .loopback import LOG4J, LOOPBACK, free_port
+from .loopback import LOG4J, LOOPBACK, free_port, wait_until_logged
 
 BROKER_JVM = "-Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # starts ~2x faster on 2 cores
 READY_LINE = "Kafka Server started"
@@ -106,11 +105,5 @@ def start(timeout: float = 90, port: int | None = None, detached: bool = False) 
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=detached)
     broker = KafkaBroker(f"{LOOPBACK}:{port}", process, home)
-    deadline = time.monotonic() + timeout
-    while READY_LINE not in (broker.log.read_text() if broker.log.exists() else ""):
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = broker.log.read_text()[-2000:] if broker.log.exists() else ""
-            broker.stop()
-            raise RuntimeError(f"the Kafka broker did not start:\n{tail}")
-        time.sleep(0.2)
+    wait_until_logged(broker.log, READY_LINE, process, timeout, "the Kafka broker", broker.stop)
     return broker

@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 from ..core.processes import terminate
 from ..spark import jars
-from .loopback import LOOPBACK, free_port
+from .loopback import LOOPBACK, free_port, wait_until_logged
 
 JAVA_HOME_ENV = "MEDALLION_TRINO_JAVA_HOME"
 JAVA_AT_LEAST = 24
@@ -138,13 +137,7 @@ def start(metastore_uri: str, s3_env: Mapping[str, str] | None = None,
     with open(home / "server.log", "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=home)
     trino = Trino(port, process, home)
-    deadline = time.monotonic() + timeout
-    while READY_LINE not in trino.log.read_text(errors="replace"):
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = trino.log.read_text(errors="replace")[-3000:]
-            trino.stop()
-            raise RuntimeError(f"Trino did not start:\n{tail}")
-        time.sleep(0.5)
+    wait_until_logged(trino.log, READY_LINE, process, timeout, "Trino", trino.stop, poll=0.5)
     return trino
 
 
