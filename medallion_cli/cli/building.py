@@ -106,9 +106,11 @@ def ls(inv: commands.Invocation, debug: bool) -> None:
 @click.option("--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def plan(inv: commands.Invocation, debug: bool, output: str) -> None:
+    # plan alone reads the event log (delta-rs): imported here, not by every command
+    from ..commands.modes import plan_modes
     from ..report.lags import seconds_text
 
-    plans = commands.plan_modes(inv)
+    plans = plan_modes(inv)
     if output == "json":
         click.echo(json.dumps([p.as_json() for p in plans], indent=2))
         return

@@ -7,7 +7,6 @@ from .catalog import catalog_prune
 from .checkup import Check
 from .inspect import compile_models, docs, list_nodes, source_freshness, status
 from .invocation import Invocation, parse_vars
-from .modes import plan_modes
 from .operate import clean, debug, fetch_jars, init, on_server, serve, stop_server
 from .plan import Reporter
 from .run_operation import run_operation
@@ -15,7 +14,6 @@ from .test import test, unit_test
 
 __all__ = ["Check", "Invocation", "Reporter", "build", "catalog_prune", "clean",
            "compile_models", "debug",
-           "docs", "fetch_jars", "init", "list_nodes", "on_server", "parse_vars", "plan_modes",
-           "retry",
+           "docs", "fetch_jars", "init", "list_nodes", "on_server", "parse_vars", "retry",
            "run_operation", "serve", "source_freshness", "status", "stop_server", "test",
            "unit_test"]

@@ -18,7 +18,6 @@ from ..dag.graph import Graph
 from ..dag.lags import MIN_INTERVAL, choose
 from ..materialize.streaming.driver import FOLLOW_INTERVAL, watch_trigger
 from ..report.lags import seconds_text
-from ..report.status import batch_seconds, node_runs
 from .invocation import Invocation, Loaded, load, selected_nodes
 
 LAST_RUNS = 5  # the builds whose median is a model's cost
@@ -99,6 +98,9 @@ def refresh_waits(loaded: Loaded) -> dict[str, float]:
 
 def planned(loaded: Loaded) -> list[ModePlan]:
     """Every model's mode and lag, in DAG order."""
+    # delta-rs: imported here, not by every command that imports this module
+    from ..report.status import batch_seconds, node_runs
+
     graph = loaded.graph
     choices = choose(graph)
     runs = node_runs(loaded.project.target.warehouse)

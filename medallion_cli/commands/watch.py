@@ -32,7 +32,6 @@ from ..materialize.context import BuildContext
 from ..materialize.strategies import strategy_for
 from ..materialize.streaming.driver import start_query
 from ..materialize.streaming.tally import BatchReport, StreamTally
-from ..report.metrics import metrics_served
 from ..run.runner import NodeResult, own_session
 from ..run.scheduler import NOT_STARTED, STOPPED, execute
 from ..spark.progress import progress_reports
@@ -258,6 +257,9 @@ def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: l
            on_batch: Callable[[BatchReport], None]) -> list[NodeResult]:
     """After the first pass: keep the selected nodes fresh until SIGINT/SIGTERM; returns what
     it reported."""
+    # delta-rs and an HTTP server: for --watch alone, not every command importing this module
+    from ..report.metrics import metrics_served
+
     quiet = replace(inv, full_refresh=False)
     latest: list[Loaded] = []
     schedule = RefreshSchedule({})

@@ -11,12 +11,6 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-import pyarrow.compute as pc
-from deltalake.exceptions import TableNotFoundError
-
-from ..engines.deltars import open_table
-from .eventlog import events_path
-
 WINDOW = dt.timedelta(days=1)
 
 
@@ -61,6 +55,12 @@ def write_lags(warehouse: str, since: dt.datetime) -> dict[str, list[float]]:
     """Each node's writes since `since` with an event time found, their lags in seconds,
     oldest first: a batch model's builds that wrote, a streaming model's micro-batches (its
     build's own event counts them again)."""
+    import pyarrow.compute as pc  # here: watch and plan import this module before any read
+    from deltalake.exceptions import TableNotFoundError
+
+    from ..engines.deltars import open_table
+    from .eventlog import events_path
+
     try:
         log = open_table(events_path(warehouse))
     except TableNotFoundError:
