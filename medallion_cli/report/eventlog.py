@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
+from deltalake.exceptions import TableNotFoundError
 
 from ..core.error_text import error_message
 from ..core.errors import RunStopped
 from ..core.locations import join
+from ..engines.deltars import open_table
 from ..run.runner import NodeResult
 from ..storage.files import read_text, write_text
 from .tablefacts import newest_value
@@ -69,6 +71,18 @@ RECOVERED = "committed by an earlier run that stopped before recording it; count
 
 def events_path(warehouse: str) -> str:
     return join(warehouse, *EVENTS_FOLDER)
+
+
+def logged_events(warehouse: str, columns: list[str],
+                  filters: list[tuple[str, str, Any]]) -> pa.Table | None:
+    """The event log's rows that pass `filters`, with those of `columns` it has (a log written
+    before a column was added lacks it); None when nothing has been logged yet."""
+    try:
+        log = open_table(events_path(warehouse))
+    except TableNotFoundError:
+        return None
+    logged = {f.name for f in log.schema().fields}
+    return log.to_pyarrow_table(columns=[c for c in columns if c in logged], filters=filters)
 
 
 def now() -> dt.datetime:

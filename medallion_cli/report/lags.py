@@ -56,19 +56,15 @@ def write_lags(warehouse: str, since: dt.datetime) -> dict[str, list[float]]:
     oldest first: a batch model's builds that wrote, a streaming model's micro-batches (its
     build's own event counts them again)."""
     import pyarrow.compute as pc  # here: watch and plan import this module before any read
-    from deltalake.exceptions import TableNotFoundError
 
-    from ..engines.deltars import open_table
-    from .eventlog import events_path
+    from .eventlog import logged_events
 
-    try:
-        log = open_table(events_path(warehouse))
-    except TableNotFoundError:
+    events = logged_events(
+        warehouse, ["event_time", "event_type", "materialized", "node", "newest_event_time"],
+        [("event_type", "in", ["node", "batch"]), ("status", "in", ["success", "warn"]),
+         ("event_time", ">=", since)])
+    if events is None:
         return {}
-    events = log.to_pyarrow_table(
-        columns=["event_time", "event_type", "materialized", "node", "newest_event_time"],
-        filters=[("event_type", "in", ["node", "batch"]), ("status", "in", ["success", "warn"]),
-                 ("event_time", ">=", since)])
     events = events.filter(pc.is_valid(events["newest_event_time"]))
     found: dict[str, list[float]] = {}
     for row in events.sort_by("event_time").to_pylist():

@@ -12,13 +12,10 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from deltalake.exceptions import TableNotFoundError
-
 from ..core.project import Project
 from ..dag.graph import Graph
 from ..dag.lags import lags
-from ..engines.deltars import open_table
-from .eventlog import events_path, now
+from .eventlog import logged_events, now
 from .lags import WINDOW, AchievedLag, seconds_text, write_lags
 from .tablefacts import table_facts
 
@@ -105,19 +102,14 @@ class TableStatus:
 def node_runs(warehouse: str) -> dict[str, list[Run]]:
     """Each node's finished builds and tests, latest first, from the event log (empty when
     nothing has been logged yet)."""
-    try:
-        log = open_table(events_path(warehouse))
-    except TableNotFoundError:
-        return {}
-    logged = {f.name for f in log.schema().fields}  # logs written before rows_checked lack it
-    events = log.to_pyarrow_table(
-        columns=[c for c in ("event_time", "node", "status", "seconds", "rows_written",
-                             "failing_rows", "version", "message", "expectations",
-                             "rows_checked") if c in logged],
-        filters=[("event_type", "=", "node")])
-    events = events.sort_by([("event_time", "descending")])
+    events = logged_events(warehouse, ["event_time", "node", "status", "seconds",
+                                       "rows_written", "failing_rows", "version", "message",
+                                       "expectations", "rows_checked"],
+                           [("event_type", "=", "node")])
     runs: dict[str, list[Run]] = {}
-    for row in events.to_pylist():
+    if events is None:
+        return runs
+    for row in events.sort_by([("event_time", "descending")]).to_pylist():
         rows = row["rows_written"] if row["rows_written"] is not None else row["failing_rows"]
         runs.setdefault(row["node"], []).append(Run(
             row["event_time"], row["status"], row["seconds"], rows, row["version"],
@@ -128,13 +120,11 @@ def node_runs(warehouse: str) -> dict[str, list[Run]]:
 def batch_seconds(warehouse: str) -> dict[str, list[float]]:
     """Each streaming model's timed micro-batches (Spark's progress times them under --watch),
     in seconds, the latest first."""
-    try:
-        log = open_table(events_path(warehouse))
-    except TableNotFoundError:
-        return {}
-    events = log.to_pyarrow_table(columns=["event_time", "node", "seconds"],
-                                  filters=[("event_type", "=", "batch")])
+    events = logged_events(warehouse, ["event_time", "node", "seconds"],
+                           [("event_type", "=", "batch")])
     timed: dict[str, list[float]] = {}
+    if events is None:
+        return timed
     for row in events.sort_by([("event_time", "descending")]).to_pylist():
         if row["seconds"] is not None:
             timed.setdefault(row["node"], []).append(row["seconds"])

@@ -75,10 +75,11 @@ def serving_driver_conf(conf: dict[str, str]) -> dict[str, str]:
     properties and hive-site.xml, not Spark's settings)."""
     if PORT_KEY not in conf:
         return conf
-    jars = [jar for jar in conf.get("spark.jars", "").split(",") if jar and "://" not in jar]
+    local_jars = [jar for jar in conf.get("spark.jars", "").split(",")
+                  if jar and "://" not in jar]
     own = conf.get("spark.driver.extraClassPath")
     served = {**conf, "spark.driver.extraClassPath": os.pathsep.join(
-        jars + ([own] if own else []))} if jars else dict(conf)
+        local_jars + ([own] if own else []))} if local_jars else dict(conf)
     check = conf.get(CHECK_CLASS_KEY)
     if check:
         served["spark.driver.extraJavaOptions"] = " ".join(filter(None, [
