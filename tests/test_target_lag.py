@@ -1,8 +1,9 @@
 """target_lag: how fresh a model must be. Without `materialized`, its lag chooses the mode a
 build runs it in (dag/lags.py), and `medallion plan` says which and why, with the lag each
 model can expect to hold (commands/modes.py). Unit tests: rendering and planning start no JVM;
-the build at the end runs on the embedded engine alone, as the chosen config is the same
-NodeConfig either engine builds from (the engine contract covers both engines' modes)."""
+the build runs on the embedded engine in the default tier and on delta-spark in the slow tier,
+as the chosen config is the same NodeConfig either engine builds from (the engine contract
+covers both engines' modes)."""
 
 import json
 from pathlib import Path
@@ -169,7 +170,8 @@ def test_a_target_lag_that_is_no_interval_is_refused_naming_the_file(project, la
     assert "'downstream'" in raised.value.hint
 
 
-@pytest.mark.parametrize("engine_name", ["embedded"])  # the chosen config: the docstring
+@pytest.mark.one_engine("the chosen config is the NodeConfig either engine builds from; plan, "
+                        "status and metrics read the Delta and event logs with delta-rs")
 def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its_runs(
         project, build, engine_name):
     root = project(MODELS)
