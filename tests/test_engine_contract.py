@@ -264,7 +264,12 @@ def test_history_snapshot_restore_optimize_and_vacuum(engine, spark, lake):
     assert [h["version"] for h in engine.history(path)] == [2, 1, 0]
     assert engine.snapshot(path, 0).to_pylist() == [{"id": 1, "v": "a", "seq": 1}]
     assert engine.file_count(path) == 3
+    layout = engine.file_layout(path, small_below=1 << 20)  # what a compaction policy weighs
+    assert (layout.files, layout.small_files, layout.small_bytes) == (3, 3, layout.bytes) \
+        and 0 < layout.bytes < 3 << 20
+    assert engine.file_layout(path, small_below=1).small_files == 0
     assert engine.optimize(path)["files_removed"] == 3 and engine.file_count(path) == 1
+    assert engine.file_layout(path, small_below=1 << 20).small_files == 1
     assert engine.restore(path, 1) == 4
     assert rows(engine, path) == [(1, "a", 1), (2, "b", 1)]
     # the third write's files and the compacted one are no longer referenced: they go, once
@@ -330,6 +335,8 @@ def test_delta_spark_reads_a_log_alike_by_delta_rs_the_jvm_and_sql(spark, tmp_pa
         assert [c["version"] for c in log.history(path, 1)] == [1]
         assert (log.version(path), log.file_count(path)) == (1, engine.file_count(path))
         assert log.properties(path)["delta.appendOnly"] == "false"
+        layout = engine.file_layout(path, small_below=1)
+        assert log.file_totals(path) == (layout.files, layout.bytes)
     assert [r[:2] for r in read] == [[1, "MERGE"], [0, "WRITE"]]
     assert engine.last_commit_value(path, "medallion.x") == "2"
     assert engine.committed_version(path, "app") == JvmLog(spark).app_version(path, "app") == 4

@@ -151,6 +151,49 @@ def test_streaming_auto_compaction_after_a_file_threshold(project, build):
     assert silver(root) == expected_state(BATCH_1 + BATCH_2 + BATCH_3)
 
 
+@pytest.mark.one_engine("the policy decides when to call the engine's optimize and file_layout, "
+                        "which test_engine_contract.py tests on both engines and stores")
+def test_a_compaction_policy_compacts_past_its_threshold_rate_limited_and_status_shows_files(
+        project, build):
+    def with_policy(interval):
+        files = dict(MODELS)
+        files["models/bronze/bronze_orders.sql"] = files["models/bronze/bronze_orders.sql"].replace(
+            "materialized='streaming'", "materialized='streaming', compaction={"
+            f"'min_small_files': 3, 'min_interval': '{interval}'}}")
+        return files
+
+    root = project(with_policy("1 hour"))
+    bronze = root / "warehouse/bronze/bronze_orders"
+    for n, batch in enumerate((BATCH_1, BATCH_2, BATCH_3)):
+        land(root, f"00{n}.json", batch)
+    build(root)  # three micro-batches, three small files: compacted at the third
+    assert len(DeltaTable(str(bronze)).file_uris()) == 1
+    for n, batch in enumerate((BATCH_1, BATCH_2, BATCH_3)):
+        land(root, f"01{n}.json", [{**row, "order_id": row["order_id"] + 100} for row in batch])
+    results = build(root)  # past the threshold again, but within the hour since the last
+    assert len(DeltaTable(str(bronze)).file_uris()) == 4
+    assert "compacted" not in results["bronze_orders"].message
+    operations = [c["operation"] for c in DeltaTable(str(bronze)).history()]
+    assert operations.count("OPTIMIZE") == 1
+    status = CliRunner().invoke(main, ["status", "-s", "bronze_orders", "--output", "json",
+                                       "--project-dir", str(root)])
+    shown = __import__("json").loads(status.output)[0]
+    assert shown["files"] == 4 and shown["mean_file_bytes"] == shown["bytes"] / 4
+    text = CliRunner().invoke(main, ["status", "-s", "bronze_orders", "--project-dir", str(root)])
+    assert "4 data file(s)" in text.output and "a full read opens 4" in text.output
+    # with no wait between compactions, the build that finds nothing new compacts the table
+    for name, text in with_policy("0 seconds").items():
+        (root / name).write_text(text)
+    results = build(root)
+    assert results["bronze_orders"].message.endswith(
+        "compacted 4 files into 1 (4 small files (at least 3))")
+    assert len(DeltaTable(str(bronze)).file_uris()) == 1
+    assert len(read_delta(bronze)) == 24
+    assert silver(root) == expected_state(
+        BATCH_1 + BATCH_2 + BATCH_3
+        + [{**row, "order_id": row["order_id"] + 100} for row in BATCH_1 + BATCH_2 + BATCH_3])
+
+
 OPERATIONS = """\
 {% macro count_orders(model, at_least=0) %}
   {% set rows = run_query("select count(*) as n from " ~ ref(model) ~ " where order_id >= "

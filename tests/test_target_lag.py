@@ -209,6 +209,8 @@ def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its
         text = scraped(port)
     assert 'medallion_table_rows{table="revenue"} 2.0' in text
     assert 'medallion_table_files{table="revenue"}' in text
+    assert 'medallion_table_mean_file_bytes{table="revenue"}' in text
+    assert 'medallion_compactions{table="orders"} 0.0' in text  # one file: nothing to compact
     assert 'medallion_lag_breach{table="orders"} 1.0' in text
     # its newest order is days old: its one micro-batch's lag is a breach, not hidden
     status = CliRunner().invoke(main, ["status", "-s", "orders", "--project-dir", str(root)])

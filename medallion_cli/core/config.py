@@ -6,7 +6,8 @@ in the SQL file itself; load/model_config.py merges and checks them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import MedallionError
@@ -56,6 +57,7 @@ CONFIG_KEYS = {
     "flow_into": None,
     "once": (True, False),
     "target_lag": None,
+    "compaction": None,
 }
 # dbt's spellings of our keys (hooks in YAML, dbt-spark's tblproperties), taken as ours
 # (merge_layers renames them)
@@ -65,7 +67,7 @@ SPELLED_KEYS = tuple(CONFIG_KEYS) + tuple(SPELLINGS)
 # them rebuilds nothing.
 OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "cluster_by", "pre_hook",
                   "post_hook", "schema", "alias", "persist_docs", "meta", "incremental_min_rows",
-                  "target_lag")
+                  "target_lag", "compaction")
 PERSIST_DOCS = ("relation", "columns")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
@@ -75,6 +77,19 @@ LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
 # order (commit time, then log position) and their delete flag (materialize/sources/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
                              "delete_when": "_cdc_deleted"}}
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When a table's small files are compacted (materialize/compaction.py): once any
+    threshold is passed, at most once per min_interval, and, for a model with a target lag,
+    only while compacting fits in half of it (the other half is its refresh's)."""
+
+    small_file_bytes: int = 32 * 2**20  # a data file below this is small
+    min_small_files: int = 10  # compact once this many files are small,
+    min_small_bytes: int | None = 256 * 2**20  # or they hold this many bytes,
+    min_mean_file_bytes: int | None = None  # or the table's mean file is below this
+    min_interval: float = 60.0  # seconds between two compactions of the table
 
 
 @dataclass(frozen=True)
@@ -147,11 +162,16 @@ class NodeConfig:
     # what reads it needs); without `materialized`, it chooses the mode (dag/lags.py)
     target_lag: str | None = None
     mode_by_lag: bool = False  # the config names a target_lag and no materialized
+    # When its small files are compacted; by default a model with a target_lag (or
+    # optimize_after_files) has one, others none (`compaction: false` turns it off)
+    compaction: CompactionPolicy | None = None
 
     def as_dict(self, defining: bool = False) -> dict[str, Any]:
         """The config; defining: only the keys that decide what the table holds (a change to
         how it is watched or checked, its freshness or contract, rebuilds nothing)."""
-        return {key: getattr(self, key) for key in CONFIG_KEYS
+        return {key: asdict(value) if isinstance(value := getattr(self, key), CompactionPolicy)
+                else value
+                for key in CONFIG_KEYS
                 if not (defining and (key in OBSERVING_KEYS or key in LATER_KEYS
                                       and getattr(self, key) == getattr(NodeConfig, key)))}
 
@@ -184,6 +204,26 @@ def interval_seconds(text: str) -> float | None:
     amount, _, unit = text.strip().partition(" ")
     scale = UNIT_SECONDS.get(unit.strip().rstrip("s"))
     return int(amount) * scale if amount.isdigit() and scale else None
+
+
+SIZE_UNITS = {"b": 1, "kb": 2**10, "mb": 2**20, "gb": 2**30, "tb": 2**40}
+
+
+def size_bytes(value: Any) -> int | None:
+    """'32 MB', '1GB', 4096 as bytes (units of 1024); None when it is not such a size."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value >= 0 else None
+    found = re.fullmatch(r"\s*(\d+)\s*([kmgt]?b)\s*", str(value).lower())
+    return int(found.group(1)) * SIZE_UNITS[found.group(2)] if found else None
+
+
+def size_text(size: float) -> str:
+    """300 B, 1.5 MB (units of 1024)."""
+    units = ("B", "kB", "MB", "GB", "TB")
+    step = 0
+    while size >= 1024 and step < len(units) - 1:
+        size, step = size / 1024, step + 1
+    return f"{size:.0f} B" if step == 0 else f"{size:.1f} {units[step]}"
 
 
 def is_interval(text: str) -> bool:

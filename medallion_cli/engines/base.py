@@ -34,6 +34,33 @@ class WriteResult:
 
 
 @dataclass(frozen=True)
+class FileLayout:
+    """A table's data files as a full read opens them, and how many are small (below the
+    size asked for): what a compaction policy weighs (materialize/compaction.py)."""
+
+    files: int
+    bytes: int
+    small_files: int
+    small_bytes: int
+
+    @property
+    def mean_file_bytes(self) -> float:
+        return self.bytes / self.files if self.files else 0.0
+
+    @classmethod
+    def of_sizes(cls, sizes: list[int], small_below: int) -> FileLayout:
+        small = [size for size in sizes if size < small_below]
+        return cls(len(sizes), sum(sizes), len(small), sum(small))
+
+    @classmethod
+    def of_totals(cls, files: int, size: int, small_below: int) -> FileLayout:
+        """Where only the totals are known (Delta's DESCRIBE DETAIL): every file counts as
+        small when their mean is."""
+        small = bool(files) and size / files < small_below
+        return cls(files, size, files if small else 0, size if small else 0)
+
+
+@dataclass(frozen=True)
 class MergeSpec:
     """How a MERGE matches and orders rows. The source has one row per key when it is run."""
 
@@ -194,6 +221,9 @@ class TableAdmin(Protocol):
         """Delete unreferenced files older than the retention; returns them."""
 
     def file_count(self, path: str) -> int: ...
+
+    def file_layout(self, path: str, small_below: int) -> FileLayout:
+        """The table's data files now: how many, their bytes, and those below `small_below`."""
 
     def row_count(self, path: str) -> int | None:
         """Rows in the table now, from the Delta log's file statistics (None if it lacks them)."""

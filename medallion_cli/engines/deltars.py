@@ -20,7 +20,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from ..core.error_text import CONCURRENT_COMMIT, DAMAGED_LOG_FIX
 from ..core.errors import MedallionError
 from ..storage.object_store import storage_options
-from .base import Json, commit_metadata
+from .base import FileLayout, Json, commit_metadata
 
 
 def open_table(path: str, version: int | None = None) -> DeltaTable:
@@ -130,3 +130,10 @@ def columns_without_nulls(dt: DeltaTable) -> frozenset[str]:
                if f"null_count.{f.name}" in actions.column_names}
     return frozenset(name for name, nulls in counted.items()
                      if not nulls.null_count and not any(nulls.to_pylist()))
+
+
+def file_layout(dt: DeltaTable, small_below: int) -> FileLayout:
+    """The table's data files by their sizes in the log (no data file read)."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    sizes = actions.column("size_bytes").to_pylist() if actions.num_rows else []
+    return FileLayout.of_sizes(sizes, small_below)

@@ -1,14 +1,22 @@
 """Each config value checked on its own and made what NodeConfig holds: column names,
 expectations, table properties, whole numbers, hook statements, a contract, names as catalogs
-take them, persist_docs and meta (model_config.py checks the keys and how values go together).
+take them, persist_docs, meta and a compaction policy (model_config.py checks the keys and how values go together).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
-from ..core.config import EXPECTATION_ACTIONS, PERSIST_DOCS, as_tuple
+from ..core.config import (
+    EXPECTATION_ACTIONS,
+    PERSIST_DOCS,
+    CompactionPolicy,
+    as_tuple,
+    interval_seconds,
+    size_bytes,
+)
 from ..core.errors import ProjectError
 
 # Given with no column, these would build the model another way (an empty tags clears them)
@@ -123,3 +131,43 @@ def meta(value: Any, origin: str) -> dict[str, Any]:
         raise ProjectError(f"config 'meta' is {value!r}; it must be a mapping", path=origin,
                            hint="e.g. meta: {owner: finance-team}")
     return dict(value)
+
+
+COMPACTION_SIZES = ("small_file_size", "min_small_bytes", "min_mean_file_size")
+COMPACTION_KEYS = (*COMPACTION_SIZES, "min_small_files", "min_interval")
+
+
+def compaction(value: Any, after_files: int | None, lagged: bool,
+               origin: str) -> CompactionPolicy | None:
+    """The table's compaction policy: `compaction` as written (a mapping of thresholds over
+    the defaults, or false for none); else optimize_after_files N, short for
+    {min_small_files: N + 1}; else the defaults for a model with a target_lag; else none."""
+    if value is False or value is None and after_files is None and not lagged:
+        return None
+    if value is None or value is True:
+        value = {}
+    if not isinstance(value, dict) or set(value) - set(COMPACTION_KEYS):
+        raise ProjectError(f"config 'compaction' is {value!r}", path=origin,
+                           hint="false, or thresholds among " + ", ".join(COMPACTION_KEYS)
+                                + ", e.g. {min_small_files: 20, min_interval: '5 minutes'}")
+    policy = CompactionPolicy() if after_files is None else CompactionPolicy(
+        min_small_files=after_files + 1)
+    sizes = {}
+    for key in set(value) & set(COMPACTION_SIZES):
+        sizes[key] = None if value[key] is None and key != "small_file_size" else size_bytes(
+            value[key])
+        if value[key] is not None and not sizes[key]:
+            raise ProjectError(f"compaction {key} is {value[key]!r}", path=origin,
+                               hint="a size such as '32 MB' or '1 GB'")
+    interval = value.get("min_interval")
+    seconds = interval_seconds(interval) if isinstance(interval, str) else None
+    if interval is not None and seconds is None:
+        raise ProjectError(f"compaction min_interval is {interval!r}", path=origin,
+                           hint="an interval such as '1 minute' or '30 seconds'")
+    return replace(
+        policy, small_file_bytes=sizes.get("small_file_size") or policy.small_file_bytes,
+        min_small_files=whole_number(value.get("min_small_files"), "compaction min_small_files",
+                                     origin, least=2) or policy.min_small_files,
+        min_small_bytes=sizes.get("min_small_bytes", policy.min_small_bytes),
+        min_mean_file_bytes=sizes.get("min_mean_file_size", policy.min_mean_file_bytes),
+        min_interval=policy.min_interval if seconds is None else seconds)

@@ -110,6 +110,9 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
         once=bool(raw.get("once", False)),
         target_lag=None if raw.get("target_lag") is None else str(raw["target_lag"]),
         mode_by_lag="target_lag" in raw and "materialized" not in raw,
+        compaction=None if raw.get("materialized") == "view" else values.compaction(
+            raw.get("compaction"), raw.get("optimize_after_files"),
+            raw.get("target_lag") is not None, origin),
     )
     if config.target_lag not in (None, "downstream") and not interval_seconds(config.target_lag):
         raise ProjectError(f"config 'target_lag' is {config.target_lag!r}", path=origin,

@@ -1,7 +1,7 @@
 """`medallion build --watch --metrics-port N`: the tables' figures for Prometheus at
 http://127.0.0.1:N/metrics (prometheus_client), read at each scrape without Spark (status.py):
-per table its rows, version, data files and bytes (what a full read opens) and the age of its
-newest event; per model with a target_lag, the target and the lag its writes achieved in the
+per table its rows, version, data files, bytes and mean file size (what a full read opens),
+the compactions this service ran (its compaction policy) and the age of its newest event; per model with a target_lag, the target and the lag its writes achieved in the
 last day (p50, p95, writes, breach; lags.py).
 """
 
@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from ..core.errors import MedallionError
 from ..core.project import Project
 from ..dag.graph import Graph
+from ..materialize.compaction import COMPACTED
 from .status import TableStatus, table_status
 
 LOOPBACK = "127.0.0.1"  # figures of the warehouse, for this machine's own Prometheus agent
@@ -50,6 +51,16 @@ class TableCollector(Collector):
                      statuses, lambda s: s.files)
         yield _gauge("medallion_table_bytes", "Bytes in the table's data files", statuses,
                      lambda s: s.size_bytes)
+        yield _gauge("medallion_table_mean_file_bytes", "The mean size of the table's data files",
+                     statuses, lambda s: s.mean_file_bytes)
+        compacted = {s.name: COMPACTED.get(project.table_path(graph.nodes[s.name].file))
+                     for s in statuses}
+        yield _gauge("medallion_compactions", "Compactions of the table by this service (its "
+                     "compaction policy)", statuses,
+                     lambda s: getattr(compacted[s.name], "count", 0))
+        yield _gauge("medallion_compaction_seconds", "How long the table's last compaction by "
+                     "this service took", statuses,
+                     lambda s: getattr(compacted[s.name], "seconds", None))
         yield _gauge("medallion_table_newest_event_age_seconds",
                      "Now minus the newest value of the model's event_time", statuses,
                      lambda s: s.age_seconds)

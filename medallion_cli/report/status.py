@@ -12,6 +12,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.config import size_text
 from ..core.project import Project
 from ..dag.graph import Graph
 from ..dag.lags import lags
@@ -61,6 +62,7 @@ class TableStatus:
     lag: AchievedLag | None = None  # against its target_lag (None: it has none)
     files: int | None = None  # the data files a full read opens
     size_bytes: int | None = None
+    compacted: bool = False  # it has a compaction policy
 
     @property
     def last_written(self) -> Run | None:
@@ -96,7 +98,13 @@ class TableStatus:
                 "newest_event": self.newest_event.isoformat() if self.newest_event else None,
                 "age_seconds": self.age_seconds, "freshness": self.freshness,
                 "reason": self.reason, "runs": [run(r) for r in self.runs],
-                "lag": self.lag.as_json() if self.lag else None}
+                "lag": self.lag.as_json() if self.lag else None, "files": self.files,
+                "bytes": self.size_bytes, "mean_file_bytes": self.mean_file_bytes}
+
+    @property
+    def mean_file_bytes(self) -> float | None:
+        return self.size_bytes / self.files if self.files and self.size_bytes is not None \
+            else None
 
 
 def node_runs(warehouse: str) -> dict[str, list[Run]]:
@@ -188,7 +196,8 @@ def table_status(project: Project, graph: Graph, names: list[str],
             next((r for r in history if r.status == "error"), None),
             newest, age, level, why, tuple(history[:10]),
             AchievedLag(target[0], tuple(achieved.get(name, []))) if target else None,
-            facts.files if facts else None, facts.bytes if facts else None))
+            facts.files if facts else None, facts.bytes if facts else None,
+            cfg.compaction is not None))
     return found
 
 
@@ -215,6 +224,10 @@ def status_lines(statuses: list[TableStatus]) -> list[str]:
         lines.append(row.format(s.name, table, written, ran, fresh))
         if s.lag:
             lines.append(f"{'':<32} {lag_line(s.lag)}")
+        if s.compacted and s.files is not None and s.size_bytes is not None:
+            lines.append(f"{'':<32} {s.files} data file(s), {size_text(s.size_bytes)}"
+                         f" (mean {size_text(s.mean_file_bytes or 0)}): a full read opens "
+                         f"{s.files}")
         if s.last_failure:
             message = (s.last_failure.message or "").splitlines()[0] if s.last_failure.message \
                 else ""

@@ -13,6 +13,7 @@ from ..core.error_text import error_message
 from ..core.errors import RunStopped
 from ..load.datatests import DataTest, run_test
 from ..materialize.clustering import check_clustering, cluster_table
+from ..materialize.compaction import compact_if_due
 from ..materialize.context import BuildContext, Phases
 from ..materialize.empty import check_on_no_rows
 from ..materialize.execute import rendered_to_run
@@ -106,7 +107,8 @@ def run_node(ctx: BuildContext, name: str, gate: Callable[[], None] | None = Non
         outcome = build(node_ctx, node)
         if gate:  # a build that committed nothing has its verdict too
             gate()
-        notes = (cluster_table(node_ctx, node), register(node_ctx, node, registered))
+        notes = (cluster_table(node_ctx, node), compact_if_due(node_ctx, node),
+                 register(node_ctx, node, registered))
         write = outcome.write
         run_hooks(node_ctx, node.config.post_hook, "post_hook", origin, node,
                   after=f" after the table was written (version {write.version})"

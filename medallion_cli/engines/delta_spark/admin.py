@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..deltars import columns_without_nulls, rows_in_stats
+from ..base import FileLayout
+from ..deltars import columns_without_nulls, file_layout, rows_in_stats
 from ..sql import quote, snapshot_sql, table
 from .log import Answer, JvmLog, SqlLog, client_log
 
@@ -86,6 +87,12 @@ class DeltaSparkAdmin:
     def file_count(self, path: str) -> int:
         return self._from_log(path, lambda table: len(table.file_uris()),
                               lambda log: log.file_count(path))
+
+    def file_layout(self, path: str, small_below: int) -> FileLayout:
+        """Each file's size where delta-rs reads the log; elsewhere Delta's totals."""
+        return self._from_log(path, lambda table: file_layout(table, small_below),
+                              lambda log: FileLayout.of_totals(*log.file_totals(path),
+                                                               small_below))
 
     def row_count(self, path: str) -> int | None:
         """From the log's statistics where delta-rs reads it (no Spark job: 0.1-0.3 s a

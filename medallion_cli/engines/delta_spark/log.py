@@ -105,6 +105,14 @@ class JvmLog:
         checksum = snapshot.checksumOpt()
         return int(checksum.get().numFiles() if checksum.isDefined() else snapshot.numOfFiles())
 
+    def file_totals(self, path: str) -> tuple[int, int]:
+        """(data files, their bytes), from the version's checksum where it has one."""
+        snapshot = self._snapshot(path)
+        checksum = snapshot.checksumOpt()
+        if checksum.isDefined():
+            return int(checksum.get().numFiles()), int(checksum.get().tableSizeBytes())
+        return int(snapshot.numOfFiles()), int(snapshot.sizeInBytes())
+
     def properties(self, path: str) -> dict[str, str]:
         jvm = self._jvm
         return dict(jvm.scala.jdk.javaapi.CollectionConverters.asJava(
@@ -139,6 +147,10 @@ class SqlLog:
 
     def file_count(self, path: str) -> int:
         return int(self._detail(path)["numFiles"])
+
+    def file_totals(self, path: str) -> tuple[int, int]:
+        detail = self._detail(path)
+        return int(detail["numFiles"]), int(detail["sizeInBytes"])
 
     def properties(self, path: str) -> dict[str, str]:
         return dict(self._detail(path)["properties"] or {})

@@ -11,7 +11,14 @@ import pyarrow.fs as pafs
 
 from ...core.errors import MedallionError
 from ...storage.object_store import arrow_filesystem
-from ..deltars import columns_without_nulls, open_table, rows_in_stats, writable
+from ..base import FileLayout
+from ..deltars import (
+    columns_without_nulls,
+    file_layout,
+    open_table,
+    rows_in_stats,
+    writable,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,6 +72,9 @@ class EmbeddedAdmin:
 
     def file_count(self, path: str) -> int:
         return len(self._open(path).file_uris())
+
+    def file_layout(self, path: str, small_below: int) -> FileLayout:
+        return file_layout(self._open(path), small_below)
 
     def row_count(self, path: str) -> int | None:
         return rows_in_stats(self._open(path))

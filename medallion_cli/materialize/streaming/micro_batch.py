@@ -14,6 +14,7 @@ from ...core.nodes import CompiledNode
 from ...engines.base import Engine, WriteResult
 from ...storage.files import read_text
 from ..checks import checked_rows
+from ..compaction import compact_if_due
 from ..context import CORRUPT_COLUMN, RESCUED_COLUMN, BuildContext
 from ..sources.landing import check_settled
 from ..writing.writes import Into, write_incremental
@@ -80,11 +81,7 @@ def _write_batch(ctx: BuildContext, node: CompiledNode, tally: StreamTally, star
     crash_point(node.name, "committed", batch_id)
     if refreshing:
         refresh_done(ctx, node)
-    limit = node.config.optimize_after_files
-    if limit and ctx.engine.file_count(path) > limit:
-        # Streaming writes small files; a compaction commit changes no data, so readers
-        # downstream (streams included) do not see it as new rows.
-        ctx.engine.optimize(path, node.config.zorder_by, node.config.cluster_by)
+    compact_if_due(ctx, node)  # streams write small files
     report = BatchReport(node.name, batch_id, result.rows or 0, result.version, malformed,
                          rescued, checks.counts, result.files_added or 0, rows_read,
                          app_id=app_id, rows_checked=checks.checked)
