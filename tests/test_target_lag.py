@@ -201,6 +201,26 @@ def test_a_project_with_lags_only_builds_in_the_chosen_modes_and_plan_counts_its
     assert plans["revenue"]["cost_seconds"] > 0
     assert plans["orders"]["cost_seconds"] is None
     assert plans["revenue"]["expected_seconds"] > plans["revenue"]["cost_seconds"]
+    assert {p["change"] for p in plans.values()} == {""}  # as built
+    # edited since: plan says what the next build does with each edit, per mode
+    for name, edit in (("bronze/orders", "current_timestamp() as _loaded_at"),
+                       ("gold/revenue", "sum(amount) as revenue"),
+                       ("gold/orders_only_new", "max(amount) as amount")):
+        model = root / f"models/{name}.sql"
+        model.write_text(model.read_text().replace(edit, edit + ", 1 as edited"))
+    edited = {n: p["change"] for n, p in planned(root).items() if p["change"]}
+    assert edited["orders"].startswith("edited since its table was written: its stream goes on "
+                                       "from its checkpoint, so the edit applies to rows "
+                                       "arriving from now on")
+    assert "medallion build --full-refresh -s orders+" in edited["orders"]
+    assert edited["revenue"] == ("edited since its table was written: its next build "
+                                 "recomputes every group (the groups kept are the old SQL's)")
+    assert edited["orders_only_new"].startswith("edited since its table was written: its next "
+                                                "build applies the edit to new rows only")
+    assert set(edited) == {"orders", "revenue", "orders_only_new"}
+    shown = CliRunner().invoke(main, ["plan", "-s", "revenue", "--project-dir", str(root)])
+    assert "CHANGED: edited since its table was written: its next build recomputes every " \
+        "group" in shown.output
     from medallion_cli.report.metrics import metrics_served
     from medallion_cli.testing.loopback import free_port
 
@@ -341,3 +361,32 @@ def test_plan_on_a_project_without_lags_says_how_to_give_one(project):
         "                                 no target_lag: it refreshes when a build runs it",
         "No model has a target_lag: with one, and no materialized, the lag chooses its mode "
         "(docs/streaming-and-cdc.md, Target lags)"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("config, said", [
+    ("materialized='streaming', strategy='merge', unique_key='order_id', "
+     "sequence_by='updated_at', scd_type=2",
+     "a full refresh rebuilds its SCD2 history from those inputs: versions whose events are "
+     "gone (landing files removed, Kafka past retention) are lost"),
+    ("materialized='streaming', strategy='merge', unique_key='order_id', "
+     "sequence_by='updated_at', delete_when='amount < 0'",
+     "a full refresh forgets its remembered deletes (tombstones)"),
+    ("materialized='table'", "recomputed in full at its next build"),
+])
+def test_plan_says_what_an_edit_does_to_history_and_deletes(project, config, said):
+    """The table's last commit records the definition it was written with (as each build's
+    does, materialize/state.py): written here by delta-rs alone, no JVM."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from medallion_cli.engines.deltars import commit_properties
+    from medallion_cli.materialize.state import DEFINITION_KEY
+
+    root = project({**MODELS, "models/silver/history.sql": f"""\
+        {{{{ config({config}) }}}}
+        select * from {{{{ ref('orders') }}}}"""})
+    assert planned(root, "-s", "history")["history"]["change"] == ""  # no table yet
+    write_deltalake(str(root / "warehouse/silver/history"), pa.table({"order_id": [1]}),
+                    commit_properties=commit_properties({DEFINITION_KEY: "an older one"}, None))
+    assert said in planned(root, "-s", "history")["history"]["change"]

@@ -99,9 +99,10 @@ def ls(inv: commands.Invocation, debug: bool) -> None:
 
 
 @main.command(help="Say per model the mode it runs in (a stream and its trigger, a refresh per "
-                   "group, on new rows or in full), why (its target_lag, or its config), and the "
-                   "lag it can expect to hold from its last builds' time in the event log (no "
-                   "Spark started).")
+                   "group, on new rows or in full), why (its target_lag, or its config), the "
+                   "lag it can expect to hold from its last builds' time in the event log, and "
+                   "what the next build does with a model edited since its table was written "
+                   "(no Spark started).")
 @common_options
 @click.option("--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
@@ -122,6 +123,8 @@ def plan(inv: commands.Invocation, debug: bool, output: str) -> None:
         click.echo(f"{'':<32} {'chosen: ' if p.chosen else ''}{p.why}")
         if p.problem:
             click.secho(f"{'':<32} WARN {p.problem}", fg="yellow")
+        if p.change:
+            click.secho(f"{'':<32} CHANGED: {p.change}", fg="cyan")
     missed = [p.name for p in plans if p.problem]
     lagged = [p for p in plans if p.lag_seconds is not None]
     if not lagged:

@@ -2,8 +2,9 @@
 group, on new rows or in full, a view), why (its target_lag and the choice dag/lags.py made,
 or its config), and the lag it can expect to hold: its inputs' expected lag, plus its wait
 (a stream's trigger, a batch's refresh interval) and the median seconds of its work from the
-event log: a stream's last timed micro-batches, a batch model's last builds. No JVM: the
-project is rendered and the event log read with delta-rs.
+event log: a stream's last timed micro-batches, a batch model's last builds; and for a model
+edited since its table was written, what its next build does with the edit (changes.py). No
+JVM: the project is rendered, and the event log and tables' logs read with delta-rs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..dag.graph import Graph
 from ..dag.lags import MIN_INTERVAL, choose
 from ..materialize.streaming.driver import FOLLOW_INTERVAL, watch_trigger
 from ..report.lags import seconds_text
+from .changes import change_effect
 from .invocation import Invocation, Loaded, load, selected_nodes
 
 LAST_RUNS = 5  # the builds whose median is a model's cost
@@ -38,6 +40,7 @@ class ModePlan:
     cost_seconds: float | None  # its work's median (_cost; None: not timed yet)
     expected_seconds: float | None  # behind its sources, once running to its lag
     problem: str  # why it cannot hold its lag ("" when it can, or has none)
+    change: str = ""  # what the next build does with an edit since its table was written
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,5 +137,5 @@ def planned(loaded: Loaded) -> list[ModePlan]:
             name, node.file.layer, node.config.materialized, mode, node.config.target_lag,
             lag, bool(choice and choice.chosen), wait,
             choice.why if choice else "no target_lag: it refreshes when a build runs it",
-            cost, behind, problem))
+            cost, behind, problem, change_effect(loaded.project, node)))
     return plans

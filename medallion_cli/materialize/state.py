@@ -4,8 +4,9 @@ Batch nodes: a fingerprint of their SQL, config and every input's state, in each
 metadata (a build with the same fingerprint would write the same table: it is skipped).
 Data tests: the same fingerprint of their SQL and inputs when they last passed, in
 `<warehouse>/_medallion/tests/` (a build skips a test that would pass again).
-Streaming models: a hash of their SQL and config in each batch's commit (an edited model is
-said to apply to new rows only); what they keep beside their checkpoint is checkpoints.py's.
+Every model: a hash of its SQL and config (its definition) in each commit, batch or
+micro-batch (an edited streaming model is said to apply to new rows only; `medallion plan` says
+what an edit does); what they keep beside their checkpoint is checkpoints.py's.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def last_build(ctx: BuildContext, node: CompiledNode
     if unchanged:
         return path, {}, Outcome("up_to_date",
                                  message="inputs, SQL and config unchanged since the last build")
-    return path, {FINGERPRINT_KEY: state} if state else {}, None
+    # its definition too: what `medallion plan` compares an edited model with
+    return path, {DEFINITION_KEY: definition(node), **({FINGERPRINT_KEY: state} if state
+                                                       else {})}, None
 
 
 def inputs_fingerprint(ctx: BuildContext, content: str | None, refs: tuple[str, ...],
@@ -130,7 +133,7 @@ def rows_read(ctx: BuildContext, node: CompiledNode) -> int | None:
 
 
 def definition(node: CompiledNode) -> str:
-    """A streaming model's SQL and config, hashed: written with every batch it commits."""
+    """A model's SQL and config, hashed: written with every commit of its table."""
     text = json.dumps({"sql": node.incremental_sql, "config": node.config.as_dict(defining=True)},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
