@@ -81,3 +81,43 @@ def test_a_bad_policy_is_refused_naming_the_file(value, said, hint):
         resolve_config({"compaction": value}, "models/m.sql")
     assert raised.value.path == "models/m.sql" and said in str(raised.value)
     assert hint is None or hint in raised.value.hint
+
+
+def test_a_compaction_runs_once_past_its_threshold_then_waits_and_a_failed_one_loses_nothing():
+    """The policy's wiring around an engine (its optimize and file_layout are the engine
+    contract's, on both engines): a stand-in engine whose optimize can fail."""
+    from types import SimpleNamespace
+
+    from medallion_cli.core.config import NodeConfig
+    from medallion_cli.materialize.compaction import COMPACTED, compact_if_due
+    from medallion_cli.materialize.context import Phases
+
+    calls = []
+
+    def optimize(path, zorder_by, cluster_by):
+        calls.append(path)
+        if path.endswith("refused"):
+            raise OSError("the store refused the commit")
+        return {"files_removed": 12, "files_added": 1}
+
+    engine = SimpleNamespace(table_exists=lambda path: True, optimize=optimize,
+                             file_layout=lambda path, small: FileLayout.of_sizes([MB] * 12, small))
+    ctx = SimpleNamespace(engine=engine, phases=Phases(), project=SimpleNamespace(
+        table_path=lambda file: f"/wh/{file.name}"))
+
+    def node(name, policy=CompactionPolicy(min_interval=3600)):
+        return SimpleNamespace(file=SimpleNamespace(name=name),
+                               config=NodeConfig(compaction=policy, target_lag="10 seconds"))
+
+    assert compact_if_due(ctx, node("t")) == "compacted 12 files into 1 (12 small files (at " \
+        "least 10))"
+    assert compact_if_due(ctx, node("t")) == ""  # within its min_interval
+    assert compact_if_due(ctx, node("none", None)) == ""  # no policy: never looked at
+    said = compact_if_due(ctx, node("refused"))
+    assert said.startswith("not compacted (the store refused the commit): the table is as "
+                           "written")
+    assert compact_if_due(ctx, node("refused")) == ""  # the rate limit holds after a failure
+    assert calls == ["/wh/t", "/wh/refused"]
+    assert (COMPACTED["/wh/t"].count, COMPACTED["/wh/t"].files_removed) == (1, 12)
+    assert COMPACTED["/wh/refused"].count == 0
+    assert "compaction" in ctx.phases.seconds

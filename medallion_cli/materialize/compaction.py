@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 
 from ..core.config import CompactionPolicy, interval_seconds, size_text
+from ..core.error_text import error_message
+from ..core.errors import RunStopped
 from ..core.nodes import CompiledNode
 from ..engines.base import FileLayout
 from .context import BuildContext
@@ -25,7 +27,7 @@ class Compacted:
 
     at: float  # time.monotonic() at its end
     seconds: float
-    count: int = 1
+    count: int = 1  # compactions done (a failed one restarts the rate limit, uncounted)
     files_removed: int = 0
 
 
@@ -74,13 +76,28 @@ def compact_if_due(ctx: BuildContext, node: CompiledNode) -> str:
                             time.monotonic()):
         return ""
     began = time.monotonic()
-    with ctx.phases.timing("compaction"):
-        done = ctx.engine.optimize(path, node.config.zorder_by, node.config.cluster_by)
+    try:
+        with ctx.phases.timing("compaction"):
+            done = ctx.engine.optimize(path, node.config.zorder_by, node.config.cluster_by)
+    except RunStopped:
+        raise
+    except Exception as exc:
+        # The write it follows is committed: a compaction that fails (another flow's
+        # compaction of the same files, a store that refused it) leaves the table as written.
+        _attempted(path, began, None)
+        return (f"not compacted ({error_message(exc)}): the table is as written; a write "
+                "after min_interval tries again")
+    _attempted(path, began, done["files_removed"])
+    return f"compacted {done['files_removed']} files into {done['files_added']} ({why})"
+
+
+def _attempted(path: str, began: float, files_removed: int | None) -> None:
+    """Record a compaction of the table (None: one that failed, not counted as done): the
+    rate limit starts from either."""
     ended = time.monotonic()
     with _LOCK:
-        before = COMPACTED.get(path)
-        COMPACTED[path] = Compacted(ended, ended - began, (before.count + 1) if before else 1,
-                                    (before.files_removed if before else 0)
-                                    + done["files_removed"])
-    return f"compacted {done['files_removed']} files into {done['files_added']} ({why})"
+        before = COMPACTED.get(path) or Compacted(ended, 0.0, count=0)
+        COMPACTED[path] = Compacted(ended, ended - began,
+                                    before.count + (files_removed is not None),
+                                    before.files_removed + (files_removed or 0))
 
