@@ -82,6 +82,15 @@ def compile(inv: commands.Invocation, debug: bool) -> None:
     for node in compiled.nodes:
         click.echo(click.style(f"-- {node.name} ({node.file.rel_path})", fg="cyan"))
         click.echo(compiled.sql[node.name].strip() + "\n")
+    checked = compiled.checked
+    if checked is None:
+        return
+    for name, why in checked.unchecked.items():
+        click.secho(f"note: {name} not checked before Spark: {why}", fg="yellow", err=True)
+    for finding in checked.findings:
+        click.secho(f"Error: {finding}", fg="red", err=True)
+    if checked.findings:
+        raise SystemExit(1)
 
 
 @main.command("ls", help="List models and seeds in DAG order with layer, materialization, "

@@ -18,6 +18,7 @@ from ..report.artifacts import (
     write_compiled,
     write_sources,
 )
+from ..report.static_checks import Checked, check_models
 from .invocation import Invocation, Loaded, engine_of, load, selected_nodes
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class Compiled:
     nodes: list[CompiledNode]
     note: str | None  # what compiling without an engine could not know, to tell the user
     sql: dict[str, str]  # name -> SQL naming real relations, as written to target/compiled
+    checked: Checked | None = None  # the static checks' findings
 
 
 def warn_unlanded(loaded: Loaded, names: list[str], warn: Callable[[str], None]) -> None:
@@ -50,7 +52,11 @@ def compile_models(inv: Invocation, warn: Callable[[str], None] = lambda message
     nodes = [loaded.graph.nodes[n] for n in selected_nodes(inv, loaded, ("model",))]
     warn_unlanded(loaded, [n.name for n in nodes], warn)
     sql = write_compiled(loaded.project, loaded.graph.nodes, nodes)
-    return Compiled(nodes, offline_note(loaded.project, nodes), sql)
+    # Each input's columns as its SQL, source or seed declares them (no table is read: compile
+    # starts no JVM and reads no Delta log)
+    checked = check_models(loaded.project, loaded.graph, [n.name for n in nodes],
+                           lambda path: None)
+    return Compiled(nodes, offline_note(loaded.project, nodes), sql, checked)
 
 
 def offline_note(project: Project, nodes: list[CompiledNode]) -> str | None:

@@ -58,6 +58,7 @@ CONFIG_KEYS = {
     "once": (True, False),
     "target_lag": None,
     "compaction": None,
+    "static_checks": (True, False),
 }
 # dbt's spellings of our keys (hooks in YAML, dbt-spark's tblproperties), taken as ours
 # (merge_layers renames them)
@@ -67,7 +68,7 @@ SPELLED_KEYS = tuple(CONFIG_KEYS) + tuple(SPELLINGS)
 # them rebuilds nothing.
 OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "cluster_by", "pre_hook",
                   "post_hook", "schema", "alias", "persist_docs", "meta", "incremental_min_rows",
-                  "target_lag", "compaction")
+                  "target_lag", "compaction", "static_checks")
 PERSIST_DOCS = ("relation", "columns")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
@@ -165,6 +166,9 @@ class NodeConfig:
     # When its small files are compacted; by default a model with a target_lag (or
     # optimize_after_files) has one, others none (`compaction: false` turns it off)
     compaction: CompactionPolicy | None = None
+    # Its SELECT checked against its inputs' columns before Spark starts (report/static_checks.py);
+    # false silences a check Medallion gets wrong
+    static_checks: bool = True
 
     def as_dict(self, defining: bool = False) -> dict[str, Any]:
         """The config; defining: only the keys that decide what the table holds (a change to

@@ -110,6 +110,7 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
         once=bool(raw.get("once", False)),
         target_lag=None if raw.get("target_lag") is None else str(raw["target_lag"]),
         mode_by_lag="target_lag" in raw and "materialized" not in raw,
+        static_checks=bool(raw.get("static_checks", True)),
         compaction=None if raw.get("materialized") == "view" else values.compaction(
             raw.get("compaction"), raw.get("optimize_after_files"),
             raw.get("target_lag") is not None, origin),

@@ -5,7 +5,9 @@ Shown on the docs page and sent in OpenLineage's column lineage facet."""
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import sqlglot
@@ -13,8 +15,10 @@ from sqlglot import exp
 from sqlglot.lineage import lineage
 from sqlglot.optimizer.qualify import qualify
 
+from ..core.nodes import CompiledNode
 from ..core.project import Project, SourceTable
 from ..dag.graph import Graph
+from ..materialize.context import IS_CURRENT, VALID_FROM, VALID_TO
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,20 @@ def _lineage(column: str, sql: str, schema: dict[str, Any]) -> list[str]:
     return sorted(set(found))
 
 
+def _kept(node: CompiledNode, selected: list[str]) -> list[str]:
+    """The columns a model's table keeps of its SELECT's: without except_columns, with SCD2's
+    validity columns."""
+    cfg = node.config
+    kept = [c for c in selected if c not in cfg.except_columns]
+    return kept + [VALID_FROM, VALID_TO, IS_CURRENT] * (bool(kept) and cfg.scd_type == 2)
+
+
+def _header(seed: Path) -> list[str]:
+    """A seed's columns before it is built: its CSV's header."""
+    with seed.open(newline="", encoding="utf-8-sig") as rows:
+        return next(csv.reader(rows), [])
+
+
 def source_columns(source: SourceTable,
                    table_columns: Callable[[str], dict[str, str] | None]) -> dict[str, str]:
     """A source table's columns and types as models read it: a Delta table's own, or the
@@ -82,10 +100,10 @@ def node_columns(project: Project, graph: Graph,
         built = table_columns(project.table_path(node.file))
         documented = {c.get("name"): c.get("description", "") for c in node.file.columns}
         if node.sql is not None:
-            columns = list(built or {}) or _output_columns(node.sql, schema)
+            columns = list(built or {}) or _kept(node, _output_columns(node.sql, schema))
         else:
-            columns = list(built or {})
-        types = built or {c: "" for c in columns}
+            columns = list(built or {}) or _header(node.file.path)
+        types = built or {c: node.config.column_types.get(c, "") for c in columns}
         if columns:
             schema[name] = {c: types.get(c) or "string" for c in columns}
         found[name] = [Column(c, types.get(c, ""), documented.get(c, ""),
