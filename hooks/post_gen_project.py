@@ -10,6 +10,7 @@ wheel in the project's `wheels/` folder, which requirements.txt points pip at. N
 the machine that generated the project.
 """
 
+import fcntl
 import hashlib
 import json
 import os
@@ -133,13 +134,14 @@ def kept_wheel(folder: Path) -> Path | None:
             digest.update(name.encode() + b"\0" + file.read_bytes())
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "medallion"
     kept = cache / "wheels" / digest.hexdigest()[:16]
-    if not list(kept.glob("medallion_cli-*.whl")):
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        building = build_wheel(folder, Path(tempfile.mkdtemp(dir=kept.parent)))
-        try:
-            os.replace(building, kept)  # whole or not at all, if two inits build at once
-        except OSError:
-            shutil.rmtree(building, ignore_errors=True)  # the other's is there
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    # One build at a time: two at once from one checkout share its build/ folder, and one
+    # fails ("File exists"); the second init waits, then takes the first's wheel.
+    with open(kept.parent.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not list(kept.glob("medallion_cli-*.whl")):
+            building = build_wheel(folder, Path(tempfile.mkdtemp(dir=kept.parent)))
+            os.replace(building, kept)  # whole or not at all
     return kept
 
 
