@@ -87,26 +87,53 @@ def source_columns(source: SourceTable,
 
 def node_columns(project: Project, graph: Graph,
                  table_columns: Callable[[str], dict[str, str] | None]) -> dict[str, list[Column]]:
-    """Every node's columns, in DAG order. table_columns gives a built table's columns and
-    types (None when there is no table)."""
+    """Every node's columns, in DAG order, with their descriptions and lineage. table_columns
+    gives a built table's columns and types (None when there is no table)."""
+    schema = relation_columns(project, graph, table_columns)
+    found = {}
+    for name in graph.order:
+        node = graph.nodes[name]
+        known = typed(inputs_of(project, node, schema))
+        documented = {c.get("name"): c.get("description", "") for c in node.file.columns}
+        found[name] = [Column(c, kind, documented.get(c, ""),
+                              _lineage(c, node.sql, known) if node.sql else [])
+                       for c, kind in schema.get(name, {}).items()]
+    return found
+
+
+def relation_columns(project: Project, graph: Graph,
+                     table_columns: Callable[[str], dict[str, str] | None]
+                     ) -> dict[str, dict[str, str]]:
+    """Each source's relation and each node with known columns -> its columns and types ("":
+    not known before the table is built), in DAG order."""
     schema: dict[str, dict[str, str]] = {}
     for source in project.sources.values():
         cols = source_columns(source, table_columns)
         if cols:
             schema[source.relation] = cols
-    found = {}
     for name in graph.order:
         node = graph.nodes[name]
         built = table_columns(project.table_path(node.file))
-        documented = {c.get("name"): c.get("description", "") for c in node.file.columns}
         if node.sql is not None:
-            columns = list(built or {}) or _kept(node, _output_columns(node.sql, schema))
+            columns = list(built or {}) or _kept(node, _output_columns(
+                node.sql, typed(inputs_of(project, node, schema))))
         else:
             columns = list(built or {}) or _header(node.file.path)
         types = built or {c: node.config.column_types.get(c, "") for c in columns}
         if columns:
-            schema[name] = {c: types.get(c) or "string" for c in columns}
-        found[name] = [Column(c, types.get(c, ""), documented.get(c, ""),
-                              _lineage(c, node.sql, schema) if node.sql else [])
-                       for c in columns]
-    return found
+            schema[name] = {c: types.get(c, "") for c in columns}
+    return schema
+
+
+def inputs_of(project: Project, node: CompiledNode, schema: dict[str, dict[str, str]]
+              ) -> dict[str, dict[str, str]]:
+    """The columns of the relations the node reads (not all: sqlglot normalizes every
+    relation it is given, at each call)."""
+    read = [*node.refs, *(project.sources[key].relation for key in node.sources)]
+    return {relation: schema[relation] for relation in read if relation in schema}
+
+
+def typed(schema: dict[str, dict[str, str]]) -> dict[str, object]:
+    """The columns as sqlglot's optimizer takes them: a type not known is a string."""
+    return {relation: {c: kind or "string" for c, kind in columns.items()}
+            for relation, columns in schema.items()}

@@ -22,7 +22,7 @@ from ..core.errors import closest
 from ..core.nodes import CompiledNode
 from ..core.project import Project
 from ..dag.graph import Graph
-from .columns import node_columns, source_columns
+from .columns import inputs_of, relation_columns, typed
 
 UNRESOLVED = re.compile(r"Column '(?P<name>[^']+)' could not be resolved"
                         r"(?: for table: '(?P<table>[^']+)')?")
@@ -52,15 +52,14 @@ class Checked:
 def check_models(project: Project, graph: Graph, names: list[str],
                  table_columns: Callable[[str], dict[str, str] | None]) -> Checked:
     """The named models' findings, each against the columns its inputs have."""
-    derived = {name: {c.name: c.type or "string" for c in columns}
-               for name, columns in node_columns(project, graph, table_columns).items()}
+    derived = relation_columns(project, graph, table_columns)
     findings: list[Finding] = []
     unchecked: dict[str, str] = {}
     for name in names:
         node = graph.nodes[name]
         if node.sql is None or not node.config.static_checks:
             continue
-        schema, unknown = _inputs(project, node, derived, table_columns)
+        schema, unknown = _inputs(project, node, derived)
         if unknown:
             unchecked[name] = f"the columns of {unknown} are not known"
             continue
@@ -70,23 +69,18 @@ def check_models(project: Project, graph: Graph, names: list[str],
     return Checked(findings, unchecked)
 
 
-def _inputs(project: Project, node: CompiledNode, derived: dict[str, dict[str, str]],
-            table_columns: Callable[[str], dict[str, str] | None]
+def _inputs(project: Project, node: CompiledNode, derived: dict[str, dict[str, str]]
             ) -> tuple[dict[str, dict[str, str]], str]:
     """Each relation the model reads with its columns, or the first whose are not known."""
-    schema: dict[str, dict[str, str]] = {}
     for ref in node.refs:
         if not derived.get(ref):
             return {}, ref
-        schema[ref] = derived[ref]
     for key in node.sources:
         source = project.sources[key]
-        columns = source_columns(source, table_columns)
-        if not columns:
+        if not derived.get(source.relation):
             return {}, (f"source('{source.source}', '{source.name}') (declare its schema in "
                         f"{source.origin})")
-        schema[source.relation] = columns
-    return schema, ""
+    return inputs_of(project, node, derived), ""
 
 
 def _check(node: CompiledNode, schema: dict[str, dict[str, str]]
@@ -95,7 +89,7 @@ def _check(node: CompiledNode, schema: dict[str, dict[str, str]]
     assert node.sql is not None
     try:
         tree = sqlglot.parse_one(node.sql, read="spark")
-        qualify(tree, schema=dict(schema), dialect="spark", validate_qualify_columns=True)
+        qualify(tree, schema=typed(schema), dialect="spark", validate_qualify_columns=True)
     except ParseError:
         return None  # load/sqlcheck.py says what does not parse
     except OptimizeError as exc:
