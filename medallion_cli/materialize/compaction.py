@@ -68,12 +68,13 @@ def compact_if_due(ctx: BuildContext, node: CompiledNode) -> str:
     path = ctx.project.table_path(node.file)
     if policy is None or not ctx.engine.table_exists(path):
         return ""
-    why = threshold_passed(policy, ctx.engine.file_layout(path, policy.small_file_bytes))
     lag = node.config.target_lag
     with _LOCK:
         last = COMPACTED.get(path)
-    if not why or held_back(policy, interval_seconds(lag) if lag else None, last,
-                            time.monotonic()):
+    if held_back(policy, interval_seconds(lag) if lag else None, last, time.monotonic()):
+        return ""  # before the file listing: on object storage, a read of the log
+    why = threshold_passed(policy, ctx.engine.file_layout(path, policy.small_file_bytes))
+    if not why:
         return ""
     began = time.monotonic()
     try:
