@@ -99,14 +99,12 @@ class JvmLog:
         return history
 
     def file_count(self, path: str) -> int:
-        """From the version's checksum, as app_version reads it: no Spark job. Delta 4.4's
-        Snapshot.numOfFiles replays the log in one even when the checksum has the count."""
-        snapshot = self._snapshot(path)
-        checksum = snapshot.checksumOpt()
-        return int(checksum.get().numFiles() if checksum.isDefined() else snapshot.numOfFiles())
+        return self.file_totals(path)[0]
 
     def file_totals(self, path: str) -> tuple[int, int]:
-        """(data files, their bytes), from the version's checksum where it has one."""
+        """(data files, their bytes), from the version's checksum where it has one, as
+        app_version reads it: no Spark job. Delta 4.4's Snapshot.numOfFiles replays the log in
+        one even when the checksum has the count."""
         snapshot = self._snapshot(path)
         checksum = snapshot.checksumOpt()
         if checksum.isDefined():
@@ -146,7 +144,7 @@ class SqlLog:
                  if value is not None} for row in rows]
 
     def file_count(self, path: str) -> int:
-        return int(self._detail(path)["numFiles"])
+        return self.file_totals(path)[0]
 
     def file_totals(self, path: str) -> tuple[int, int]:
         detail = self._detail(path)
