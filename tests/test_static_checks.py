@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from static_check_corpus import MISTAKES, corpus_files
 
 from medallion_cli.cli import main
 from medallion_cli.commands.inspect import compile_models
@@ -67,8 +68,8 @@ def test_the_sample_and_a_correct_project_raise_nothing(project):
      "models/gold/typo.sql:1:8: unknown column 'country2'; did you mean 'country'?"),
     ("select customer_id from {{ ref('orders') }} as o\n"
      "join {{ ref('customers') }} as c on c.customer_id = o.customer_id",
-     "models/gold/typo.sql:1:8: column 'customer_id' is ambiguous: customers and orders both "
-     "have it; qualify it, e.g. customers.customer_id"),
+     "models/gold/typo.sql:1:8: column 'customer_id' is ambiguous: c and o both "
+     "have it; qualify it, e.g. c.customer_id"),
     ("select x.order_id from {{ ref('orders') }} as o",
      "models/gold/typo.sql:1:10: no relation 'x' with a column 'order_id' in scope"),
     ("{{ config(materialized='table') }}\nselect valid_fro from {{ ref('customer_history') }}",
@@ -89,3 +90,19 @@ def test_compile_exits_1_on_a_finding_and_static_checks_false_silences_it(projec
     (root / "models/gold/typo.sql").write_text(
         "{{ config(static_checks=false) }}\nselect amont from {{ ref('orders') }}")
     assert CliRunner().invoke(main, ["compile", "--project-dir", str(root)]).exit_code == 0
+
+
+def test_every_mistake_of_the_corpus_is_found_at_its_place_and_no_base_model_raises_one(
+        project):
+    # test_static_check_corpus.py builds the same models with Spark, which refuses each
+    compiled = compile_models(Invocation(project_dir=str(project(corpus_files()))))
+    assert compiled.checked is not None and compiled.checked.unchecked == {}
+    said: dict[str, list[str]] = {}
+    for finding in compiled.checked.findings:
+        said.setdefault(finding.path, []).append(str(finding))
+    assert sorted(said) == sorted(f"models/gold/{m.name}.sql" for m in MISTAKES)
+    for mistake in MISTAKES:
+        first = said[f"models/gold/{mistake.name}.sql"][0]
+        where = f"models/gold/{mistake.name}.sql:"
+        assert (first.startswith(where + mistake.said) if mistake.said[0].isdigit()
+                else first.startswith(where) and mistake.said in first), (mistake.name, first)

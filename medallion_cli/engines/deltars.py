@@ -2,7 +2,7 @@
 every table, delta-spark for the event log's few rows): custom metadata and app transactions
 on a commit, one line for a commit that lost to a concurrent one, and tables delta-rs cannot
 write refused by name. Also a table's row count and its columns without nulls, from its log,
-which both engines read.
+which both engines read, and its columns with their types as Spark names them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -137,3 +137,27 @@ def file_layout(dt: DeltaTable, small_below: int) -> FileLayout:
     actions = pa.table(dt.get_add_actions(flatten=True))
     sizes = actions.column("size_bytes").to_pylist() if actions.num_rows else []
     return FileLayout.of_sizes(sizes, small_below)
+
+
+# Delta's primitive type names that Spark's simpleString names otherwise
+SPARK_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
+
+
+def spark_type(delta_type: Any) -> str:
+    """A Delta schema type as Spark's simpleString: `bigint`, `decimal(12,2)`,
+    `array<struct<sku:string,qty:int>>`."""
+    kind = type(delta_type).__name__
+    if kind == "ArrayType":
+        return f"array<{spark_type(delta_type.element_type)}>"
+    if kind == "MapType":
+        return f"map<{spark_type(delta_type.key_type)},{spark_type(delta_type.value_type)}>"
+    if kind == "StructType":
+        return "struct<" + ",".join(f"{f.name}:{spark_type(f.type)}"
+                                    for f in delta_type.fields) + ">"
+    name = str(delta_type.type)
+    return SPARK_NAMES.get(name, name)
+
+
+def table_columns(dt: DeltaTable) -> dict[str, str]:
+    """Column name -> its type as Spark names it, from the log (no data file read)."""
+    return {f.name: spark_type(f.type) for f in dt.schema().fields}

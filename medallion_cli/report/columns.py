@@ -13,6 +13,7 @@ from typing import Any, Callable
 import sqlglot
 from sqlglot import exp
 from sqlglot.lineage import lineage
+from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from ..core.nodes import CompiledNode
@@ -35,16 +36,22 @@ def _ddl_columns(ddl: str) -> dict[str, str]:
             if isinstance(c, exp.ColumnDef)}
 
 
-def _output_columns(sql: str, schema: dict[str, Any]) -> list[str]:
+def _output_columns(sql: str, schema: dict[str, Any], derive_types: bool) -> dict[str, str]:
+    """The SELECT's columns, with the types sqlglot infers when derive_types ("": not known)."""
     try:
         query = qualify(sqlglot.parse_one(sql, read="spark"), schema=schema, dialect="spark",
                         validate_qualify_columns=False)
         if not isinstance(query, exp.Query):  # (a statement that is no query has no columns)
-            return []
-        names = query.named_selects
-        return [] if "*" in names else names
+            return {}
+        if "*" in query.named_selects:
+            return {}
+        if not derive_types:
+            return dict.fromkeys(query.named_selects, "")
+        query = annotate_types(query, schema=schema, dialect="spark")
+        return {s.alias_or_name: "" if s.type is None or s.type.this == exp.DataType.Type.UNKNOWN
+                else s.type.sql("spark").lower() for s in query.selects}
     except Exception:  # a query sqlglot cannot qualify still gets a page, without columns
-        return []
+        return {}
 
 
 def _lineage(column: str, sql: str, schema: dict[str, Any]) -> list[str]:
@@ -60,12 +67,14 @@ def _lineage(column: str, sql: str, schema: dict[str, Any]) -> list[str]:
     return sorted(set(found))
 
 
-def _kept(node: CompiledNode, selected: list[str]) -> list[str]:
+def _kept(node: CompiledNode, selected: dict[str, str]) -> dict[str, str]:
     """The columns a model's table keeps of its SELECT's: without except_columns, with SCD2's
     validity columns."""
     cfg = node.config
-    kept = [c for c in selected if c not in cfg.except_columns]
-    return kept + [VALID_FROM, VALID_TO, IS_CURRENT] * (bool(kept) and cfg.scd_type == 2)
+    kept = {c: kind for c, kind in selected.items() if c not in cfg.except_columns}
+    if kept and cfg.scd_type == 2:
+        kept.update({VALID_FROM: "timestamp", VALID_TO: "timestamp", IS_CURRENT: "boolean"})
+    return kept
 
 
 def _header(seed: Path) -> list[str]:
@@ -102,10 +111,12 @@ def node_columns(project: Project, graph: Graph,
 
 
 def relation_columns(project: Project, graph: Graph,
-                     table_columns: Callable[[str], dict[str, str] | None]
-                     ) -> dict[str, dict[str, str]]:
+                     table_columns: Callable[[str], dict[str, str] | None],
+                     derive_types: bool = False) -> dict[str, dict[str, str]]:
     """Each source's relation and each node with known columns -> its columns and types ("":
-    not known before the table is built), in DAG order."""
+    not known), in DAG order. A model not built yet has the types sqlglot infers for its
+    SELECT only when derive_types: right in kind (what the static checks compare) but not
+    always in width (coalesce(int, 1) is a bigint to sqlglot), so not for the docs page."""
     schema: dict[str, dict[str, str]] = {}
     for source in project.sources.values():
         cols = source_columns(source, table_columns)
@@ -114,14 +125,15 @@ def relation_columns(project: Project, graph: Graph,
     for name in graph.order:
         node = graph.nodes[name]
         built = table_columns(project.table_path(node.file))
-        if node.sql is not None:
-            columns = list(built or {}) or _kept(node, _output_columns(
-                node.sql, typed(inputs_of(project, node, schema))))
+        if built:
+            columns = built
+        elif node.sql is not None:
+            columns = _kept(node, _output_columns(
+                node.sql, typed(inputs_of(project, node, schema)), derive_types))
         else:
-            columns = list(built or {}) or _header(node.file.path)
-        types = built or {c: node.config.column_types.get(c, "") for c in columns}
+            columns = {c: node.config.column_types.get(c, "") for c in _header(node.file.path)}
         if columns:
-            schema[name] = {c: types.get(c, "") for c in columns}
+            schema[name] = columns
     return schema
 
 
@@ -134,6 +146,6 @@ def inputs_of(project: Project, node: CompiledNode, schema: dict[str, dict[str, 
 
 
 def typed(schema: dict[str, dict[str, str]]) -> dict[str, object]:
-    """The columns as sqlglot's optimizer takes them: a type not known is a string."""
-    return {relation: {c: kind or "string" for c, kind in columns.items()}
+    """The columns as sqlglot's optimizer takes them, with the types not known as such."""
+    return {relation: {c: kind or "unknown" for c, kind in columns.items()}
             for relation, columns in schema.items()}

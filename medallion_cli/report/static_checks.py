@@ -2,9 +2,11 @@
 columns of built tables (their Delta logs, read by delta-rs), of sources' declared schemas, of
 seeds and of upstream models (derived with sqlglot, columns.py), in DAG order. A column or
 table alias the inputs do not have, or a column two inputs have, is one finding with the
-file, line and column, the model's SQL line and the closest names in scope. A model whose
-inputs' columns are not all known is not checked, and said so once; `static_checks: false`
-in a model's config silences a check Medallion gets wrong.
+file, line and column, the model's SQL line and the closest names in scope; so is each
+finding of the rules over the qualified, typed SELECT (query_checks.py: group by, union
+widths, functions, comparisons, contracts). A model whose inputs' columns are not all known
+is not checked, and said so once; `static_checks: false` in a model's config silences a
+check Medallion gets wrong.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Callable
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from ..core.errors import closest
@@ -23,6 +26,7 @@ from ..core.nodes import CompiledNode
 from ..core.project import Project
 from ..dag.graph import Graph
 from .columns import inputs_of, relation_columns, typed
+from .query_checks import Found, mark_written, query_findings
 
 UNRESOLVED = re.compile(r"Column '(?P<name>[^']+)' could not be resolved"
                         r"(?: for table: '(?P<table>[^']+)')?")
@@ -52,7 +56,7 @@ class Checked:
 def check_models(project: Project, graph: Graph, names: list[str],
                  table_columns: Callable[[str], dict[str, str] | None]) -> Checked:
     """The named models' findings, each against the columns its inputs have."""
-    derived = relation_columns(project, graph, table_columns)
+    derived = relation_columns(project, graph, table_columns, derive_types=True)
     findings: list[Finding] = []
     unchecked: dict[str, str] = {}
     for name in names:
@@ -63,9 +67,7 @@ def check_models(project: Project, graph: Graph, names: list[str],
         if unknown:
             unchecked[name] = f"the columns of {unknown} are not known"
             continue
-        found = _check(node, schema)
-        if found:
-            findings.append(_placed(project, node, *found))
+        findings += [_placed(node, *found) for found in _check(node, schema)]
     return Checked(findings, unchecked)
 
 
@@ -83,47 +85,64 @@ def _inputs(project: Project, node: CompiledNode, derived: dict[str, dict[str, s
     return inputs_of(project, node, derived), ""
 
 
-def _check(node: CompiledNode, schema: dict[str, dict[str, str]]
-           ) -> tuple[str, str, int | None, int | None] | None:
-    """(message, the name to find in the file, line, column in the rendered SQL)."""
+def _check(node: CompiledNode, schema: dict[str, dict[str, str]]) -> list[Found]:
+    """The node's findings: a column qualify cannot resolve, else the rules' findings."""
     assert node.sql is not None
+    columns = typed(schema)
     try:
         tree = sqlglot.parse_one(node.sql, read="spark")
-        qualify(tree, schema=typed(schema), dialect="spark", validate_qualify_columns=True)
+        mark_written(tree)
+        qualified = qualify(tree, schema=columns, dialect="spark", validate_qualify_columns=True,
+                            quote_identifiers=False)
     except ParseError:
-        return None  # load/sqlcheck.py says what does not parse
+        return []  # load/sqlcheck.py says what does not parse
     except OptimizeError as exc:
-        return _described(str(exc), tree, schema)
+        unresolved = _described(str(exc), tree, schema)
+        return [unresolved] if unresolved else []
     except Exception:  # noqa: BLE001 - SQL sqlglot cannot follow is Spark's to judge
-        return None
-    return None
+        return []
+    try:
+        in_scope = {column for relation in schema.values() for column in relation}
+        return query_findings(node, annotate_types(qualified, schema=columns, dialect="spark"),
+                              in_scope)
+    except Exception:  # noqa: BLE001 - as above
+        return []
 
 
-def _described(error: str, tree: exp.Expr, schema: dict[str, dict[str, str]]
-               ) -> tuple[str, str, int | None, int | None] | None:
+def _described(error: str, tree: exp.Expr, schema: dict[str, dict[str, str]]) -> Found | None:
     said = UNRESOLVED.search(error) or UNKNOWN.search(error)
     if not said:
         return None
     name = said.group("name").strip('"`')
     table = said.groupdict().get("table")
-    in_scope = {column for columns in schema.values() for column in columns}
-    column = next((c for c in tree.find_all(exp.Column) if c.name == name
-                   and (not table or c.table == table)), None)
+    # the columns as written first (qualify adds some, e.g. expanding a star, with no place)
+    named = sorted((c for c in tree.find_all(exp.Column) if c.name == name),
+                   key=lambda c: "line" not in c.this.meta)
+    column = next((c for c in named if c.table == table), named[0] if named else None)
     meta = column.this.meta if column is not None else {}
-    if table:
-        message = f"no relation '{table}' with a column '{name}' in scope"
-    elif sum(name in columns for columns in schema.values()) > 1:
-        holders = sorted(r for r, columns in schema.items() if name in columns)
+    aliases = {t.alias_or_name: t.name for t in tree.find_all(exp.Table) if t.name in schema}
+    holders = sorted(a for a, relation in aliases.items() if name in schema[relation])
+    written = column is not None and not column.meta.get("unqualified")
+    qualifier = column.table if written and column is not None else ""
+    if qualifier in aliases:
+        relation = aliases[qualifier]
+        others = ", ".join(f"{h}.{name}" for h in holders)
+        hint = (f"{others} has it" if others else
+                closest(name, schema.get(relation, {})) or f"{relation} has no such column")
+        message = f"'{qualifier}' ({relation}) has no column '{name}'; {hint}"
+    elif qualifier:
+        message = f"no relation '{qualifier}' with a column '{name}' in scope"
+    elif len(holders) > 1:
         message = (f"column '{name}' is ambiguous: {' and '.join(holders)} both have it; "
                    f"qualify it, e.g. {holders[0]}.{name}")
     else:
-        message = f"unknown column '{name}'"
+        in_scope = {column for columns in schema.values() for column in columns}
         suggestion = closest(name, in_scope)
-        message += f"; {suggestion}" if suggestion else ""
+        message = f"unknown column '{name}'" + (f"; {suggestion}" if suggestion else "")
     return message, name, meta.get("line"), meta.get("col")
 
 
-def _placed(project: Project, node: CompiledNode, message: str, name: str,
+def _placed(node: CompiledNode, message: str, name: str,
             line: int | None, col: int | None) -> Finding:
     """The finding at its line in the model's file: the rendered line found as written, else
     the first line naming it (Jinja moves lines)."""

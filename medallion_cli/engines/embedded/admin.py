@@ -17,6 +17,7 @@ from ..deltars import (
     file_layout,
     open_table,
     rows_in_stats,
+    table_columns,
     writable,
 )
 
@@ -26,13 +27,6 @@ if TYPE_CHECKING:
 
 CANNOT_CLUSTER = ("the embedded engine cannot cluster tables: delta-rs, which keeps its Delta "
                   "log, cannot write a table with liquid clustering")
-
-
-def _type_name(delta_type: Any) -> str:
-    """`long`, `decimal(12,2)`, or the kind of a nested type (array, struct, map)."""
-    primitive = getattr(delta_type, "type", None)
-    return primitive if isinstance(primitive, str) else type(delta_type).__name__.replace(
-        "Type", "").lower()
 
 
 class EmbeddedAdmin:
@@ -101,7 +95,7 @@ class EmbeddedAdmin:
         return dataset.head(limit) if limit is not None else dataset.to_table()
 
     def table_columns(self, path: str) -> dict[str, str] | None:
-        """Column name -> Delta type name, from the Delta log (no JVM)."""
+        """Column name -> its type as Spark names it, from the Delta log (no JVM)."""
         if not self.table_exists(path):
             return None
-        return {f.name: _type_name(f.type) for f in self._open(path).schema().fields}
+        return table_columns(self._open(path))
