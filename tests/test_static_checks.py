@@ -106,3 +106,22 @@ def test_every_mistake_of_the_corpus_is_found_at_its_place_and_no_base_model_rai
         where = f"models/gold/{mistake.name}.sql:"
         assert (first.startswith(where + mistake.said) if mistake.said[0].isdigit()
                 else first.startswith(where) and mistake.said in first), (mistake.name, first)
+
+
+def test_a_build_refuses_a_model_with_a_finding_before_spark_starts_and_skips_its_readers(
+        project):
+    # Every selected model refused: no JVM starts (the unit tier runs with no Java at all)
+    root = project({**GOOD, "models/gold/typo.sql": "select amont from {{ ref('orders') }}",
+                    "models/gold/reader.sql": "select * from {{ ref('typo') }}"})
+    result = CliRunner().invoke(main, ["build", "-s", "typo+", "--project-dir", str(root)])
+    assert result.exit_code == 1, result.output
+    assert ("models/gold/typo.sql:1:8: unknown column 'amont'; did you mean 'amount'? (a "
+            "static check: static_checks: false in its config if it is wrong)") in result.output
+    assert "starting Spark" not in result.output and "Traceback" not in result.output
+    assert not (root / "warehouse/gold/typo").exists()
+    plan = CliRunner().invoke(main, ["plan", "--project-dir", str(root)])
+    assert plan.exit_code == 1 and "ERROR: models/gold/typo.sql:1:8: unknown column" in \
+        plan.output and "1 model(s) a build would refuse: typo" in plan.output
+    listed = CliRunner().invoke(main, ["ls", "--project-dir", str(root)])
+    assert listed.exit_code == 0 and "models/gold/typo.sql:1:8: unknown column 'amont'" in \
+        listed.output

@@ -139,6 +139,9 @@ def test_watch_retries_a_broken_model_once_fixed_and_tests_what_it_refreshes(pro
     with watching(root, env=BACKOFF) as (lines, stopped):
         wait_for(lambda: any("ERROR" in line and "silver_orders" in line for line in lines), 180,
                  "silver to fail")
+        # refused by the static checks, before its query starts, with the name it meant
+        assert any("models/silver/silver_orders.sql:" in line and "unknown column 'statuz'; "
+                   "did you mean 'status'?" in line for line in lines), lines
         land(root, "002.json", [{"order_id": 2, "status": "paid", "op": "I", "seq": 1}])
         time.sleep(SEVERAL_TRIES)  # tried again, and failed the same way: not said again
         assert sum("ERROR" in line and "silver_orders" in line for line in lines) == 1
@@ -261,6 +264,7 @@ def test_a_commit_that_a_batch_model_reads_wakes_the_refresh_before_the_next_pol
     ctx = BuildContext(project=None, graph=graph, engine=None)
     monkeypatch.setattr(watch_module, "POLL_SECONDS", 600)
     monkeypatch.setattr(watch_module, "own_session", lambda ctx: ctx)
+    monkeypatch.setattr(watch_module, "refusals", lambda project, graph, names: {})
     commits = {}
     monkeypatch.setattr(watch_module, "start_query", lambda ctx, node, into, continuous, on_batch,
                         on_commit: (commits.setdefault(len(commits), on_commit), RunningQuery(),

@@ -73,7 +73,8 @@ def seed(inv: commands.Invocation, debug: bool, log_format: str) -> None:
 
 
 @main.command(help="Print the rendered Spark SQL of the selected models (no Spark started). "
-                   "Also written to target/compiled/.")
+                   "Also written to target/compiled/. Each model's SELECT is checked against "
+                   "its inputs' columns; exit 1 on a finding.")
 @common_options
 def compile(inv: commands.Invocation, debug: bool) -> None:
     compiled = commands.compile_models(inv, _warn)
@@ -94,7 +95,8 @@ def compile(inv: commands.Invocation, debug: bool) -> None:
 
 
 @main.command("ls", help="List models and seeds in DAG order with layer, materialization, "
-                         "dependencies and streaming checkpoints (no Spark started).")
+                         "dependencies and streaming checkpoints, with a warning per static "
+                         "check's finding (no Spark started).")
 @common_options
 def ls(inv: commands.Invocation, debug: bool) -> None:
     rows = commands.list_nodes(inv, _warn)
@@ -110,8 +112,9 @@ def ls(inv: commands.Invocation, debug: bool) -> None:
 @main.command(help="Say per model the mode it runs in (a stream and its trigger, a refresh per "
                    "group, on new rows or in full), why (its target_lag, or its config), the "
                    "lag it can expect to hold from its last builds' time in the event log, and "
-                   "what the next build does with a model edited since its table was written "
-                   "(no Spark started).")
+                   "what the next build does with a model edited since its table was written; "
+                   "exit 1 when the static checks find a mistake a build would refuse a model "
+                   "for (no Spark started).")
 @common_options
 @click.option("--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
@@ -123,7 +126,7 @@ def plan(inv: commands.Invocation, debug: bool, output: str) -> None:
     plans = plan_modes(inv)
     if output == "json":
         click.echo(json.dumps([p.as_json() for p in plans], indent=2))
-        return
+        raise SystemExit(1 if any(p.refused for p in plans) else 0)
     for p in plans:
         lag = "-" if p.lag_seconds is None else seconds_text(p.lag_seconds)
         expects = "" if p.expected_seconds is None else \
@@ -134,14 +137,21 @@ def plan(inv: commands.Invocation, debug: bool, output: str) -> None:
             click.secho(f"{'':<32} WARN {p.problem}", fg="yellow")
         if p.change:
             click.secho(f"{'':<32} CHANGED: {p.change}", fg="cyan")
+        if p.refused:
+            click.secho(f"{'':<32} ERROR: {p.refused}", fg="red")
     missed = [p.name for p in plans if p.problem]
     lagged = [p for p in plans if p.lag_seconds is not None]
     if not lagged:
         click.echo("No model has a target_lag: with one, and no materialized, the lag chooses "
                    "its mode (docs/streaming-and-cdc.md, Target lags)")
-        return
-    click.echo(f"{len(lagged) - len(missed)} of {len(lagged)} models with a target lag expect "
-               f"to hold it" + (f"; not {', '.join(missed)}" if missed else ""))
+    else:
+        click.echo(f"{len(lagged) - len(missed)} of {len(lagged)} models with a target lag "
+                   f"expect to hold it" + (f"; not {', '.join(missed)}" if missed else ""))
+    refused = [p.name for p in plans if p.refused]
+    if refused:  # a build would fail them before Spark starts
+        click.secho(f"{len(refused)} model(s) a build would refuse: {', '.join(refused)}",
+                    fg="red", err=True)
+        raise SystemExit(1)
 
 
 @main.command(help="Run model unit tests (tests/unit/*.yml, on the rows they give, touching no "

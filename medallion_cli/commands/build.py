@@ -17,6 +17,7 @@ from ..report.artifacts import (
     write_compiled,
     write_run_results,
 )
+from ..report.static_checks import refusals
 from ..run.locking import warehouse_lock
 from ..run.new_input import new_landing_bytes
 from ..run.runner import NodeResult, check_node, run_project_hooks
@@ -30,7 +31,7 @@ from .invocation import (
     selected_nodes,
     selected_tests,
 )
-from .plan import Reporter, _context, plan, runner
+from .plan import Reporter, _context, plan, refusing, runner
 from .test import test
 from .watch import keep_fresh
 
@@ -63,6 +64,7 @@ def _build(inv: Invocation, loaded: Loaded, engine: Engine, command: str,
     steps = plan(graph, tests, chosen, test_names, engine.capabilities.stages_writes)
     write_compiled(loaded.project, graph.nodes, [graph.nodes[n] for n in chosen])
     project = loaded.project
+    refused = refusals(project, graph, chosen)  # before Spark starts
     hooks = 0 if inv.empty else len(project.on_run_start) + len(project.on_run_end)
     report.start(len(steps.order) + hooks * bool(steps.order), project.target.name)
     if not steps.order:
@@ -79,7 +81,8 @@ def _build(inv: Invocation, loaded: Loaded, engine: Engine, command: str,
             raise MedallionError("--empty writes nothing, so it cannot --watch",
                                  hint="drop one of the two flags")
         schemas: dict[str, Any] = {}
-        return execute(steps.order, steps.parents, lambda name: check_node(ctx, name, schemas),
+        return execute(steps.order, steps.parents,
+                       refusing(lambda name: check_node(ctx, name, schemas), graph, refused),
                        steps.labels, inv.threads or loaded.project.target.threads,
                        report.result, report.begin, inv.fail_fast)
     if inv.full_refresh:
@@ -91,7 +94,7 @@ def _build(inv: Invocation, loaded: Loaded, engine: Engine, command: str,
         results = run_project_hooks(run.ctx, "on-run-start", project.on_run_start, run.result)
         failed = next((r.name for r in results if r.failed), None)
         # a failed start hook builds nothing: every node is skipped (so `retry` runs them)
-        run_one = runner(run.ctx, tests, skip_passed) if not failed else (
+        run_one = runner(run.ctx, tests, skip_passed, refused) if not failed else (
             lambda name, gate=None: NodeResult(name, *steps.labels[name], "skipped",
                                                message=f"{failed} failed"))
         results += execute(steps.order, steps.parents, run_one, steps.labels,

@@ -90,6 +90,9 @@ def list_nodes(inv: Invocation, warn: Callable[[str], None] = lambda message: No
     rows: list[Listing] = []
     names = selected_nodes(inv, loaded)
     warn_unlanded(loaded, names, warn)
+    # as compile checks them (no table read), each said in a line
+    for finding in check_models(project, graph, names, lambda path: None).findings:
+        warn(str(finding).splitlines()[0] + " (medallion compile lists every finding)")
     for name in names:
         node = graph.nodes[name]
         deps = node.refs + tuple(f"source:{s}.{t}" for s, t in node.sources)

@@ -10,7 +10,7 @@ JVM: the project is rendered, and the event log and tables' logs read with delta
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..core.config import interval_seconds
@@ -41,6 +41,7 @@ class ModePlan:
     expected_seconds: float | None  # behind its sources, once running to its lag
     problem: str  # why it cannot hold its lag ("" when it can, or has none)
     change: str = ""  # what the next build does with an edit since its table was written
+    refused: str = ""  # the static checks' finding a build would fail it with
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,9 +88,13 @@ def _cost(node: CompiledNode, runs: list[Any], batches: list[float]) -> float | 
 
 def plan_modes(inv: Invocation) -> list[ModePlan]:
     """The selected models' modes and lags, in DAG order."""
+    from ..report.static_checks import refusals
+
     loaded = load(inv)
-    chosen = set(selected_nodes(inv, loaded, ("model",)))
-    return [plan for plan in planned(loaded) if plan.name in chosen]
+    chosen = selected_nodes(inv, loaded, ("model",))
+    refused = refusals(loaded.project, loaded.graph, chosen)
+    return [replace(plan, refused=refused.get(plan.name, "")) for plan in planned(loaded)
+            if plan.name in chosen]
 
 
 def refresh_waits(loaded: Loaded) -> dict[str, float]:

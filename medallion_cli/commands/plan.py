@@ -6,7 +6,7 @@ reads from another warehouse, and how a task reports as it goes (Reporter).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Collection
+from typing import TYPE_CHECKING, Any, Callable, Collection
 
 from ..core.errors import MedallionError
 from ..dag.graph import Graph
@@ -87,12 +87,26 @@ def plan(graph: Graph, tests: dict[str, DataTest], nodes: list[str], test_names:
     return Plan(order, parents, labels, gates)
 
 
-def runner(ctx: BuildContext, tests: dict[str, DataTest],
-           skip_passed: bool = False) -> Callable[..., NodeResult]:
-    """name, and a model's gate where it has one (scheduler.py) -> its result."""
+def runner(ctx: BuildContext, tests: dict[str, DataTest], skip_passed: bool = False,
+           refused: dict[str, str] | None = None) -> Callable[..., NodeResult]:
+    """name, and a model's gate where it has one (scheduler.py) -> its result. refused: the
+    models the static checks fail before Spark starts (report/static_checks.refusals)."""
     passes = TestPasses(tests)  # the tests on one table counted in one pass
-    return lambda name, gate=None: (run_data_test(ctx, tests[name], skip_passed, passes)
-                                    if name in tests else run_node(ctx, name, gate))
+    return refusing(lambda name, gate=None: (
+        run_data_test(ctx, tests[name], skip_passed, passes) if name in tests
+        else run_node(ctx, name, gate)), ctx.graph, refused or {})
+
+
+def refusing(run_one: Callable[..., NodeResult], graph: Graph,
+             refused: dict[str, str]) -> Callable[..., NodeResult]:
+    """run_one, but a model the static checks refused fails at once, its table as it was."""
+    def run(name: str, *args: Any) -> NodeResult:
+        if name in refused:
+            node = graph.nodes[name]
+            return NodeResult(name, node.file.kind, node.config.materialized, "error",
+                              message=refused[name])
+        return run_one(name, *args)
+    return run
 
 
 def _context(loaded: Loaded, inv: Invocation, selected: Collection[str] = (),

@@ -1,20 +1,17 @@
 """`medallion build --watch`: keep streaming models running, and batch models fresh, until stopped.
 
 After the first pass (every selected node, once), each streaming model runs as a continuous
-query on its processing-time trigger, and the batch models and the data tests are run again
-where their inputs changed (the fingerprint check makes an unchanged one cost a few file
-reads): at once when a streaming model that a batch model reads commits, else every 2 s
-(edits, batch sources), a batch model refreshed to a target lag at most every its wait (what
-`medallion plan` says; changes landing meanwhile are refreshed together); each result is
-printed as it comes, a verdict recalled on unchanged
-inputs is not. A node that fails (a query, a refresh, a query that cannot start) is tried
-again after a backoff (2 s, doubling to a minute), and what reads it waits for it meanwhile
-rather than run on stale data; its error is printed when it is new, not at every try. The
-command exits non-zero when anything failed during the session.
+query on its processing-time trigger, and the batch models and the data tests run again where
+their inputs changed (an unchanged one costs a few file reads): at once when a streaming model
+a batch model reads commits, else every 2 s (edits, batch sources), one with a target lag at
+most every its wait (`medallion plan`; what lands meanwhile is refreshed together). Each result
+is printed as it comes (a verdict recalled on unchanged inputs is not); each model is checked
+as edited (report/static_checks.py) before it runs again. A node that fails is tried again
+after a backoff (2 s, doubling to a minute), what reads it waiting meanwhile rather than run
+on stale data; its error is printed when new. The command exits non-zero when anything failed.
 Ctrl-C (SIGINT) or SIGTERM stops what refreshes (its Spark jobs cancelled: a commit is whole or
 not made) and every query after the batch it has in flight; a second one stops them at once.
 """
-
 from __future__ import annotations
 
 import os
@@ -32,6 +29,7 @@ from ..materialize.context import BuildContext
 from ..materialize.strategies import strategy_for
 from ..materialize.streaming.driver import start_query
 from ..materialize.streaming.tally import BatchReport, StreamTally
+from ..report.static_checks import refusals
 from ..run.runner import NodeResult, own_session
 from ..run.scheduler import NOT_STARTED, STOPPED, execute
 from ..spark.progress import progress_reports
@@ -203,6 +201,8 @@ def watch(ctx: BuildContext, selected: list[str], first_pass: list[NodeResult],
                     continue
                 try:
                     ctx = replace(ctx, graph=reload())  # the model as it is now (fixed?)
+                    if refused := refusals(ctx.project, ctx.graph, [name]).get(name):
+                        raise MedallionError(refused)
                     # Each query in a session of its own, as in the first pass: queries'
                     # micro-batches run side by side, each registering its inputs' views.
                     node = ctx.graph.nodes[name]
@@ -255,8 +255,7 @@ def stop_gracefully(query: StreamingQuery, tally: StreamTally, now: threading.Ev
 def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: list[NodeResult],
            command: str, on_result: Callable[[NodeResult], None],
            on_batch: Callable[[BatchReport], None]) -> list[NodeResult]:
-    """After the first pass: keep the selected nodes fresh until SIGINT/SIGTERM; returns what
-    it reported."""
+    """After the first pass: keep the nodes fresh until SIGINT/SIGTERM; returns what it said."""
     # delta-rs and an HTTP server: for --watch alone, not every command importing this module
     from ..report.metrics import metrics_served
 
@@ -290,7 +289,8 @@ def keep_fresh(inv: Invocation, ctx: BuildContext, chosen: list[str], results: l
 
         steps = plan(again.graph, again.tests, names, tests,
                      watch_ctx.engine.capabilities.stages_writes)
-        execute(steps.order, steps.parents, runner(watch_ctx, again.tests, skip_passed=True),
+        refused = refusals(again.project, again.graph, names)  # the models as edited
+        execute(steps.order, steps.parents, runner(watch_ctx, again.tests, True, refused),
                 steps.labels, quiet.threads or again.project.target.threads, scheduled,
                 on_interrupt=watch_ctx.engine.cancel_jobs, stop=stop, gates=steps.gates)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import sqlglot
 from sqlglot import exp
@@ -112,29 +112,42 @@ def node_columns(project: Project, graph: Graph,
 
 def relation_columns(project: Project, graph: Graph,
                      table_columns: Callable[[str], dict[str, str] | None],
-                     derive_types: bool = False) -> dict[str, dict[str, str]]:
+                     derive_types: bool = False, rebuilt: Collection[str] = (),
+                     needed: Collection[str] | None = None) -> dict[str, dict[str, str]]:
     """Each source's relation and each node with known columns -> its columns and types ("":
     not known), in DAG order. A model not built yet has the types sqlglot infers for its
     SELECT only when derive_types: right in kind (what the static checks compare) but not
-    always in width (coalesce(int, 1) is a bigint to sqlglot), so not for the docs page."""
+    always in width (coalesce(int, 1) is a bigint to sqlglot), so not for the docs page.
+    rebuilt: models whose SELECT's columns win over their table's (a build about to write
+    them); needed: the nodes to derive (default: all)."""
     schema: dict[str, dict[str, str]] = {}
     for source in project.sources.values():
         cols = source_columns(source, table_columns)
         if cols:
             schema[source.relation] = cols
     for name in graph.order:
+        if needed is not None and name not in needed:
+            continue
         node = graph.nodes[name]
-        built = table_columns(project.table_path(node.file))
-        if built:
-            columns = built
-        elif node.sql is not None:
-            columns = _kept(node, _output_columns(
-                node.sql, typed(inputs_of(project, node, schema)), derive_types))
+        if node.sql is None:  # a seed: its table, else its CSV's header and column_types
+            columns = table_columns(project.table_path(node.file)) or {
+                c: node.config.column_types.get(c, "") for c in _header(node.file.path)}
+        elif name in rebuilt:
+            columns = _derived(project, node, schema, derive_types) or table_columns(
+                project.table_path(node.file)) or {}
         else:
-            columns = {c: node.config.column_types.get(c, "") for c in _header(node.file.path)}
+            columns = table_columns(project.table_path(node.file)) or _derived(
+                project, node, schema, derive_types)
         if columns:
             schema[name] = columns
     return schema
+
+
+def _derived(project: Project, node: CompiledNode, schema: dict[str, dict[str, str]],
+             derive_types: bool) -> dict[str, str]:
+    assert node.sql is not None
+    return _kept(node, _output_columns(node.sql, typed(inputs_of(project, node, schema)),
+                                       derive_types))
 
 
 def inputs_of(project: Project, node: CompiledNode, schema: dict[str, dict[str, str]]

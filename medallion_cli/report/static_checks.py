@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Collection
 
 import sqlglot
 from sqlglot import exp
@@ -35,6 +35,7 @@ UNKNOWN = re.compile(r"Unknown column: (?P<name>\S+)")
 
 @dataclass(frozen=True)
 class Finding:
+    model: str
     path: str  # the model's file
     line: int | None  # in the file (None: not found there)
     column: int | None
@@ -54,9 +55,13 @@ class Checked:
 
 
 def check_models(project: Project, graph: Graph, names: list[str],
-                 table_columns: Callable[[str], dict[str, str] | None]) -> Checked:
-    """The named models' findings, each against the columns its inputs have."""
-    derived = relation_columns(project, graph, table_columns, derive_types=True)
+                 table_columns: Callable[[str], dict[str, str] | None],
+                 rebuilt: Collection[str] = ()) -> Checked:
+    """The named models' findings, each against the columns its inputs have (rebuilt: models
+    a build writes before what reads them, whose SELECT's columns win over their table's)."""
+    needed = set(names).union(*(graph.ancestors(n) for n in names))
+    derived = relation_columns(project, graph, table_columns, derive_types=True,
+                               rebuilt=rebuilt, needed=needed)
     findings: list[Finding] = []
     unchecked: dict[str, str] = {}
     for name in names:
@@ -69,6 +74,30 @@ def check_models(project: Project, graph: Graph, names: list[str],
             continue
         findings += [_placed(node, *found) for found in _check(node, schema)]
     return Checked(findings, unchecked)
+
+
+def built_columns(path: str) -> dict[str, str] | None:
+    """A table's columns from its Delta log, whichever engine wrote it (delta-rs, no JVM);
+    None when there is none or delta-rs cannot read it (its models go unchecked)."""
+    from ..engines.deltars import open_table, table_columns
+
+    try:
+        return table_columns(open_table(path))
+    except Exception:  # noqa: BLE001 - a table this cannot read is Spark's to read
+        return None
+
+
+def refusals(project: Project, graph: Graph, names: list[str]) -> dict[str, str]:
+    """The models a build of `names` fails before Spark starts -> the one line it says: the
+    first finding, and how many more."""
+    found: dict[str, list[Finding]] = {}
+    models = [n for n in names if graph.nodes[n].sql is not None]
+    for finding in check_models(project, graph, models, built_columns, rebuilt=models).findings:
+        found.setdefault(finding.model, []).append(finding)
+    return {name: str(first[0]).splitlines()[0] + (
+        f" (and {len(first) - 1} more: medallion compile lists them)" if len(first) > 1 else "")
+        + " (a static check: static_checks: false in its config if it is wrong)"
+        for name, first in found.items()}
 
 
 def _inputs(project: Project, node: CompiledNode, derived: dict[str, dict[str, str]]
@@ -156,7 +185,7 @@ def _placed(node: CompiledNode, message: str, name: str,
         word = re.compile(rf"\b{re.escape(name)}\b")
         at = next((i for i, w in enumerate(written) if word.search(w)), None)
     if at is None:
-        return Finding(node.file.rel_path, None, None, message, text)
+        return Finding(node.name, node.file.rel_path, None, None, message, text)
     found = re.search(rf"\b{re.escape(name)}\b", written[at])
-    return Finding(node.file.rel_path, at + 1, found.start() + 1 if found else col, message,
-                   written[at])
+    return Finding(node.name, node.file.rel_path, at + 1, found.start() + 1 if found else col,
+                   message, written[at])
