@@ -5,6 +5,7 @@ and every difference is listed."""
 import re
 
 import pytest
+from conftest import PROJECT
 
 from medallion_cli.core.errors import MedallionError
 
@@ -53,6 +54,16 @@ def test_rows_that_break_the_contract_are_refused_listing_every_difference(proje
                     "models/properties.yml": PROPERTIES, "models/sources.yml": SOURCES,
                     "models/streamed.sql": STREAMED,
                     "landing/orders/1.json": '{"order_id": 1, "day": 1}\n'})
+    # the static checks refuse both before Spark starts, each difference they can be sure of
+    refused = build(root)
+    assert refused["by_day"].message.startswith(
+        "models/by_day.sql:1:13: column 'day' is string, the contract in models/properties.yml "
+        "says int; cast it: cast(day as int) (and 2 more")
+    assert refused["streamed"].message.startswith(
+        "models/streamed.sql:1:46: column 'order_id' is int, the contract in "
+        "models/properties.yml says bigint")
+    # with them off, the rows are checked, every difference listed
+    (root / "medallion_project.yml").write_text(PROJECT + "models:\n  static_checks: false\n")
     results = build(root)
     broken = results["by_day"]
     assert broken.status == "error"

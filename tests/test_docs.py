@@ -44,7 +44,7 @@ def test_docs_describe_sources_with_schema_freshness_and_tests(project):
     assert source["description"] == "Sales as the tills send them."
     assert source["path"] == str(root / "landing/sales")
     assert [(c["name"], c["type"], c["description"]) for c in source["columns"]][:3] == [
-        ("sku", "STRING", "The till's code"), ("qty", "INT", ""), ("price", "DOUBLE", "")]
+        ("sku", "string", "The till's code"), ("qty", "int", ""), ("price", "double", "")]
     assert source["freshness"] == {"warn_after": 86400}
     assert source["last_check"]["status"] == "warn"  # no landing files yet: no load time
     assert source["tests"] == ["source_not_null_landing_sales_sku"]

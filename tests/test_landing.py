@@ -426,3 +426,47 @@ def test_add_new_columns_with_a_declared_schema_is_refused(project, build, engin
     with pytest.raises(Exception, match="add_new_columns widens the schema inferred for a JSON "
                                         "table that declares none"):
         build(root)
+
+
+READ_KINDS = """\
+sources:
+  - name: landing
+    path: landing
+    tables:
+      - {name: rescued, format: json, schema: "id bigint, amount decimal(10,2)"}
+      - {name: ignored, format: json, schema: "id bigint", unknown_fields: ignore}
+      - {name: rows, format: csv, schema: "id bigint, kind string"}
+      - {name: typed, format: parquet, schema: "id bigint, at timestamp"}
+      - {name: changes, format: json, cdc: debezium, schema: "id bigint, kind string"}
+"""
+
+
+@pytest.mark.one_engine("which columns reading a source gives is the readers' (Spark's), on "
+                        "either engine")
+def test_the_columns_a_source_declares_are_those_reading_it_gives(project, build):
+    # what the static checks and the docs page know before Spark starts (read_columns.py)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from medallion_cli.load.project import load_project
+    from medallion_cli.materialize.sources.read_columns import read_columns
+    from medallion_cli.report.static_checks import built_columns
+
+    files = {"models/sources.yml": READ_KINDS,
+             "landing/rescued/1.json": '{"id": 1, "amount": 2.5, "more": 1}\n',
+             "landing/ignored/1.json": '{"id": 1}\n', "landing/rows/1.csv": "id,kind\n1,a\n",
+             "landing/changes/1.json": json.dumps({"op": "c", "after": {"id": 1, "kind": "a"},
+                                                   "source": {"ts_ms": 1}}) + "\n"}
+    names = ("rescued", "ignored", "rows", "typed", "changes")
+    files.update({f"models/{name}.sql": f"{{{{ config(materialized='table') }}}}\n"
+                  f"select * from {{{{ source('landing', '{name}') }}}}" for name in names})
+    root = project(files)
+    (root / "landing/typed").mkdir(parents=True)
+    pq.write_table(pa.table({"id": [1], "at": pa.array([0], pa.timestamp("us", "UTC"))}),
+                   root / "landing/typed/1.parquet")
+    results = build(root)
+    sources = load_project(root).sources
+    for name in names:
+        assert results[name].status == "success", results[name].message
+        assert built_columns(str(root / f"warehouse/models/{name}")) == read_columns(
+            sources[("landing", name)]), name

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(__file__).resolve().parent.parent / "medallion_cli"
 # Top to bottom: a package imports only packages below it (and its own modules). The command
 # line and the pytest plugin (testing) are both on top: nothing imports them.
-LAYERS = (("cli", "testing", "integrations"), "commands", "report", "run", "materialize",
+LAYERS = (("cli", "testing", "integrations"), "editor", "commands", "report", "run", "materialize",
           "engines", "storage", "spark", "dag", "load", "core")
 LEAVES = ("serve",)  # apart from the layers: the served-command protocol imports only core
 RANK = {name: rank for rank, layer in enumerate(LAYERS)

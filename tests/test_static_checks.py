@@ -73,8 +73,7 @@ def test_the_sample_and_a_correct_project_raise_nothing(project):
     ("select x.order_id from {{ ref('orders') }} as o",
      "models/gold/typo.sql:1:10: no relation 'x' with a column 'order_id' in scope"),
     ("{{ config(materialized='table') }}\nselect valid_fro from {{ ref('customer_history') }}",
-     "models/gold/typo.sql:2:8: unknown column 'valid_fro'; did you mean 'valid_from', "
-     "'valid_to'?"),
+     "models/gold/typo.sql:2:8: unknown column 'valid_fro'; did you mean 'valid_from'?"),
 ])
 def test_a_mistake_is_one_line_at_its_place_with_the_names_in_scope(project, sql, said):
     found, _ = findings(project, {"models/gold/typo.sql": sql})

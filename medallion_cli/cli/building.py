@@ -1,5 +1,5 @@
 """The commands that build and check: build (and --watch), run, seed, test, retry, and the
-looks that build nothing: compile, ls and plan.
+looks that build nothing: compile, ls and plan; and the language server (lsp).
 """
 
 from __future__ import annotations
@@ -92,6 +92,16 @@ def compile(inv: commands.Invocation, debug: bool) -> None:
         click.secho(f"Error: {finding}", fg="red", err=True)
     if checked.findings:
         raise SystemExit(1)
+
+
+@main.command(help="Run the language server editors start (over stdio): the static checks' "
+                   "findings as you type, go to the definition of ref(), source() and macros, "
+                   "completion of model, source and column names, a column's type, "
+                   "description and lineage on hover (docs/editors.md).")
+def lsp() -> None:
+    from ..editor.server import serve_stdio  # pygls: for the editor alone
+
+    serve_stdio()
 
 
 @main.command("ls", help="List models and seeds in DAG order with layer, materialization, "

@@ -48,6 +48,9 @@ class Invocation:
     defer: bool = False  # read unbuilt unselected parents' tables from the --state run's
     wait_for_lock: float = 0  # seconds to wait for another command's lock on the warehouse
     metrics_port: int | None = None  # build --watch: the tables' figures for Prometheus here
+    # model and macro files as an editor holds them, unsaved (rel path -> text): rendered
+    # instead of the disk's, and no target/manifest.json written from them
+    texts: dict[str, str] = field(default_factory=dict)
 
 
 def parse_vars(text: str | None, option: str = "--vars") -> dict[str, Any]:
@@ -124,7 +127,7 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     project = project_of(inv)
     made = engine or (engine_of(project, inv) if with_engine else None)
     renderer = Renderer(project, inv.full_refresh,
-                        _asking(made, project.target) if made else None)
+                        _asking(made, project.target) if made else None, texts=inv.texts)
     compiled = {name: renderer.render(node) for name, node in project.nodes.items()}
     graph = build_graph(compiled)
     for node in graph.nodes.values():
@@ -140,7 +143,8 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     project.flow_targets = {n: c.config.flow_into for n, c in graph.nodes.items()
                             if c.config.flow_into}
     loaded = Loaded(project, graph, load_tests(project, renderer, graph.nodes), made, previous)
-    write_manifest(project, graph, loaded.tests)
+    if not inv.texts:
+        write_manifest(project, graph, loaded.tests)
     return loaded
 
 

@@ -67,8 +67,11 @@ class StartError(RunStopped):
 
 
 def closest(name: str, candidates: Iterable[str]) -> str:
-    """A 'did you mean' phrase naming the closest candidates, or an empty string."""
+    """A 'did you mean' phrase naming the closest candidates (up to three, as close as the
+    closest within a tenth: 'amont' gets 'amount' alone, not 'account' too), or ''."""
     import difflib
 
     matches = difflib.get_close_matches(name, sorted(candidates), n=3, cutoff=0.5)
-    return f"did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+    ratios = [difflib.SequenceMatcher(None, name, m).ratio() for m in matches]
+    near = [m for m, ratio in zip(matches, ratios) if ratio >= max(ratios, default=0) - 0.1]
+    return f"did you mean {', '.join(repr(m) for m in near)}?" if near else ""

@@ -1,12 +1,42 @@
-"""Jinja templates compiled once per process and reused while their source is unchanged (Jinja
-checks each one's checksum): every command renders the project, and a --watch refresh renders
-it again each time, so compiling is most of a load's work unless it is kept.
+"""Jinja templates: their sources (the project's files, or an editor's unsaved text of one,
+with dbt's `{% test %}` blocks as macros), compiled once per process and reused while their
+source is unchanged (Jinja checks each one's checksum): every command renders the project, and a
+--watch refresh renders it again each time, so compiling is most of a load's work unless kept.
 """
 
 from __future__ import annotations
 
+import os
+import re
+from typing import Any
+
 import jinja2
 import jinja2.bccache
+
+TEST_BLOCK = re.compile(r"{%(-?)\s*test\s+(\w+)\s*\(")
+END_TEST_BLOCK = re.compile(r"{%(-?)\s*endtest\s*(-?)%}")
+
+
+def test_blocks_as_macros(text: str) -> str:
+    """`{% test name(model, ...) %}...{% endtest %}` (dbt's generic test syntax) as a macro named
+    test_<name>, so generic tests are ordinary macros; lines stay where they were."""
+    text = TEST_BLOCK.sub(lambda m: "{%" + m.group(1) + " macro test_" + m.group(2) + "(", text)
+    return END_TEST_BLOCK.sub(lambda m: "{%" + m.group(1) + " endmacro " + m.group(2) + "%}", text)
+
+
+class ProjectLoader(jinja2.FileSystemLoader):
+    """The project's files, or the text an editor holds of one (texts: rel path -> text)."""
+
+    def __init__(self, root: str, texts: dict[str, str]):
+        super().__init__(root)
+        self.texts = texts
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        if template in self.texts:
+            return (test_blocks_as_macros(self.texts[template]),
+                    os.path.join(str(self.searchpath[0]), template), lambda: False)
+        source, filename, uptodate = super().get_source(environment, template)
+        return test_blocks_as_macros(source), filename, uptodate
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):

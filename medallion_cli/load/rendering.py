@@ -24,7 +24,7 @@ from ..core.nodes import (
     relation,
 )
 from ..core.project import NodeFile, Project
-from .compiled import COMPILED
+from .compiled import COMPILED, ProjectLoader, test_blocks_as_macros
 from .model_config import check_keys, merge_layers, resolve_config
 from .yaml_io import env_var
 
@@ -40,24 +40,9 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
     return line
 
 
-TEST_BLOCK = re.compile(r"{%(-?)\s*test\s+(\w+)\s*\(")
-END_TEST_BLOCK = re.compile(r"{%(-?)\s*endtest\s*(-?)%}")
 BUILTIN_TESTS = Path(__file__).resolve().parent / "generic_tests.sql"
 RELATION_CALL = re.compile(r"\s*(ref|source)\(.*\)\s*")  # a string argument naming a relation
 Values = dict[str, Any]  # a template's context, a macro's keyword arguments
-
-
-def test_blocks_as_macros(text: str) -> str:
-    """`{% test name(model, ...) %}...{% endtest %}` (dbt's generic test syntax) as a macro named
-    test_<name>, so generic tests are ordinary macros; lines stay where they were."""
-    text = TEST_BLOCK.sub(lambda m: "{%" + m.group(1) + " macro test_" + m.group(2) + "(", text)
-    return END_TEST_BLOCK.sub(lambda m: "{%" + m.group(1) + " endmacro " + m.group(2) + "%}", text)
-
-
-class _Loader(jinja2.FileSystemLoader):
-    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
-        source, filename, uptodate = super().get_source(environment, template)
-        return test_blocks_as_macros(source), filename, uptodate
 
 
 class ParseTimeExecute:
@@ -77,7 +62,7 @@ class Renderer:
 
     def __init__(self, project: Project, full_refresh: bool = False,
                  table_exists: Callable[[str], bool] | None = None,
-                 relations: dict[str, str] | None = None):
+                 relations: dict[str, str] | None = None, texts: dict[str, str] | None = None):
         self.project = project
         # relation -> the name to render instead of its temp view (catalog.real_relations)
         self.relations = relations or {}
@@ -87,7 +72,7 @@ class Renderer:
         self.table_exists = table_exists or (
             lambda path: not is_remote(path) and local_table_exists(path))
         self.env = jinja2.Environment(
-            loader=_Loader(str(project.root)), undefined=jinja2.StrictUndefined,
+            loader=ProjectLoader(str(project.root), texts or {}), undefined=jinja2.StrictUndefined,
             extensions=["jinja2.ext.do"], keep_trailing_newline=True, bytecode_cache=COMPILED)
         # Built-in generic tests first, so a project's own macro of the same name wins.
         self.macros = [COMPILED.template(self.env, "<built-in tests>",

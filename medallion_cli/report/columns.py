@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Collection
 
@@ -16,10 +17,14 @@ from sqlglot.lineage import lineage
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from ..core.nodes import CompiledNode
+from ..core.config import CHANGE_FEED_COLUMNS
+from ..core.nodes import CompiledNode, changes_relation
 from ..core.project import Project, SourceTable
 from ..dag.graph import Graph
 from ..materialize.context import IS_CURRENT, VALID_FROM, VALID_TO
+from ..materialize.sources.read_columns import read_columns
+
+CHANGE_FEED_TYPES = dict(zip(CHANGE_FEED_COLUMNS, ("string", "bigint", "timestamp")))
 
 
 @dataclass(frozen=True)
@@ -30,14 +35,25 @@ class Column:
     lineage: list[str]  # `relation.column` it is computed from (a model's name, a source's relation)
 
 
-def _ddl_columns(ddl: str) -> dict[str, str]:
-    schema = sqlglot.parse_one(f"create table t ({ddl})", read="spark").this
-    return {c.name: c.args["kind"].sql("spark") for c in schema.expressions
-            if isinstance(c, exp.ColumnDef)}
+def frozen(schema: dict[str, dict[str, str]]) -> tuple[tuple[str, tuple[tuple[str, str], ...]],
+                                                       ...]:
+    """A schema as a key of the caches below: an editor checks the project at each keystroke,
+    and only what the edit reaches has other SQL or inputs."""
+    return tuple((relation, tuple(columns.items())) for relation, columns in schema.items())
 
 
 def _output_columns(sql: str, schema: dict[str, Any], derive_types: bool) -> dict[str, str]:
     """The SELECT's columns, with the types sqlglot infers when derive_types ("": not known)."""
+    return dict(_outputs_cached(sql, frozen(schema), derive_types))
+
+
+@lru_cache(maxsize=4096)
+def _outputs_cached(sql: str, key: tuple[Any, ...], derive_types: bool) -> tuple[tuple[str, str], ...]:
+    schema = {relation: dict(columns) for relation, columns in key}
+    return tuple(_outputs_of(sql, schema, derive_types).items())
+
+
+def _outputs_of(sql: str, schema: dict[str, Any], derive_types: bool) -> dict[str, str]:
     try:
         query = qualify(sqlglot.parse_one(sql, read="spark"), schema=schema, dialect="spark",
                         validate_qualify_columns=False)
@@ -52,6 +68,13 @@ def _output_columns(sql: str, schema: dict[str, Any], derive_types: bool) -> dic
                 else s.type.sql("spark").lower() for s in query.selects}
     except Exception:  # a query sqlglot cannot qualify still gets a page, without columns
         return {}
+
+
+def column_lineage(project: Project, node: CompiledNode, column: str,
+                   schema: dict[str, dict[str, str]]) -> list[str]:
+    """`relation.column` inputs of one of the node's columns (relation_columns' schema)."""
+    return _lineage(column, node.sql, typed(inputs_of(project, node, schema))) if node.sql \
+        else []
 
 
 def _lineage(column: str, sql: str, schema: dict[str, Any]) -> list[str]:
@@ -85,13 +108,11 @@ def _header(seed: Path) -> list[str]:
 
 def source_columns(source: SourceTable,
                    table_columns: Callable[[str], dict[str, str] | None]) -> dict[str, str]:
-    """A source table's columns and types as models read it: a Delta table's own, or the
-    declared schema plus the columns reading files adds."""
+    """A source table's columns and types as models read it: a Delta table's own, or what
+    reading its declaration gives ({} where only a read can tell)."""
     if source.format == "delta":
         return table_columns(str(source.path)) or {}
-    if not source.schema:
-        return {}
-    return {**_ddl_columns(source.schema), "_corrupt_record": "string", "_source_file": "string"}
+    return read_columns(source) or {}
 
 
 def node_columns(project: Project, graph: Graph,
@@ -155,7 +176,11 @@ def inputs_of(project: Project, node: CompiledNode, schema: dict[str, dict[str, 
     """The columns of the relations the node reads (not all: sqlglot normalizes every
     relation it is given, at each call)."""
     read = [*node.refs, *(project.sources[key].relation for key in node.sources)]
-    return {relation: schema[relation] for relation in read if relation in schema}
+    found = {relation: schema[relation] for relation in read if relation in schema}
+    for name in node.change_refs:  # ref(name, changes=true): its rows with what changed
+        if name in schema:
+            found[changes_relation(name)] = {**schema[name], **CHANGE_FEED_TYPES}
+    return found
 
 
 def typed(schema: dict[str, dict[str, str]]) -> dict[str, object]:

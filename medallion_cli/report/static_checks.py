@@ -11,9 +11,10 @@ check Medallion gets wrong.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from typing import Callable, Collection
+from typing import Any, Callable, Collection, Mapping
 
 import sqlglot
 from sqlglot import exp
@@ -25,7 +26,7 @@ from ..core.errors import closest
 from ..core.nodes import CompiledNode
 from ..core.project import Project
 from ..dag.graph import Graph
-from .columns import inputs_of, relation_columns, typed
+from .columns import frozen, inputs_of, relation_columns, typed
 from .query_checks import Found, mark_written, query_findings
 
 UNRESOLVED = re.compile(r"Column '(?P<name>[^']+)' could not be resolved"
@@ -56,12 +57,14 @@ class Checked:
 
 def check_models(project: Project, graph: Graph, names: list[str],
                  table_columns: Callable[[str], dict[str, str] | None],
-                 rebuilt: Collection[str] = ()) -> Checked:
+                 rebuilt: Collection[str] = (), texts: Mapping[str, str] | None = None,
+                 derived: dict[str, dict[str, str]] | None = None) -> Checked:
     """The named models' findings, each against the columns its inputs have (rebuilt: models
-    a build writes before what reads them, whose SELECT's columns win over their table's)."""
-    needed = set(names).union(*(graph.ancestors(n) for n in names))
-    derived = relation_columns(project, graph, table_columns, derive_types=True,
-                               rebuilt=rebuilt, needed=needed)
+    a build writes before what reads them, whose SELECT's columns win over their table's;
+    texts: files as an editor holds them, rel path -> text; derived: input_columns' answer,
+    when the caller has it)."""
+    if derived is None:
+        derived = input_columns(project, graph, names, table_columns, rebuilt)
     findings: list[Finding] = []
     unchecked: dict[str, str] = {}
     for name in names:
@@ -72,8 +75,18 @@ def check_models(project: Project, graph: Graph, names: list[str],
         if unknown:
             unchecked[name] = f"the columns of {unknown} are not known"
             continue
-        findings += [_placed(node, *found) for found in _check(node, schema)]
+        written = (texts or {}).get(node.file.rel_path) or node.file.path.read_text()
+        findings += [_placed(node, written, *found) for found in _check(node, schema)]
     return Checked(findings, unchecked)
+
+
+def input_columns(project: Project, graph: Graph, names: list[str],
+                  table_columns: Callable[[str], dict[str, str] | None],
+                  rebuilt: Collection[str] = ()) -> dict[str, dict[str, str]]:
+    """The columns and types of the named models and all they read (columns.py)."""
+    needed = set(names).union(*(graph.ancestors(n) for n in names))
+    return relation_columns(project, graph, table_columns, derive_types=True, rebuilt=rebuilt,
+                            needed=needed)
 
 
 def built_columns(path: str) -> dict[str, str] | None:
@@ -114,8 +127,24 @@ def _inputs(project: Project, node: CompiledNode, derived: dict[str, dict[str, s
     return inputs_of(project, node, derived), ""
 
 
+# An editor checks the project at each edit: a model's findings are kept while its SQL,
+# contract and inputs' columns are unchanged (a few thousand models' worth at most).
+CHECKED: dict[tuple[Any, ...], list[Found]] = {}
+KEPT = 4096
+
+
 def _check(node: CompiledNode, schema: dict[str, dict[str, str]]) -> list[Found]:
     """The node's findings: a column qualify cannot resolve, else the rules' findings."""
+    key = (node.file.rel_path, node.sql, frozen(schema), json.dumps(
+        [node.config.contract, node.file.columns, node.file.properties], default=str))
+    if key not in CHECKED:
+        if len(CHECKED) >= KEPT:
+            CHECKED.clear()
+        CHECKED[key] = _check_now(node, schema)
+    return CHECKED[key]
+
+
+def _check_now(node: CompiledNode, schema: dict[str, dict[str, str]]) -> list[Found]:
     assert node.sql is not None
     columns = typed(schema)
     try:
@@ -171,12 +200,12 @@ def _described(error: str, tree: exp.Expr, schema: dict[str, dict[str, str]]) ->
     return message, name, meta.get("line"), meta.get("col")
 
 
-def _placed(node: CompiledNode, message: str, name: str,
+def _placed(node: CompiledNode, text_written: str, message: str, name: str,
             line: int | None, col: int | None) -> Finding:
     """The finding at its line in the model's file: the rendered line found as written, else
     the first line naming it (Jinja moves lines)."""
     assert node.sql is not None
-    written = node.file.path.read_text().splitlines()
+    written = text_written.splitlines()
     rendered = node.sql.splitlines()
     text = rendered[line - 1] if line and line <= len(rendered) else ""
     at = next((i for i, w in enumerate(written) if text.strip() and w.strip() == text.strip()),

@@ -1,0 +1,1 @@
+"""The language server editors start (`medallion lsp`): see README.md."""
