@@ -110,6 +110,19 @@ def test_show_a_view_and_inline_sql(streamed, project):
                                     "order by order_id", "--limit", "2"])
     assert out.exit_code == 0 and "order_id" in out.output, out.output
     assert CliRunner().invoke(main, ["show", "--project-dir", str(streamed)]).exit_code == 2
+    # one CTE of a model, computed over its inputs: those before it too, not those after
+    (streamed / "models/silver/by_status.sql").write_text(
+        "with big as (select * from {{ ref('silver_orders') }} where order_id >= 4),\n"
+        "counted as (select status, count(*) as n from big group by status),\n"
+        "broken as (select nope from counted)\nselect * from counted")
+    ctes = CliRunner().invoke(main, ["show", "by_status", "--cte", "counted", "--project-dir",
+                                     str(streamed), "--limit", "10"])
+    assert ctes.exit_code == 0 and "status" in ctes.output, ctes.output
+    big = maintenance.show_cte(inv, "by_status", "big", limit=2).to_pylist()
+    assert len(big) == 2 and {r["order_id"] >= 4 for r in big} == {True}
+    with pytest.raises(MedallionError, match="the model 'by_status' has no CTE 'countd'; did "
+                                             "you mean 'counted'?"):
+        maintenance.show_cte(inv, "by_status", "countd")
 
 
 # The embedded engine only: it keeps the Delta log with delta-rs, so these need no JVM; the

@@ -187,24 +187,29 @@ def vacuum(inv: commands.Invocation, debug: bool, retain: str, allow_short_reten
 
 
 @main.command(help="Print a table's rows, now or --as-of a version or timestamp; a view's rows; "
-                   "or the rows of --inline SQL (with ref, source and macros).")
+                   "a CTE's rows (--cte); or the rows of --inline SQL (with ref, source and "
+                   "macros).")
 @common_options
 @click.argument("model", required=False)
 @click.option("--limit", default=20, show_default=True)
 @click.option("--as-of", default=None, help="A version number or an ISO 8601 timestamp.")
 @click.option("--inline", default=None, help="Spark SQL to run instead, e.g. "
                                              "\"select * from {{ ref('x') }} where ...\".")
+@click.option("--cte", default=None, help="With MODEL: the rows of this CTE of its SQL, "
+                                          "computed now over its inputs.")
 def show(inv: commands.Invocation, debug: bool, model: str | None, limit: int, as_of: str | None,
-         inline: str | None) -> None:
+         inline: str | None, cte: str | None) -> None:
     from ..commands import maintain as maintenance
     from ..core.rowtext import rows_text
 
-    if model is not None and inline is None:
+    if model is not None and cte is not None and inline is None and as_of is None:
+        rows = maintenance.show_cte(inv, model, cte, limit)
+    elif model is not None and inline is None and cte is None:
         rows = maintenance.show(inv, model, limit, as_of)
     elif inline is not None and model is None:
         rows = maintenance.show_inline(inv, inline, limit)
     else:
-        raise click.UsageError("give a MODEL or --inline SQL (one of them)")
+        raise click.UsageError("give a MODEL (with --as-of or --cte, or neither) or --inline SQL")
     click.echo(rows_text(rows))
 
 

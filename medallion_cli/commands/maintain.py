@@ -174,6 +174,31 @@ def show_inline(inv: Invocation, text: str, limit: int = 20) -> pa.Table:
                   "the --inline query")
 
 
+def show_cte(inv: Invocation, name: str, cte: str, limit: int = 20) -> pa.Table:
+    """The first rows of one CTE of a model's SQL, computed now over its inputs (as a full
+    build would read them): the CTEs up to it, then `select * from` it."""
+    import sqlglot
+    from sqlglot import exp
+
+    loaded = load(inv)
+    node = loaded.graph.nodes.get(name)
+    if node is None or node.sql is None:
+        raise MedallionError(f"no model '{name}' with SQL to show a CTE of",
+                             hint="medallion ls lists the models")
+    query = sqlglot.parse_one(node.sql, read="spark")
+    defined = query.ctes if isinstance(query, exp.Query) else []
+    ctes = [c.alias_or_name for c in defined]
+    if cte not in ctes:
+        said = closest(cte, ctes) or (f"its CTEs: {', '.join(ctes)}" if ctes else "it has none")
+        raise MedallionError(f"the model '{name}' has no CTE '{cte}'; {said}",
+                             path=node.file.rel_path)
+    sql = exp.select("*").from_(cte)
+    for each in defined[:ctes.index(cte) + 1]:  # it and those before it, which it may read
+        sql = sql.with_(each.alias_or_name, as_=each.this.copy())
+    return _query(loaded, engine_of(loaded.project, inv), sql.sql("spark"), node.refs,
+                  node.sources, limit, f"the CTE '{cte}' of '{name}'")
+
+
 def show(inv: Invocation, name: str, limit: int = 20, as_of: str | None = None) -> pa.Table:
     """The table's rows now, or as of a version (a number) or a timestamp (ISO 8601); a view's
     rows are its SQL run now."""
