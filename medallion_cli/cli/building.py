@@ -1,5 +1,5 @@
 """The commands that build and check: build (and --watch), run, seed, test, retry, and the
-looks that build nothing: compile, ls and plan; and the language server (lsp).
+looks that build nothing: compile, ls, plan, lint and format; and the language server (lsp).
 """
 
 from __future__ import annotations
@@ -91,6 +91,35 @@ def compile(inv: commands.Invocation, debug: bool) -> None:
     for finding in checked.findings:
         click.secho(f"Error: {finding}", fg="red", err=True)
     if checked.findings:
+        raise SystemExit(1)
+
+
+@main.command(help="Check the selected models' SQL with sqlfluff (Spark's dialect, the "
+                   "project's .sqlfluff when it has one), each finding at its line in the "
+                   "model's file; --fix fixes what sqlfluff can. Exit 1 on a finding left. "
+                   "Needs pip install 'medallion-cli[lint]'.")
+@common_options
+@click.option("--fix", is_flag=True, help="Fix what sqlfluff can, in the files.")
+def lint(inv: commands.Invocation, debug: bool, fix: bool) -> None:
+    found, fixed = commands.lint_models(inv, fix)
+    for path in fixed:
+        click.echo(f"fixed {path}")
+    for finding in found:
+        click.echo(str(finding))
+    if found:
+        raise SystemExit(1)
+
+
+@main.command("format", help="Lay out the selected models' SQL with sqlfluff's layout and "
+                             "capitalisation rules (never the query's meaning); --check lists "
+                             "the files it would change, exit 1 when any.")
+@common_options
+@click.option("--check", is_flag=True, help="Change nothing: list what would change.")
+def format_sql(inv: commands.Invocation, debug: bool, check: bool) -> None:
+    changed = commands.format_models(inv, check)
+    for path in changed:
+        click.echo(f"{'would reformat' if check else 'reformatted'} {path}")
+    if check and changed:
         raise SystemExit(1)
 
 
