@@ -68,6 +68,14 @@ def test_a_build_leaves_a_daemon_the_next_commands_run_on_until_it_is_stopped(
         assert "[CAST_INVALID_INPUT]" in failed.stdout and "Traceback" not in failed.stdout
         (root / "models/silver/typed.sql").unlink()
 
+        # A preview Spark computes (show --inline, --cte) runs on the warm daemon too
+        shown = run(root, "show", "--inline",
+                    "select count(*) as orders from {{ ref('silver_orders') }}")
+        assert shown.returncode == 0 and daemon_pid(shown) == pid, shown.stderr
+        expected = len(expected_state(BATCH_1 + BATCH_2))
+        assert [line.split() for line in shown.stdout.splitlines()][-1] == [str(expected)], \
+            shown.stdout
+
         stopped = run(root, "serve", "--stop")
         assert stopped.stdout.strip() == f"Stopped the project's server (pid {pid})"
         assert ended(pid, 5) and not (root / "target/serve.json").exists()

@@ -15,6 +15,7 @@ import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient
+from static_check_corpus import MISTAKES, corpus_files
 
 pytestmark = pytest.mark.unit
 
@@ -142,6 +143,21 @@ async def test_definitions_completions_and_hover(client, project):
     # its own column, described where it comes from
     assert said == ("**orders.amount** `double`\n\nWhat the customer paid, in euros.\n\n"
                     "from landing.orders.amount"), said
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_every_mistake_of_the_corpus_is_a_diagnostic_at_its_place(client, project):
+    # the corpus Spark refuses (test_static_check_corpus.py), opened file by file as typed
+    root = project(corpus_files())
+    for mistake in MISTAKES:
+        rel = f"models/gold/{mistake.name}.sql"
+        uri = opened(client, root, rel, (root / rel).read_text())
+        while not client.diagnostics.get(uri):  # every file's are published, in turn
+            await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        first = client.diagnostics[uri][0]
+        said = f"{first.range.start.line + 1}:{first.range.start.character + 1}: {first.message}"
+        assert (said.startswith(mistake.said) if mistake.said[0].isdigit()
+                else mistake.said in said), (mistake.name, said)
 
 
 VSCODE = Path(__file__).resolve().parent.parent / "editors/vscode"

@@ -180,15 +180,21 @@ def servable(func: Callable[..., None]) -> Callable[..., None]:
     def wrapper(inv: commands.Invocation, debug: bool, no_server: bool, daemon: bool | None,
                 **kwargs: Any) -> None:
         if not (no_server or debug or kwargs.get("watch")):
-            argv = click.get_current_context().meta.get("argv", [])
-            code = commands.on_server(inv, argv, daemon,
-                                      lambda args: main.main(args, prog_name="medallion"),
-                                      lambda text: click.secho(text, fg="cyan", err=True))
-            if code is not None:
-                sys.exit(code)
+            forwarded(inv, daemon)
         return func(inv, debug=debug, **kwargs)
 
     return wrapper
+
+
+def forwarded(inv: commands.Invocation, daemon: bool | None = None) -> None:
+    """Run the command as typed on the project's server or daemon, and exit with its code,
+    when one takes it (the daemon started first where wanted); else return to run it here."""
+    argv = click.get_current_context().meta.get("argv", [])
+    code = commands.on_server(inv, argv, daemon,
+                              lambda args: main.main(args, prog_name="medallion"),
+                              lambda text: click.secho(text, fg="cyan", err=True))
+    if code is not None:
+        sys.exit(code)
 
 
 EMPTY = click.option("--empty", is_flag=True,

@@ -12,7 +12,7 @@ from .. import commands
 from ..core.errors import MedallionError
 from ..core.project import Project
 from ..spark.jars import BUNDLES
-from .group import _Group, common_options, main
+from .group import _Group, common_options, forwarded, main
 
 
 @main.command(help="Keep Spark running for this project until Ctrl-C: build, run, seed, test "
@@ -202,6 +202,8 @@ def show(inv: commands.Invocation, debug: bool, model: str | None, limit: int, a
     from ..commands import maintain as maintenance
     from ..core.rowtext import rows_text
 
+    if (inline is not None or cte is not None) and not debug:
+        forwarded(inv)  # Spark computes these: on a warm server or daemon when there is one
     if model is not None and cte is not None and inline is None and as_of is None:
         rows = maintenance.show_cte(inv, model, cte, limit)
     elif model is not None and inline is None and cte is None:
