@@ -150,9 +150,10 @@ def relation_columns(project: Project, graph: Graph,
         if needed is not None and name not in needed:
             continue
         node = graph.nodes[name]
-        if node.sql is None:  # a seed: its table, else its CSV's header and column_types
-            columns = table_columns(project.table_path(node.file)) or {
-                c: node.config.column_types.get(c, "") for c in _header(node.file.path)}
+        if node.sql is None:  # a seed: its table, else (or rebuilt) its CSV's header
+            header = {c: node.config.column_types.get(c, "") for c in _header(node.file.path)}
+            columns = header if name in rebuilt else (
+                table_columns(project.table_path(node.file)) or header)
         elif name in rebuilt:
             columns = _derived(project, node, schema, derive_types) or table_columns(
                 project.table_path(node.file)) or {}
