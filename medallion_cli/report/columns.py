@@ -13,6 +13,7 @@ from typing import Any, Callable, Collection
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import OptimizeError
 from sqlglot.lineage import lineage
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
@@ -23,6 +24,7 @@ from ..core.project import Project, SourceTable
 from ..dag.graph import Graph
 from ..materialize.context import IS_CURRENT, VALID_FROM, VALID_TO
 from ..materialize.sources.read_columns import read_columns
+from .query_checks import mark_written
 
 CHANGE_FEED_TYPES = dict(zip(CHANGE_FEED_COLUMNS, ("string", "bigint", "timestamp")))
 
@@ -35,8 +37,7 @@ class Column:
     lineage: list[str]  # `relation.column` it is computed from (a model's name, a source's relation)
 
 
-def frozen(schema: dict[str, dict[str, str]]) -> tuple[tuple[str, tuple[tuple[str, str], ...]],
-                                                       ...]:
+def frozen(schema: dict[str, Any]) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
     """A schema as a key of the caches below: an editor checks the project at each keystroke,
     and only what the edit reaches has other SQL or inputs."""
     return tuple((relation, tuple(columns.items())) for relation, columns in schema.items())
@@ -53,7 +54,40 @@ def _outputs_cached(sql: str, key: tuple[Any, ...], derive_types: bool) -> tuple
     return tuple(_outputs_of(sql, schema, derive_types).items())
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """A model's SELECT qualified against its inputs' columns and typed, once per SQL and
+    inputs for both the columns it gives and the static checks (read only: it is shared)."""
+    tree: exp.Expr | None  # None when qualify refused it (error) or could not follow it
+    error: str = ""  # qualify's complaint: a column no input has...
+    partial: exp.Expr | None = None  # the tree as far as qualify got, to place its complaint
+
+
+def analysed(sql: str, schema: dict[str, dict[str, str]]) -> Analysis:
+    return _analysed(sql, frozen(typed(schema)))
+
+
+@lru_cache(maxsize=4096)
+def _analysed(sql: str, key: tuple[Any, ...]) -> Analysis:
+    schema: dict[str, object] = {relation: dict(columns) for relation, columns in key}
+    tree = None
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+        mark_written(tree)
+        qualified = qualify(tree, schema=schema, dialect="spark", validate_qualify_columns=True,
+                            quote_identifiers=False)
+        return Analysis(annotate_types(qualified, schema=schema, dialect="spark"))
+    except OptimizeError as exc:
+        return Analysis(None, str(exc), tree)
+    except Exception:  # noqa: BLE001 - SQL sqlglot cannot parse or follow is Spark's to judge
+        return Analysis(None)
+
+
 def _outputs_of(sql: str, schema: dict[str, Any], derive_types: bool) -> dict[str, str]:
+    query = analysed(sql, schema).tree if derive_types else None
+    if isinstance(query, exp.Query) and "*" not in query.named_selects:
+        return {s.alias_or_name: "" if s.type is None or s.type.this == exp.DataType.Type.UNKNOWN
+                else s.type.sql("spark").lower() for s in query.selects}
     try:
         query = qualify(sqlglot.parse_one(sql, read="spark"), schema=schema, dialect="spark",
                         validate_qualify_columns=False)

@@ -16,18 +16,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError
-from sqlglot.optimizer.annotate_types import annotate_types
-from sqlglot.optimizer.qualify import qualify
 
 from ..core.errors import closest
 from ..core.nodes import CompiledNode
 from ..core.project import Project
 from ..dag.graph import Graph
-from .columns import frozen, inputs_of, relation_columns, typed
-from .query_checks import Found, mark_written, query_findings
+from .columns import analysed, frozen, inputs_of, relation_columns
+from .query_checks import Found, query_findings
 
 UNRESOLVED = re.compile(r"Column '(?P<name>[^']+)' could not be resolved"
                         r"(?: for table: '(?P<table>[^']+)')?")
@@ -148,24 +144,15 @@ def _check(node: CompiledNode, schema: dict[str, dict[str, str]]) -> list[Found]
 
 def _check_now(node: CompiledNode, schema: dict[str, dict[str, str]]) -> list[Found]:
     assert node.sql is not None
-    columns = typed(schema)
-    try:
-        tree = sqlglot.parse_one(node.sql, read="spark")
-        mark_written(tree)
-        qualified = qualify(tree, schema=columns, dialect="spark", validate_qualify_columns=True,
-                            quote_identifiers=False)
-    except ParseError:
-        return []  # load/sqlcheck.py says what does not parse
-    except OptimizeError as exc:
-        unresolved = _described(str(exc), tree, schema)
+    analysis = analysed(node.sql, schema)
+    if analysis.tree is None:  # (a parse error is load/sqlcheck.py's to say)
+        unresolved = analysis.partial is not None and _described(analysis.error,
+                                                                 analysis.partial, schema)
         return [unresolved] if unresolved else []
-    except Exception:  # noqa: BLE001 - SQL sqlglot cannot follow is Spark's to judge
-        return []
+    in_scope = {column for relation in schema.values() for column in relation}
     try:
-        in_scope = {column for relation in schema.values() for column in relation}
-        return query_findings(node, annotate_types(qualified, schema=columns, dialect="spark"),
-                              in_scope)
-    except Exception:  # noqa: BLE001 - as above
+        return query_findings(node, analysis.tree, in_scope)
+    except Exception:  # noqa: BLE001 - SQL sqlglot cannot follow is Spark's to judge
         return []
 
 
