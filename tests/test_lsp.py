@@ -173,10 +173,21 @@ def test_the_vs_code_extension_starts_the_server_its_manifest_names():
     assert "vscode-languageclient" in manifest["dependencies"]
     client = VSCODE / manifest["main"]
     assert 'getConfiguration("medallion")' in client.read_text()
-    checked = subprocess.run(["node", "--check", str(client)], capture_output=True, text=True)
+
+
+# The README's test command needs Python and Java alone; CI's machines have Node.js too.
+NO_NODE = pytest.mark.skipif(shutil.which("npm") is None, reason="Node.js and npm are not "
+                             "installed here: the VS Code extension's client is not checked")
+
+
+@NO_NODE
+def test_the_vs_code_extension_s_client_is_valid_javascript():
+    checked = subprocess.run(["node", "--check", str(VSCODE / "extension.js")],
+                             capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
 
 
+@NO_NODE
 @pytest.mark.slow("installs the extension's packages from the npm registry (about 30 s)")
 def test_vs_code_s_own_packager_accepts_the_extension(tmp_path):
     folder = tmp_path / "vscode"
