@@ -189,7 +189,9 @@ class NodeConfig:
 
 
 CHANGE_FEED = "delta.enableChangeDataFeed"
-CHANGE_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+CHANGE_FEED_TYPES = {"_change_type": "string", "_commit_version": "bigint",
+                     "_commit_timestamp": "timestamp"}  # what a change feed's rows add
+CHANGE_FEED_COLUMNS = tuple(CHANGE_FEED_TYPES)
 
 
 def as_tuple(value: Any) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..core.config import CHANGE_FEED_TYPES
 from ..core.error_text import error_message
 from ..core.errors import MedallionError
 from ..core.nodes import CompiledNode, changes_relation
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-CHANGE_COLUMNS = "_change_type string, _commit_version bigint, _commit_timestamp timestamp"
+CHANGE_COLUMNS = ", ".join(f"{name} {kind}" for name, kind in CHANGE_FEED_TYPES.items())
 
 
 def check_on_no_rows(ctx: BuildContext, node: CompiledNode,

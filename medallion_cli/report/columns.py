@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Collection
 
@@ -18,15 +18,13 @@ from sqlglot.lineage import lineage
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from ..core.config import CHANGE_FEED_COLUMNS
+from ..core.config import CHANGE_FEED_TYPES
 from ..core.nodes import CompiledNode, changes_relation
 from ..core.project import Project, SourceTable
 from ..dag.graph import Graph
 from ..materialize.context import IS_CURRENT, VALID_FROM, VALID_TO
 from ..materialize.sources.read_columns import read_columns
 from .query_checks import mark_written
-
-CHANGE_FEED_TYPES = dict(zip(CHANGE_FEED_COLUMNS, ("string", "bigint", "timestamp")))
 
 
 @dataclass(frozen=True)
@@ -38,20 +36,9 @@ class Column:
 
 
 def frozen(schema: dict[str, Any]) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
-    """A schema as a key of the caches below: an editor checks the project at each keystroke,
-    and only what the edit reaches has other SQL or inputs."""
+    """A schema as a cache's key: an editor checks the project at each keystroke, and only
+    what the edit reaches has other SQL or inputs."""
     return tuple((relation, tuple(columns.items())) for relation, columns in schema.items())
-
-
-def _output_columns(sql: str, schema: dict[str, Any], derive_types: bool) -> dict[str, str]:
-    """The SELECT's columns, with the types sqlglot infers when derive_types ("": not known)."""
-    return dict(_outputs_cached(sql, frozen(schema), derive_types))
-
-
-@lru_cache(maxsize=4096)
-def _outputs_cached(sql: str, key: tuple[Any, ...], derive_types: bool) -> tuple[tuple[str, str], ...]:
-    schema = {relation: dict(columns) for relation, columns in key}
-    return tuple(_outputs_of(sql, schema, derive_types).items())
 
 
 @dataclass(frozen=True)
@@ -61,6 +48,11 @@ class Analysis:
     tree: exp.Expr | None  # None when qualify refused it (error) or could not follow it
     error: str = ""  # qualify's complaint: a column no input has...
     partial: exp.Expr | None = None  # the tree as far as qualify got, to place its complaint
+
+    @cached_property
+    def columns(self) -> dict[str, str] | None:
+        """The SELECT's columns and their types ("": not known); None when not known."""
+        return _selected(self.tree, True) if isinstance(self.tree, exp.Query) else None
 
 
 def analysed(sql: str, schema: dict[str, dict[str, str]]) -> Analysis:
@@ -83,25 +75,28 @@ def _analysed(sql: str, key: tuple[Any, ...]) -> Analysis:
         return Analysis(None)
 
 
-def _outputs_of(sql: str, schema: dict[str, Any], derive_types: bool) -> dict[str, str]:
-    query = analysed(sql, schema).tree if derive_types else None
-    if isinstance(query, exp.Query) and "*" not in query.named_selects:
-        return {s.alias_or_name: "" if s.type is None or s.type.this == exp.DataType.Type.UNKNOWN
-                else s.type.sql("spark").lower() for s in query.selects}
+def _output_columns(sql: str, schema: dict[str, Any], derive_types: bool) -> dict[str, str]:
+    """The SELECT's columns, with the types sqlglot infers when derive_types ("": not known):
+    from its analysis, else (qualify refused it: a check's finding) qualified leniently."""
+    known = analysed(sql, schema).columns if derive_types else None
+    if known is not None:
+        return dict(known)
     try:
         query = qualify(sqlglot.parse_one(sql, read="spark"), schema=schema, dialect="spark",
                         validate_qualify_columns=False)
-        if not isinstance(query, exp.Query):  # (a statement that is no query has no columns)
-            return {}
-        if "*" in query.named_selects:
-            return {}
-        if not derive_types:
-            return dict.fromkeys(query.named_selects, "")
-        query = annotate_types(query, schema=schema, dialect="spark")
-        return {s.alias_or_name: "" if s.type is None or s.type.this == exp.DataType.Type.UNKNOWN
-                else s.type.sql("spark").lower() for s in query.selects}
+        if derive_types:
+            query = annotate_types(query, schema=schema, dialect="spark")
     except Exception:  # a query sqlglot cannot qualify still gets a page, without columns
         return {}
+    return _selected(query, derive_types) if isinstance(query, exp.Query) else {}
+
+
+def _selected(query: exp.Query, typed_columns: bool) -> dict[str, str]:
+    if "*" in query.named_selects:
+        return {}
+    return {s.alias_or_name: "" if not typed_columns or s.type is None
+            or s.type.this == exp.DataType.Type.UNKNOWN else s.type.sql("spark").lower()
+            for s in query.selects}
 
 
 def column_lineage(project: Project, node: CompiledNode, column: str,
