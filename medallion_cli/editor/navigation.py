@@ -45,11 +45,11 @@ def _under(pattern: re.Pattern[str], text: str, character: int) -> re.Match[str]
     return next((m for m in pattern.finditer(text) if m.start() <= character <= m.end()), None)
 
 
-def _line_of(path: Path, pattern: str) -> int:
-    """The first line of a file matching pattern (0 when none)."""
+def _line_of(path: Path, pattern: str) -> int | None:
+    """The first line of a file matching pattern, if one does."""
     found = re.compile(pattern)
     lines = path.read_text().splitlines() if path.is_file() else []
-    return next((i for i, line in enumerate(lines) if found.search(line)), 0)
+    return next((i for i, line in enumerate(lines) if found.search(line)), None)
 
 
 def definition(snapshot: Snapshot, text: str, line: int, character: int) -> Place | None:
@@ -64,13 +64,15 @@ def definition(snapshot: Snapshot, text: str, line: int, character: int) -> Plac
     source = _under(SOURCE, here, character)
     if source and (source["source"], source["table"]) in project.sources:
         origin = project.root / project.sources[(source["source"], source["table"])].origin
-        return Place(origin, _line_of(origin, rf"name:\s*['\"]?{re.escape(source['table'])}\b"))
+        table = rf"name:\s*['\"]?{re.escape(source['table'])}\b"
+        return Place(origin, _line_of(origin, table) or 0)
     call = _under(CALL, here, character)
     if call:
         macro = rf"{{%-?\s*macro\s+{re.escape(call['name'])}\s*\("
         for path in project.macro_files:
-            if re.search(macro, path.read_text()):
-                return Place(path, _line_of(path, macro))
+            at = _line_of(path, macro)
+            if at is not None:
+                return Place(path, at)
     return None
 
 

@@ -24,11 +24,14 @@ WATCHED = (".sql", ".yml", ".yaml", ".csv")  # the files a project is made of
 
 
 class MedallionServer(LanguageServer):
-    """The server, with the diagnostics it last published per project (to clear fixed ones)."""
+    """The server, with the diagnostics it last published per project (to clear fixed ones)
+    and its last look at each project (what completion, hover and definition ask of until
+    an open file's text changes or one is saved)."""
 
     def __init__(self) -> None:
         super().__init__("medallion", __version__)
         self.published: dict[Path, set[str]] = {}  # project root -> file URIs with problems
+        self.looked: dict[Path, Snapshot] = {}
 
 
 def _path(uri: str) -> Path | None:
@@ -36,7 +39,16 @@ def _path(uri: str) -> Path | None:
     return Path(path) if path else None
 
 
-def _snapshot(server: MedallionServer, uri: str, loaded: bool = False
+def _look(server: MedallionServer, root: Path, texts: dict[str, str], fresh: bool) -> Snapshot:
+    """The project with these texts: the last look at it while they are unchanged, unless
+    fresh (a save: files not open may have changed on disk too)."""
+    last = server.looked.get(root)
+    if fresh or last is None or last.texts != texts:
+        last = server.looked[root] = look(root, texts)
+    return last
+
+
+def _snapshot(server: MedallionServer, uri: str, loaded: bool = False, fresh: bool = False
               ) -> tuple[Snapshot, str] | None:
     """The project the file is in, with every open file's unsaved text, and the file's path
     relative to it. loaded: one that loads, with the file as saved if its text, half typed,
@@ -51,15 +63,15 @@ def _snapshot(server: MedallionServer, uri: str, loaded: bool = False
         if open_path is not None and open_path.is_relative_to(root):
             texts[str(open_path.relative_to(root))] = document.source
     rel = str(path.relative_to(root))
-    snapshot = look(root, texts)
+    snapshot = _look(server, root, texts, fresh)
     if loaded and snapshot.loaded is None and rel in texts:
         snapshot = look(root, {p: text for p, text in texts.items() if p != rel})
     return snapshot, rel
 
 
-def publish(server: MedallionServer, uri: str) -> None:
+def publish(server: MedallionServer, uri: str, fresh: bool = False) -> None:
     """Check the file's project and publish every file's diagnostics, clearing fixed ones."""
-    looked = _snapshot(server, uri)
+    looked = _snapshot(server, uri, fresh=fresh)
     if looked is None:
         return
     snapshot = looked[0]
@@ -83,7 +95,7 @@ def make_server() -> MedallionServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: MedallionServer, params: types.DidOpenTextDocumentParams) -> None:
-        publish(ls, params.text_document.uri)
+        publish(ls, params.text_document.uri, fresh=True)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: MedallionServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -91,7 +103,7 @@ def make_server() -> MedallionServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: MedallionServer, params: types.DidSaveTextDocumentParams) -> None:
-        publish(ls, params.text_document.uri)
+        publish(ls, params.text_document.uri, fresh=True)
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
     def goto(ls: MedallionServer, params: types.DefinitionParams) -> types.Location | None:
