@@ -113,6 +113,10 @@ BASE = {
         select customer_id, name, signed_up from {{ ref('customers') }}
         union
         select customer_id, upper(name), signed_up from {{ ref('customers') }}""",
+    "models/gold/hinted.sql": """\
+        select /*+ REPARTITION(2), REBALANCE(order_id), BROADCAST(c) */ o.order_id, c.name
+        from {{ ref('orders') }} as o
+        join {{ ref('customers') }} as c on c.customer_id = o.customer_id""",
     "models/gold/contract_ok.sql": """\
         select order_id, cast(sum(amount) as decimal(10,2)) as total
         from {{ ref('orders') }} group by order_id""",

@@ -170,7 +170,8 @@ def _unknown_functions(tree: exp.Expr) -> Iterator[Found]:
     known = spark_functions()
     for call in tree.find_all(exp.Anonymous):
         name = call.name.lower()
-        if name in known or isinstance(call.parent, exp.Dot):  # catalog.db.fn: the catalog's
+        # catalog.db.fn is the catalog's; /*+ REPARTITION(4) */ is a hint, not a call
+        if name in known or isinstance(call.parent, exp.Dot) or call.find_ancestor(exp.Hint):
             continue
         suggestion = closest(name, known)
         yield (f"unknown function '{call.name}'" + (f"; {suggestion}" if suggestion else
