@@ -59,6 +59,10 @@ CONFIG_KEYS = {
     "target_lag": None,
     "compaction": None,
     "static_checks": (True, False),
+    "when_matched": None,
+    "when_not_matched_by_source": None,
+    "merge_update_columns": None,
+    "merge_exclude_columns": None,
 }
 # dbt's spellings of our keys (hooks in YAML, dbt-spark's tblproperties), taken as ours
 # (merge_layers renames them)
@@ -73,7 +77,8 @@ PERSIST_DOCS = ("relation", "columns")
 # Keys added after tables were written with a definition: left out of it while at their
 # default, so that upgrading changes no existing table's definition.
 LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
-              "track_history_except_columns", "truncate_when")
+              "track_history_except_columns", "truncate_when", "when_matched",
+              "when_not_matched_by_source", "merge_update_columns", "merge_exclude_columns")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (materialize/sources/debezium.py).
 CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
@@ -91,6 +96,18 @@ class CompactionPolicy:
     min_small_bytes: int | None = 256 * 2**20  # or they hold this many bytes,
     min_mean_file_bytes: int | None = None  # or the table's mean file is below this
     min_interval: float = 60.0  # seconds between two compactions of the table
+
+
+@dataclass(frozen=True)
+class MergeClause:
+    """One WHEN clause of a merge model's MERGE (load/merge_clauses.py checks it): where its
+    condition holds (SQL on `s`, the batch's row, and `t`, the stored one; None: always), the
+    row is updated (`assign`: these columns to these SQL values; none: the row's columns) or
+    deleted."""
+
+    then: str  # "update" | "delete"
+    condition: str | None = None
+    assign: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,13 +186,19 @@ class NodeConfig:
     # Its SELECT checked against its inputs' columns before Spark starts (report/static_checks.py);
     # false silences a check Medallion gets wrong
     static_checks: bool = True
+    # MERGE clauses (merge models, SCD1): a matched row takes the first of when_matched whose
+    # condition holds (none given: an update), a stored row the batch lacks the first of
+    # when_not_matched_by_source; an update sets merge_update_columns, or all but
+    # merge_exclude_columns (dbt's), or every column
+    when_matched: tuple[MergeClause, ...] = ()
+    when_not_matched_by_source: tuple[MergeClause, ...] = ()
+    merge_update_columns: tuple[str, ...] = ()
+    merge_exclude_columns: tuple[str, ...] = ()
 
     def as_dict(self, defining: bool = False) -> dict[str, Any]:
         """The config; defining: only the keys that decide what the table holds (a change to
         how it is watched or checked, its freshness or contract, rebuilds nothing)."""
-        return {key: asdict(value) if isinstance(value := getattr(self, key), CompactionPolicy)
-                else value
-                for key in CONFIG_KEYS
+        return {key: _plain(getattr(self, key)) for key in CONFIG_KEYS
                 if not (defining and (key in OBSERVING_KEYS or key in LATER_KEYS
                                       and getattr(self, key) == getattr(NodeConfig, key)))}
 
@@ -186,6 +209,15 @@ class NodeConfig:
         table of changes read from another: Delta refuses a feed over those)."""
         feed = {} if set(columns) & set(CHANGE_FEED_COLUMNS) else {CHANGE_FEED: "true"}
         return {**feed, **self.table_properties}
+
+
+def _plain(value: Any) -> Any:
+    """A config value as JSON holds it (policies and clauses as mappings)."""
+    if isinstance(value, (CompactionPolicy, MergeClause)):
+        return asdict(value)
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
 
 
 CHANGE_FEED = "delta.enableChangeDataFeed"

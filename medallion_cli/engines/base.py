@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
+from ..core.config import MergeClause
 from ..core.errors import MedallionError
 from ..spark.conf import LongQueries
 
@@ -85,6 +86,13 @@ class MergeSpec:
     # comes to 0 or less; a source row whose `added_rows` is not above 0 inserts nothing.
     added: tuple[str, ...] = ()
     added_rows: str | None = None
+    # The model's own clauses (NodeConfig's when_matched, when_not_matched_by_source), after
+    # the spec's: none matched, every matched row is updated
+    matched: tuple[MergeClause, ...] = ()
+    not_matched_by_source: tuple[MergeClause, ...] = ()
+    # The columns an update sets: these only, or all but the excluded
+    update_columns: tuple[str, ...] = ()
+    exclude_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

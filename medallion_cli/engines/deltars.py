@@ -16,11 +16,13 @@ from typing import Any, TypeGuard
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.table import TableMerger
 
 from ..core.error_text import CONCURRENT_COMMIT, DAMAGED_LOG_FIX
 from ..core.errors import MedallionError
 from ..storage.object_store import storage_options
 from .base import FileLayout, Json, commit_metadata
+from .sql import When
 
 
 def open_table(path: str, version: int | None = None) -> DeltaTable:
@@ -161,3 +163,15 @@ def spark_type(delta_type: Any) -> str:
 def table_columns(dt: DeltaTable) -> dict[str, str]:
     """Column name -> its type as Spark names it, from the log (no data file read)."""
     return {f.name: spark_type(f.type) for f in dt.schema().fields}
+
+
+def with_clause(merger: TableMerger, when: When) -> TableMerger:
+    """A delta-rs MERGE with one more clause (engines/sql.merge_whens), in the order given."""
+    if when.rows == "matched":
+        return (merger.when_matched_delete(when.condition) if when.action == "delete" else
+                merger.when_matched_update(when.values, predicate=when.condition))
+    if when.rows == "not_matched":
+        return merger.when_not_matched_insert(when.values, predicate=when.condition)
+    return (merger.when_not_matched_by_source_delete(when.condition) if when.action == "delete"
+            else merger.when_not_matched_by_source_update(when.values,
+                                                           predicate=when.condition))

@@ -6,7 +6,10 @@ check with sqlglot's Spark dialect without a cluster or the Delta JARs."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from ..core.config import MergeClause
+from ..load.merge_clauses import Sides, portable
 from .base import MergeSpec
 
 # A column's name as SQL on one side of a MERGE (`s.amount`, `t."amount"`)
@@ -98,31 +101,80 @@ def removed_condition(spec: MergeSpec, target: Side) -> str | None:
     return " OR ".join(f"({c})" for c in conditions) or None
 
 
-def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
-              evolve: bool = False) -> str:
-    """MERGE with the same semantics as the embedded engine: match on the keys; a matched row is
-    replaced only by one at least as new (sequence_by); delete_column deletes; new keys insert
-    unless they are deletes. evolve: columns the table lacks are added (Delta's schema
-    evolution, which resolves them only when assigned by their bare names)."""
-    source: Side = lambda c: f"{SOURCE}.{quote(c)}"
-    target: Side = lambda c: f"{TARGET}.{quote(c)}"
-    on = match_condition(spec, source, target)
+@dataclass(frozen=True)
+class When:
+    """One WHEN clause of a MERGE, as both engines apply it: to matched rows, new rows
+    ("not_matched") or stored rows the source lacks ("not_matched_by_source"), where its
+    condition holds (None: always), an update or insert (`values`: column -> SQL) or a
+    delete."""
+
+    rows: str
+    condition: str | None
+    action: str  # "update" | "insert" | "delete"
+    values: dict[str, str]
+
+
+def merge_whens(spec: MergeSpec, columns: list[str], source: Side, target: Side) -> list[When]:
+    """The MERGE's clauses in order: the spec's delete, the model's matched clauses (one update
+    when it has none), the insert, then what happens to stored rows the source lacks. Every
+    matched clause applies only to a source row at least as new as the stored one."""
     newer = newer_condition(spec.sequence_by, source, target)
     deleting = deleted_condition(spec, source, target)
-    inserting = inserted_condition(spec, source)
     written = [c for c in columns if c != spec.delete_column]
-    sets = ", ".join(f"{quote(c)} = " + updated_value(spec, c, source, target) for c in written)
-    clauses = []
+    updated = [c for c in written if c not in spec.exclude_columns and (
+        not spec.update_columns or c in spec.update_columns)]
+    side: Sides = lambda alias, column: (source if alias == SOURCE else target)(column)
+    whens = []
     if deleting:
-        clauses.append(f"WHEN MATCHED AND {' AND '.join(filter(None, [newer, deleting]))} "
-                       "THEN DELETE")
-    clauses.append(f"WHEN MATCHED{f' AND {newer}' if newer else ''} THEN UPDATE SET {sets}")
-    clauses.append(f"WHEN NOT MATCHED{f' AND {inserting}' if inserting else ''} THEN INSERT "
-                   f"({', '.join(map(quote, written))}) "
-                   f"VALUES ({', '.join(source(c) for c in written)})")
+        whens.append(When("matched", _both(newer, deleting), "delete", {}))
+    for clause in spec.matched or (MergeClause("update"),):
+        whens.append(_when("matched", clause, newer, side, {
+            c: updated_value(spec, c, source, target) for c in updated}))
+    whens.append(When("not_matched", inserted_condition(spec, source), "insert",
+                      {c: source(c) for c in written}))
     removed = removed_condition(spec, target)
     if removed:
-        clauses.append(f"WHEN NOT MATCHED BY SOURCE AND {removed} THEN DELETE")
+        whens.append(When("not_matched_by_source", removed, "delete", {}))
+    whens += [_when("not_matched_by_source", clause, None, side, {})
+              for clause in spec.not_matched_by_source]
+    return whens
+
+
+def _both(*conditions: str | None) -> str | None:
+    # each is parenthesized where it has an OR (newer_condition, portable), or has none
+    return " AND ".join(c for c in conditions if c) or None
+
+
+def _when(rows: str, clause: MergeClause, newer: str | None, side: Sides,
+          updates: dict[str, str]) -> When:
+    condition = portable(clause.condition, side) if clause.condition else None
+    values = {c: portable(v, side) for c, v in clause.assign} or updates
+    return When(rows, _both(newer, condition), clause.then,
+                values if clause.then == "update" else {})
+
+
+def merge_sql(path: str, source_view: str, columns: list[str], spec: MergeSpec,
+              evolve: bool = False) -> str:
+    """MERGE with the same semantics as the embedded engine (merge_whens). evolve: columns the
+    table lacks are added (Delta's schema evolution, which resolves them only when assigned by
+    their bare names)."""
+    source: Side = lambda c: f"{SOURCE}.{quote(c)}"
+    target: Side = lambda c: f"{TARGET}.{quote(c)}"
+    clauses = []
+    for when in merge_whens(spec, columns, source, target):
+        head = {"matched": "WHEN MATCHED", "not_matched": "WHEN NOT MATCHED",
+                "not_matched_by_source": "WHEN NOT MATCHED BY SOURCE"}[when.rows]
+        if when.condition:
+            head += f" AND {when.condition}"
+        if when.action == "delete":
+            clauses.append(f"{head} THEN DELETE")
+        elif when.action == "update":
+            sets = ", ".join(f"{quote(c)} = {v}" for c, v in when.values.items())
+            clauses.append(f"{head} THEN UPDATE SET {sets}")
+        else:
+            clauses.append(f"{head} THEN INSERT ({', '.join(map(quote, when.values))}) "
+                           f"VALUES ({', '.join(when.values.values())})")
+    on = match_condition(spec, source, target)
     return (f"MERGE {'WITH SCHEMA EVOLUTION ' if evolve else ''}INTO {table(path)} AS {TARGET} "
             f"USING {quote(source_view)} AS {SOURCE} ON {on} " + " ".join(clauses))
 

@@ -22,6 +22,7 @@ from ..core.config import (
 )
 from ..core.errors import ProjectError, closest
 from . import config_values as values
+from .merge_clauses import clauses
 
 
 def check_keys(raw: dict[str, Any], origin: str, allowed: Collection[str] = SPELLED_KEYS,
@@ -55,6 +56,10 @@ def merge_layers(*layers: dict[str, Any]) -> dict[str, Any]:
     if tags:
         merged["tags"] = tags
     return merged
+
+
+MERGE_CLAUSE_KEYS = ("when_matched", "when_not_matched_by_source", "merge_update_columns",
+                     "merge_exclude_columns")
 
 
 def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
@@ -111,6 +116,11 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
         target_lag=None if raw.get("target_lag") is None else str(raw["target_lag"]),
         mode_by_lag="target_lag" in raw and "materialized" not in raw,
         static_checks=bool(raw.get("static_checks", True)),
+        when_matched=clauses(raw.get("when_matched"), "when_matched", origin),
+        when_not_matched_by_source=clauses(raw.get("when_not_matched_by_source"),
+                                           "when_not_matched_by_source", origin),
+        merge_update_columns=values.names(raw, "merge_update_columns", origin),
+        merge_exclude_columns=values.names(raw, "merge_exclude_columns", origin),
         compaction=None if raw.get("materialized") == "view" else values.compaction(
             raw.get("compaction"), raw.get("optimize_after_files"),
             raw.get("target_lag") is not None, origin),
@@ -149,6 +159,14 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
                            "sequence_by", path=origin,
                            hint="sequence_by says which rows a truncate empties: those not "
                                 "newer than it; SCD2 keeps history a truncate would erase")
+    merging = [key for key in MERGE_CLAUSE_KEYS if getattr(config, key)]
+    if merging and (config.strategy != "merge" or config.scd_type == 2):
+        raise ProjectError(f"{merging[0]} is for strategy 'merge' with scd_type 1",
+                           path=origin, hint="it says how a MERGE applies a batch's rows; "
+                           "SCD2 keeps every version as it came")
+    if config.merge_update_columns and config.merge_exclude_columns:
+        raise ProjectError("set merge_update_columns or merge_exclude_columns, not both",
+                           path=origin, hint="name the updated columns, or the others")
     if config.ignore_null_updates and config.scd_type == 2:
         raise ProjectError("ignore_null_updates is for scd_type 1", path=origin,
                            hint="SCD2 keeps every version as it came")

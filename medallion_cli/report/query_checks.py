@@ -5,7 +5,9 @@ found the way Spark finds it:
 - `union`, `intersect` or `except` of queries of different widths (NUM_COLUMNS_MISMATCH);
 - a function Spark does not have (UNRESOLVED_ROUTINE), against spark_functions.txt;
 - a comparison of types Spark cannot compare (DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES);
-- an enforced contract's columns the SELECT does not give (names, and types where sure).
+- an enforced contract's columns the SELECT does not give (names, and types where sure);
+- a column a merge model's clauses name (when_matched, merge_update_columns, ...) that the
+  SELECT does not give.
 Each rule gives up where the SQL goes beyond what sqlglot knows (a function it does not know,
 a type it cannot infer): a check that guesses would cry wolf.
 """
@@ -20,6 +22,7 @@ from sqlglot import exp
 
 from ..core.errors import closest
 from ..core.nodes import CompiledNode
+from ..load.merge_clauses import named_columns
 
 # (message, the name to find in the model's file, line, column in the rendered SQL)
 Found = tuple[str, str, "int | None", "int | None"]
@@ -42,7 +45,8 @@ def query_findings(node: CompiledNode, tree: exp.Expr, in_scope: set[str]) -> li
     """Every rule's findings on the qualified, typed tree of the node's SELECT (in_scope: the
     inputs' column names, for suggestions)."""
     return [*_unqualified(tree, in_scope), *_ungrouped(tree), *_union_widths(tree),
-            *_unknown_functions(tree), *_incomparable(tree), *_contract(node, tree)]
+            *_unknown_functions(tree), *_incomparable(tree), *_contract(node, tree),
+            *_merge_columns(node, tree)]
 
 
 def mark_written(tree: exp.Expr) -> None:
@@ -231,3 +235,17 @@ def _contract(node: CompiledNode, tree: exp.Expr) -> Iterator[Found]:
         if name not in declared:
             yield (f"column '{name}' is not in the contract in {where}; declare it there or "
                    f"leave it out of the SELECT", name, *_at(given[name]))
+
+
+def _merge_columns(node: CompiledNode, tree: exp.Expr) -> Iterator[Found]:
+    """The columns a merge model's clauses name against the SELECT's: the batch's rows and the
+    table's are those."""
+    given = tree.named_selects if isinstance(tree, exp.Query) else []
+    if not given or "*" in given:
+        return
+    for key, written in named_columns(node.config):
+        name = written.rpartition(".")[2]
+        if name not in given:
+            suggestion = closest(name, given)
+            yield (f"{key} names column '{written}', which the SELECT does not give"
+                   + (f"; {suggestion}" if suggestion else ""), written, None, None)

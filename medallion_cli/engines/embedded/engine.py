@@ -41,15 +41,16 @@ from ...spark.session import OnDemandSpark
 from ...spark.start import start_spark
 from ...storage.object_store import put_file, storage_options
 from ..base import Capabilities, MergeSpec, WriteResult, duplicate_keys, last_commit_value
-from ..deltars import append_rows, commit_properties, one_writer, open_table, replayed, writable
-from ..sql import (
-    deleted_condition,
-    inserted_condition,
-    match_condition,
-    newer_condition,
-    removed_condition,
-    updated_value,
+from ..deltars import (
+    append_rows,
+    commit_properties,
+    one_writer,
+    open_table,
+    replayed,
+    with_clause,
+    writable,
 )
+from ..sql import match_condition, merge_whens
 from .admin import CANNOT_CLUSTER, EmbeddedAdmin
 from .collected import CollectedRows, collected_if_small
 from .properties import property_problem
@@ -252,21 +253,11 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
                metadata: Json | None, merge_schema: bool, txn: tuple[str, int] | None) -> None:
         source: Side = lambda c: f"{SOURCE}.{_quote(c)}"
         target: Side = lambda c: f"{TARGET}.{_quote(c)}"
-        columns = [c for c in data.schema.names if c != spec.delete_column]
-        newer = newer_condition(spec.sequence_by, source, target)
-        deleting = deleted_condition(spec, source, target)
         merger = dt.merge(data, match_condition(spec, source, target), source_alias=SOURCE,
                           target_alias=TARGET, merge_schema=merge_schema,
                           commit_properties=commit_properties(metadata, txn))
-        if deleting:
-            merger = merger.when_matched_delete(" AND ".join(filter(None, [newer, deleting])))
-        merger = merger.when_matched_update(
-            {c: updated_value(spec, c, source, target) for c in columns}, predicate=newer)
-        merger = merger.when_not_matched_insert({c: source(c) for c in columns},
-                                                predicate=inserted_condition(spec, source))
-        removed = removed_condition(spec, target)
-        if removed:
-            merger = merger.when_not_matched_by_source_delete(removed)
+        for when in merge_whens(spec, data.schema.names, source, target):
+            merger = with_clause(merger, when)
         try:
             merger.execute()
         except DeltaError as exc:

@@ -176,7 +176,9 @@ def merge_rows(ctx: BuildContext | None, cfg: NodeConfig, df: DataFrame, existin
     return latest(events, cfg), MergeSpec(
         keys=cfg.unique_key, sequence_by=cfg.sequence_by,
         delete_column=DELETE_COLUMN if cfg.delete_when else None,
-        ignore_nulls=cfg.ignore_null_updates, truncated_through=truncated_through)
+        ignore_nulls=cfg.ignore_null_updates, truncated_through=truncated_through,
+        matched=cfg.when_matched, not_matched_by_source=cfg.when_not_matched_by_source,
+        update_columns=cfg.merge_update_columns, exclude_columns=cfg.merge_exclude_columns)
 
 
 def filled_from_earlier(df: DataFrame, cfg: NodeConfig) -> DataFrame:
