@@ -20,7 +20,7 @@ from helpers import (
 from medallion_cli import commands
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
-from medallion_cli.engines.base import MergeSpec
+from medallion_cli.engines.sql import MergeSpec
 from medallion_cli.storage.object_store import with_s3a
 
 DIRECTIONS = [("embedded", "delta-spark"), ("delta-spark", "embedded")]

@@ -12,8 +12,7 @@ from sqlglot import exp
 from medallion_cli.core.errors import CapabilityError
 from medallion_cli.core.project import Target
 from medallion_cli.engines import make_engine
-from medallion_cli.engines.base import MergeSpec
-from medallion_cli.engines.sql import merge_sql, snapshot_sql, sql_literal
+from medallion_cli.engines.sql import MergeSpec, merge_sql, snapshot_sql, sql_literal
 from medallion_cli.storage.files import read_text, remove
 from medallion_cli.storage.object_store import with_s3a
 

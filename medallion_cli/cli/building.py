@@ -15,7 +15,9 @@ from .group import (
     LOG_FORMAT,
     _report,
     _warn,
+    backfill,
     common_options,
+    event_range,
     main,
     running_options,
     servable,
@@ -40,12 +42,15 @@ from .group import (
               help="Run data tests that passed on their inputs as they are now too (by "
                    "default those are reported up to date).")
 @EMPTY
+@event_range
 @LOG_FORMAT
 def build(inv: commands.Invocation, debug: bool, watch: bool, metrics_port: int | None,
-          rerun_tests: bool, empty: bool, log_format: str) -> None:
+          rerun_tests: bool, empty: bool, start: str | None, end: str | None,
+          log_format: str) -> None:
     if metrics_port is not None and not watch:
         raise click.UsageError("--metrics-port serves the figures while --watch runs: add --watch")
-    inv = replace(inv, rerun_tests=rerun_tests, empty=empty, metrics_port=metrics_port)
+    inv = replace(backfill(inv, start, end), rerun_tests=rerun_tests, empty=empty,
+                  metrics_port=metrics_port)
     _report(lambda report: commands.build(inv, "build", ("seed", "model"), report, watch), debug,
             log_format, watch)
 
@@ -56,9 +61,11 @@ def build(inv: commands.Invocation, debug: bool, watch: bool, metrics_port: int 
 @running_options
 @waits_for_lock
 @EMPTY
+@event_range
 @LOG_FORMAT
-def run(inv: commands.Invocation, debug: bool, empty: bool, log_format: str) -> None:
-    inv = replace(inv, empty=empty)
+def run(inv: commands.Invocation, debug: bool, empty: bool, start: str | None, end: str | None,
+        log_format: str) -> None:
+    inv = replace(backfill(inv, start, end), empty=empty)
     _report(lambda report: commands.build(inv, "run", ("model",), report), debug, log_format)
 
 

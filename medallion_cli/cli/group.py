@@ -6,9 +6,11 @@ line; tracebacks only with --debug.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import os
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
@@ -200,3 +202,35 @@ def forwarded(inv: commands.Invocation, daemon: bool | None = None) -> None:
 EMPTY = click.option("--empty", is_flag=True,
                      help="Check each model's SQL, config columns, expectations and contract "
                           "over inputs with no rows, writing nothing (as dbt's --empty).")
+
+
+def _event_time(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        try:
+            dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not a date or timestamp, such as 2026-01-01 "
+                                     "or '2026-01-01 06:00:00'") from None
+    return value
+
+
+def event_range(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--start/--end (dbt's --event-time-start/-end): replace that range of each selected
+    model's table, by its event_time (materialize/ranges.py)."""
+    for name, says in (("end", "before"), ("start", "from")):
+        command = click.option(f"--{name}", f"--event-time-{name}", name, default=None,
+                               callback=_event_time,
+                               help=f"Backfill: replace the rows of each selected model's table "
+                                    f"whose event_time is {says} this date or timestamp.")(command)
+    return command
+
+
+def backfill(inv: commands.Invocation, start: str | None, end: str | None
+             ) -> commands.Invocation:
+    """The invocation with --start/--end's range, when one was given."""
+    if start is None and end is None:
+        return inv
+    if start is not None and end is not None and (dt.datetime.fromisoformat(start)
+                                                  >= dt.datetime.fromisoformat(end)):
+        raise click.UsageError(f"--start {start} is not before --end {end}")
+    return replace(inv, event_range=(start, end))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import MedallionError
 from ..dag.graph import check_flow_refresh
+from ..materialize.ranges import range_refusal
 from ..materialize.streaming.checkpoints import mark_refreshes
 from ..report.artifacts import (
     read_run_results,
@@ -36,6 +37,7 @@ from .test import test
 from .watch import keep_fresh
 
 if TYPE_CHECKING:
+    from ..dag.graph import Graph
     from ..engines.base import Engine
 
 
@@ -58,6 +60,8 @@ def _build(inv: Invocation, loaded: Loaded, engine: Engine, command: str,
     started = time.time()
     graph, tests = loaded.graph, loaded.tests
     chosen = selected_nodes(inv, loaded, kinds)
+    if inv.event_range is not None:
+        _check_backfill(inv, graph, chosen, watch)
     if inv.full_refresh:
         check_flow_refresh(graph, chosen)
     test_names = selected_tests(inv, loaded) if command == "build" and not inv.empty else []
@@ -107,6 +111,18 @@ def _build(inv: Invocation, loaded: Loaded, engine: Engine, command: str,
         if watch and not stopped:
             results += keep_fresh(inv, run.ctx, chosen, results, command, run.result, run.batch)
     return results
+
+
+def _check_backfill(inv: Invocation, graph: Graph, chosen: list[str], watch: bool) -> None:
+    """--start/--end: refused before Spark starts where a range cannot be replaced."""
+    if watch or inv.full_refresh or inv.empty:
+        raise MedallionError("--start/--end backfills a range once, writing it: it goes with "
+                             "neither --watch, --full-refresh nor --empty",
+                             hint="drop one of them")
+    for name in chosen:
+        refusal = range_refusal(graph.nodes[name])
+        if refusal is not None:
+            raise refusal
 
 
 def retry(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:

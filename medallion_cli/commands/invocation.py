@@ -48,6 +48,8 @@ class Invocation:
     defer: bool = False  # read unbuilt unselected parents' tables from the --state run's
     wait_for_lock: float = 0  # seconds to wait for another command's lock on the warehouse
     metrics_port: int | None = None  # build --watch: the tables' figures for Prometheus here
+    # build/run --start/--end: the event_time range a backfill replaces (start included)
+    event_range: tuple[str | None, str | None] | None = None
     # model and macro files as an editor holds them, unsaved (rel path -> text): rendered
     # instead of the disk's, and no target/manifest.json written from them
     texts: dict[str, str] = field(default_factory=dict)
@@ -126,7 +128,7 @@ def load(inv: Invocation, engine: Engine | None = None, with_engine: bool = Fals
     previous = read_state(inv.state)  # before this load writes target/manifest.json
     project = project_of(inv)
     made = engine or (engine_of(project, inv) if with_engine else None)
-    renderer = Renderer(project, inv.full_refresh,
+    renderer = Renderer(project, inv.full_refresh or inv.event_range is not None,
                         _asking(made, project.target) if made else None, texts=inv.texts)
     compiled = {name: renderer.render(node) for name, node in project.nodes.items()}
     graph = build_graph(compiled)

@@ -121,7 +121,8 @@ def _context(loaded: Loaded, inv: Invocation, selected: Collection[str] = (),
                       long_queries)
     return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh,
                         frozenset(selected),
-                        deferred=deferred_tables(inv, loaded, engine, selected))
+                        deferred=deferred_tables(inv, loaded, engine, selected),
+                        event_range=inv.event_range)
 
 
 def deferred_tables(inv: Invocation, loaded: Loaded, engine: Engine,

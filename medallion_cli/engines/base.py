@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
-from ..core.config import MergeClause
 from ..core.errors import MedallionError
 from ..spark.conf import LongQueries
+from .sql import MergeSpec, RowRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,40 +59,6 @@ class FileLayout:
         small when their mean is."""
         small = bool(files) and size / files < small_below
         return cls(files, size, files if small else 0, size if small else 0)
-
-
-@dataclass(frozen=True)
-class MergeSpec:
-    """How a MERGE matches and orders rows. The source has one row per key when it is run."""
-
-    keys: tuple[str, ...]
-    # A matched row is only replaced by one at least as new, by these columns in order (null
-    # sorts first: older than any value).
-    sequence_by: tuple[str, ...] = ()
-    delete_column: str | None = None  # boolean source column: matched rows where true are deleted
-    expire: str | None = None  # condition on target rows the source lacks: those are deleted
-    null_safe_keys: tuple[str, ...] = ()  # keys where null matches null
-    # The source replaces whole groups of target rows: per group (its keys), one marker row
-    # (delete column true) that matches every target row of the group, which are deleted, and
-    # the group's new rows (delete column false), which match nothing and are inserted.
-    replace_groups: bool = False
-    ignore_nulls: bool = False  # a null in a matched source row keeps the stored value
-    # The latest truncate's sequence_by values (SQL literals): target rows the source lacks
-    # that are not newer are deleted
-    truncated_through: dict[str, str] | None = None
-    # Source values are changes added to the stored ones (sums and counts kept per group): a
-    # matched row's `added` columns become stored + source, a stored null counting as 0 and a
-    # null source keeping the stored value. The row is deleted when its `added_rows` column
-    # comes to 0 or less; a source row whose `added_rows` is not above 0 inserts nothing.
-    added: tuple[str, ...] = ()
-    added_rows: str | None = None
-    # The model's own clauses (NodeConfig's when_matched, when_not_matched_by_source), after
-    # the spec's: none matched, every matched row is updated
-    matched: tuple[MergeClause, ...] = ()
-    not_matched_by_source: tuple[MergeClause, ...] = ()
-    # The columns an update sets: these only, or all but the excluded
-    update_columns: tuple[str, ...] = ()
-    exclude_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,8 +158,10 @@ class TableIO(Protocol):
     def write(self, df: DataFrame, path: str, mode: WriteMode, partition_by: tuple[str, ...] = (),
               metadata: Json | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,
-              properties: dict[str, str] | None = None) -> WriteResult:
-        """mode 'overwrite' replaces the table (schema included) atomically; 'append' adds rows.
+              properties: dict[str, str] | None = None,
+              replace_where: RowRange | None = None) -> WriteResult:
+        """mode 'overwrite' replaces the table (schema included) atomically, or with
+        replace_where only the rows in that range (the new rows all in it); 'append' adds rows.
         txn (app_id, version) is recorded in the same commit, for exactly-once streaming.
         properties: Delta table properties the table must have (set in the commit that
         creates it, else by a commit of their own first when they differ)."""

@@ -10,7 +10,41 @@ from dataclasses import dataclass
 
 from ..core.config import MergeClause
 from ..load.merge_clauses import Sides, portable
-from .base import MergeSpec
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """How a MERGE matches and orders rows. The source has one row per key when it is run."""
+
+    keys: tuple[str, ...]
+    # A matched row is only replaced by one at least as new, by these columns in order (null
+    # sorts first: older than any value).
+    sequence_by: tuple[str, ...] = ()
+    delete_column: str | None = None  # boolean source column: matched rows where true are deleted
+    expire: str | None = None  # condition on target rows the source lacks: those are deleted
+    null_safe_keys: tuple[str, ...] = ()  # keys where null matches null
+    # The source replaces whole groups of target rows: per group (its keys), one marker row
+    # (delete column true) that matches every target row of the group, which are deleted, and
+    # the group's new rows (delete column false), which match nothing and are inserted.
+    replace_groups: bool = False
+    ignore_nulls: bool = False  # a null in a matched source row keeps the stored value
+    # The latest truncate's sequence_by values (SQL literals): target rows the source lacks
+    # that are not newer are deleted
+    truncated_through: dict[str, str] | None = None
+    # Source values are changes added to the stored ones (sums and counts kept per group): a
+    # matched row's `added` columns become stored + source, a stored null counting as 0 and a
+    # null source keeping the stored value. The row is deleted when its `added_rows` column
+    # comes to 0 or less; a source row whose `added_rows` is not above 0 inserts nothing.
+    added: tuple[str, ...] = ()
+    added_rows: str | None = None
+    # The model's own clauses (NodeConfig's when_matched, when_not_matched_by_source), after
+    # the spec's: none matched, every matched row is updated
+    matched: tuple[MergeClause, ...] = ()
+    not_matched_by_source: tuple[MergeClause, ...] = ()
+    # The columns an update sets: these only, or all but the excluded
+    update_columns: tuple[str, ...] = ()
+    exclude_columns: tuple[str, ...] = ()
+
 
 # A column's name as SQL on one side of a MERGE (`s.amount`, `t."amount"`)
 Side = Callable[[str], str]
@@ -88,6 +122,24 @@ def sql_literal(text: str | None, type_name: str) -> str:
     if type_name in ("string", "binary") or type_name.startswith(("varchar", "char")):
         return "'" + text.replace("'", "''") + "'"
     return text  # numbers and booleans read as themselves
+
+
+@dataclass(frozen=True)
+class RowRange:
+    """The rows a write replaces (build --start/--end, as Delta's replaceWhere): those whose
+    `column`, of Spark type `type_name`, is at least `start` and below `end` (either may be
+    open)."""
+
+    column: str
+    type_name: str
+    start: str | None
+    end: str | None
+
+    def sql(self, name: Callable[[str], str] = quote) -> str:
+        """The condition, as SQL both engines' writes read, the column named by `name`."""
+        bounds = [(">=", self.start), ("<", self.end)]
+        return " AND ".join(f"{name(self.column)} {op} {sql_literal(value, self.type_name)}"
+                            for op, value in bounds if value is not None)
 
 
 def removed_condition(spec: MergeSpec, target: Side) -> str | None:

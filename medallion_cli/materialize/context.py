@@ -66,6 +66,8 @@ class BuildContext:
     phases: Phases = field(default_factory=Phases)  # the node's own (see runner.own_session)
     # --defer: model -> the --state run's table
     deferred: dict[str, str] = field(default_factory=dict)
+    # build --start/--end: the event_time range each node's backfill replaces (ranges.py)
+    event_range: tuple[str | None, str | None] | None = None
 
 
 def input_table(ctx: BuildContext, name: str) -> str:

@@ -18,6 +18,7 @@ from ..core.nodes import CompiledNode
 from .batch import build_incremental, build_seed, build_table, build_view
 from .by_groups.driver import build_by_groups
 from .context import BuildContext, Outcome
+from .ranges import build_range
 from .streaming.driver import build_streaming
 from .writing.writes import Into, append_rows, merge_rows_into
 
@@ -67,5 +68,8 @@ def strategy_for(node: CompiledNode) -> Strategy[Into] | Strategy[None]:
 
 
 def build(ctx: BuildContext, node: CompiledNode) -> Outcome:
-    """Build the node as its strategy does."""
+    """Build the node as its strategy does, or (build --start/--end) backfill a range of its
+    table (ranges.py)."""
+    if ctx.event_range is not None:
+        return build_range(ctx, node)
     return strategy_for(node).run(ctx, node)

@@ -26,14 +26,13 @@ from ...spark.start import start_spark
 from ...storage.files import read_text
 from ..base import (
     Capabilities,
-    MergeSpec,
     WriteResult,
     commit_metadata,
     duplicate_keys,
     last_commit_value,
 )
 from ..deltars import append_rows
-from ..sql import merge_sql, table
+from ..sql import MergeSpec, RowRange, merge_sql, table
 from .admin import DeltaSparkAdmin
 from .log import client_log
 from .settings import check_delta_loaded, spark_settings
@@ -191,7 +190,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
     def write(self, df: DataFrame, path: str, mode: WriteMode, partition_by: tuple[str, ...] = (),
               metadata: Json | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,
-              properties: dict[str, str] | None = None) -> WriteResult:
+              properties: dict[str, str] | None = None,
+              replace_where: RowRange | None = None) -> WriteResult:
         if self._replayed(self._readable(path), txn):
             return self._unchanged(path)
         writer = self._writer(df, metadata, txn).mode(mode)
@@ -200,10 +200,9 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
             self._ensure_properties(path, properties)
         else:  # delta.* writer options become the new table's properties, in its first commit
             writer = writer.options(**(properties or {}))
-        if mode == "overwrite":
-            writer = writer.option("overwriteSchema", "true")
-        if merge_schema:
-            writer = writer.option("mergeSchema", "true")
+        options = {"replaceWhere": replace_where.sql()} if replace_where else (
+            {"overwriteSchema": "true"} if mode == "overwrite" else {})
+        writer = writer.options(**options, **({"mergeSchema": "true"} if merge_schema else {}))
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         self.about_to_commit()  # (computed and committed in one command: before both)

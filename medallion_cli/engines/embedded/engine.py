@@ -40,7 +40,7 @@ from ...spark.conf import HOT_CODE_ONLY, LongQueries
 from ...spark.session import OnDemandSpark
 from ...spark.start import start_spark
 from ...storage.object_store import put_file, storage_options
-from ..base import Capabilities, MergeSpec, WriteResult, duplicate_keys, last_commit_value
+from ..base import Capabilities, WriteResult, duplicate_keys, last_commit_value
 from ..deltars import (
     append_rows,
     commit_properties,
@@ -50,7 +50,7 @@ from ..deltars import (
     with_clause,
     writable,
 )
-from ..sql import match_condition, merge_whens
+from ..sql import MergeSpec, RowRange, match_condition, merge_whens
 from .admin import CANNOT_CLUSTER, EmbeddedAdmin
 from .collected import CollectedRows, collected_if_small
 from .properties import property_problem
@@ -155,7 +155,8 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
     def write(self, df: DataFrame, path: str, mode: WriteMode, partition_by: tuple[str, ...] = (),
               metadata: Json | None = None, merge_schema: bool = False,
               txn: tuple[str, int] | None = None,
-              properties: dict[str, str] | None = None) -> WriteResult:
+              properties: dict[str, str] | None = None,
+              replace_where: RowRange | None = None) -> WriteResult:
         dt = self._snapshot(path, properties)
         if replayed(dt, txn):
             return self._unchanged(dt)
@@ -166,6 +167,12 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
             if not is_remote(str(path)):
                 Path(path).mkdir(parents=True, exist_ok=True)  # once the rows are computed
             with one_writer(path):
+                if replace_where and dt is not None:  # delta-rs checks the rows are in it
+                    write_deltalake(dt, data, mode="overwrite",
+                                    predicate=replace_where.sql(_quote),
+                                    schema_mode="merge" if merge_schema else None,
+                                    commit_properties=commit_properties(metadata, txn))
+                    return self._result(path, handed)
                 if isinstance(handed, StagedFiles) and adoptable(dt, handed, mode, partition_by):
                     return self._adopt(dt, path, handed, mode, metadata, txn, properties)
                 write_deltalake(

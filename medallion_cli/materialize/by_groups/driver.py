@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Callable
 
 from ...core.errors import MedallionError
 from ...core.nodes import CompiledNode
-from ...engines.base import MergeSpec, WriteResult
+from ...engines.base import WriteResult
+from ...engines.sql import MergeSpec
 from ..checks import check_table_properties, checked_rows
 from ..context import DELETE_COLUMN, BuildContext, Outcome, cached, input_table
 from ..rows import model_rows

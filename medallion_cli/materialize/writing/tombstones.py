@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...core.config import interval_seconds
-from ...engines.base import MergeSpec
-from ...engines.sql import newer_condition, quote
+from ...engines.sql import MergeSpec, newer_condition, quote
 from ..context import DELETE_COLUMN, BuildContext
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Callable, Container, Iterable
 
 from ...core.errors import WriteError
 from ...core.nodes import CompiledNode
-from ...engines.base import MergeSpec, WriteResult
-from ...engines.sql import quote
+from ...engines.base import WriteResult
+from ...engines.sql import MergeSpec, quote
 from ..context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
 from .tombstones import (
