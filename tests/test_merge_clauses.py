@@ -5,6 +5,9 @@ inside its own MERGE (Spark SQL on delta-spark, delta-rs's DataFusion on the emb
 which is why a clause may use only what both read alike; a clause outside that is refused at
 load, as are clauses in the wrong shape."""
 
+import os
+import time
+
 import pytest
 from conftest import at, read_delta
 from helpers import land
@@ -144,3 +147,21 @@ when_not_matched_by_source=[{'then': 'update', 'set': {'nte': "'gone'"}}]"""
     root = project({"models/sources.yml": SOURCES, "models/silver/orders.sql": model()})
     loaded = load(commands.Invocation(project_dir=str(root)))
     assert check_models(loaded.project, loaded.graph, ["orders"], lambda path: None).findings == []
+
+
+def test_snapshots_landed_one_per_batch_are_applied_in_turn(project, build, engine_name):
+    """A source that sends whole snapshots: what a snapshot lacks is deleted, what changed is
+    updated, what is new is inserted, each snapshot once and in its turn."""
+    clauses = "when_not_matched_by_source=[{'then': 'delete'}]"
+    root = project({"models/sources.yml": SOURCES, "models/silver/orders.sql": model(clauses)})
+    snapshots = [[order(1, 10, "placed", 1), order(2, 20, "placed", 1), order(3, 30, "paid", 1)],
+                 [order(1, 15, "paid", 2), order(3, 30, "paid", 2)],
+                 [order(3, 30, "shipped", 3), order(4, 40, "placed", 3)]]
+    land(root, "000.json", snapshots[0])
+    assert build(root)["orders"].status == "success"
+    for number, snapshot in enumerate(snapshots[1:], 1):
+        land(root, f"{number:03d}.json", snapshot)
+        landed = root / f"landing/orders/{number:03d}.json"
+        os.utime(landed, (time.time() + number, time.time() + number))  # read in this order
+    assert build(root)["orders"].status == "success"  # two snapshots, in two micro-batches
+    assert rows(root) == [(3, 30, "shipped", 3, 3, None), (4, 40, "placed", 3, 3, None)]
