@@ -25,23 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from incremental_bench import PROFILE, TARGETS  # the same two local targets
 
 from medallion_cli import commands
 
-TARGETS = {"embedded": "local", "delta-spark": "local-delta"}
-PROFILE = """\
-bench:
-  target: local
-  outputs:
-    local:
-      engine: embedded
-      warehouse: warehouse
-      spark: {master: "local[*]", conf: {spark.driver.memory: 3g}}
-    local-delta:
-      engine: delta-spark
-      warehouse: warehouse
-      spark: {master: "local[*]", conf: {spark.driver.memory: 3g}}
-"""
 SOURCES = """\
 sources:
   - name: landing
