@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import at, delta_table, read_delta
 
+from medallion_cli import commands
 from medallion_cli.cli import main
 from medallion_cli.core.errors import MedallionError
 
@@ -74,10 +75,15 @@ def test_a_range_is_replaced_from_its_inputs_range_and_the_rest_is_left_as_it_wa
     assert delta_table(at(root, "silver/daily")).version() == versions + 1  # one commit
     assert "event_day" in json.dumps(history) and "2026-01-05" in json.dumps(history)
 
-    # a failed backfill leaves the table as it was
+    # a failed backfill leaves the table as it was, and `retry` runs it again as a backfill
     failed = build(root, select=("daily",), event_range=days, vars={"rate": -1})["daily"]
     assert failed.status == "error" and "positive" in failed.message
     assert delta_table(at(root, "silver/daily")).version() == versions + 1
+    retried = commands.retry(commands.Invocation(project_dir=str(root), vars={"rate": 3}))
+    assert [(r.name, r.status) for r in retried] == [("daily", "success")]
+    assert table(root, "silver/daily") == sorted(
+        (day, id, str(int(amount) * 3) if day in in_range else amount)
+        for day, id, amount in daily)
 
 
 @pytest.mark.one_engine("refused before Spark starts, from the config alone")

@@ -107,7 +107,8 @@ def _build(inv: Invocation, loaded: Loaded, engine: Engine, command: str,
         stopped = interrupted(results)
         if not stopped:
             results += run_project_hooks(run.ctx, "on-run-end", project.on_run_end, run.result)
-        write_run_results(loaded.project, command, results, started, ctx.engine.start_seconds)
+        write_run_results(loaded.project, command, results, started, ctx.engine.start_seconds,
+                          inv.event_range)
         if watch and not stopped:
             results += keep_fresh(inv, run.ctx, chosen, results, command, run.result, run.batch)
     return results
@@ -127,7 +128,7 @@ def _check_backfill(inv: Invocation, graph: Graph, chosen: list[str], watch: boo
 
 def retry(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     """Run again what failed or was skipped in the last build, run, seed or test (its
-    target/run_results.json), with the same command: dbt's retry."""
+    target/run_results.json), with the same command and backfill range: dbt's retry."""
     loaded = load(inv)
     last = read_run_results(loaded.project)
     where = str(loaded.project.target_dir / "run_results.json")
@@ -146,7 +147,10 @@ def retry(inv: Invocation, report: Reporter = Reporter()) -> list[NodeResult]:
     if not names:
         report.start(0, loaded.project.target.name)
         return []
-    again = replace(inv, select=names, exclude=())
+    # a backfill is retried as the range it was (a plain build would call its table up to date)
+    ranged = last.get("event_range")
+    again = replace(inv, select=names, exclude=(), event_range=inv.event_range or (
+        (ranged[0], ranged[1]) if ranged else None))
     if last["command"] == "test":
         return test(again, report)
     return build(again, last["command"], COMMAND_KINDS[last["command"]], report)

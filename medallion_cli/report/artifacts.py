@@ -88,7 +88,10 @@ def read_run_results(project: Project) -> dict[str, Any] | None:
 
 
 def write_run_results(project: Project, command: str, results: list[NodeResult],
-                      started: float, spark_start_seconds: float | None = None) -> Path:
+                      started: float, spark_start_seconds: float | None = None,
+                      event_range: tuple[str | None, str | None] | None = None) -> Path:
+    """target/run_results.json; event_range: a backfill's (--start/--end), which `retry`
+    takes again."""
     out = project.target_dir / "run_results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
@@ -99,6 +102,7 @@ def write_run_results(project: Project, command: str, results: list[NodeResult],
         # of which starting Spark (the JVM, JARs): the rest is medallion's and the queries'
         "spark_start_seconds": None if spark_start_seconds is None else round(
             spark_start_seconds, 3),
+        **({"event_range": list(event_range)} if event_range else {}),
         "results": [{k: v for k, v in asdict(r).items() if k != "detail"} for r in results],
     }, indent=2))
     return out
