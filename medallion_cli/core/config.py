@@ -36,7 +36,7 @@ CONFIG_KEYS = {
     "optimize_after_files": None,
     "table_properties": None,
     "tombstone_retention": None,
-    "cdc": ("debezium",),
+    "cdc": ("debezium", "snapshot"),
     "incremental_by": None,
     "incremental_min_rows": None,
     "event_time": None,
@@ -81,8 +81,13 @@ LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
               "when_not_matched_by_source", "merge_update_columns", "merge_exclude_columns")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (materialize/sources/debezium.py).
-CDC_DEFAULTS = {"debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
-                             "delete_when": "_cdc_deleted"}}
+# `cdc: snapshot`: rows are whole snapshots, whose missing keys become deletes flagged so
+# (materialize/writing/snapshots.py), a column kept out of the table.
+SNAPSHOT_VANISHED = "_snapshot_vanished"
+CDC_DEFAULTS: dict[str, dict[str, Any]] = {
+    "debezium": {"strategy": "merge", "sequence_by": ("_cdc_committed_at", "_cdc_lsn"),
+                 "delete_when": "_cdc_deleted"},
+    "snapshot": {"strategy": "merge", "delete_when": SNAPSHOT_VANISHED}}
 
 
 @dataclass(frozen=True)

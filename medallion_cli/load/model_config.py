@@ -12,6 +12,7 @@ from ..core.config import (
     CDC_DEFAULTS,
     CONFIG_KEYS,
     NULL_KEY_RULE,
+    SNAPSHOT_VANISHED,
     SPELLED_KEYS,
     SPELLINGS,
     NodeConfig,
@@ -159,6 +160,8 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
                            "sequence_by", path=origin,
                            hint="sequence_by says which rows a truncate empties: those not "
                                 "newer than it; SCD2 keeps history a truncate would erase")
+    if config.cdc == "snapshot":
+        config = _snapshots(config, origin)
     merging = [key for key in MERGE_CLAUSE_KEYS if getattr(config, key)]
     if merging and (config.strategy != "merge" or config.scd_type == 2):
         raise ProjectError(f"{merging[0]} is for strategy 'merge' with scd_type 1",
@@ -197,6 +200,22 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
                            path=origin,
                            hint="history validity comes from sequence_by, not the wall clock")
     return with_null_key_rule(config)
+
+
+def _snapshots(config: NodeConfig, origin: str) -> NodeConfig:
+    """cdc: snapshot: its deletes are the keys a snapshot lacks, flagged in a column of their
+    own, kept out of the table."""
+    if config.delete_when != SNAPSHOT_VANISHED or config.truncate_when or \
+            config.when_not_matched_by_source:
+        raise ProjectError("cdc 'snapshot' deletes the keys a snapshot lacks: it takes no "
+                           "delete_when, truncate_when or when_not_matched_by_source",
+                           path=origin, hint="leave them out of the model's config")
+    if not config.sequence_by or config.materialized not in ("incremental", "streaming"):
+        raise ProjectError("cdc 'snapshot' needs materialized 'incremental' or 'streaming' "
+                           "and sequence_by: the column that orders the snapshots",
+                           path=origin, hint="e.g. sequence_by='snapshot_date', a column "
+                           "each snapshot's rows share")
+    return replace(config, except_columns=(*config.except_columns, SNAPSHOT_VANISHED))
 
 
 def with_null_key_rule(config: NodeConfig) -> NodeConfig:

@@ -26,6 +26,7 @@ from .context import (
 )
 from .rows import model_rows, seed_rows
 from .sources.inputs import built_table, read_source
+from .writing.snapshots import snapshot_events
 from .writing.writes import merge_rows
 
 if TYPE_CHECKING:
@@ -90,9 +91,11 @@ def table_rows(ctx: BuildContext, node: CompiledNode, rows: DataFrame) -> DataFr
     for key in ("delete_when", "truncate_when"):
         if getattr(cfg, key):
             conditions[key] = getattr(cfg, key)
+    # a snapshot model's delete_when reads the flag its snapshots' deletes get
+    events = snapshot_events(None, cfg, rows, None) if cfg.cdc == "snapshot" else rows
     for what, condition in conditions.items():
         try:
-            rows.select(F.expr(condition)).schema
+            events.select(F.expr(condition)).schema
         except Exception as exc:
             raise MedallionError(f"{what} cannot be evaluated on the model's rows: "
                                  f"{error_message(exc)}", path=node.file.rel_path,

@@ -30,6 +30,7 @@ from ...engines.base import WriteResult
 from ...engines.sql import MergeSpec, quote
 from ..context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
+from .snapshots import snapshot_events
 from .tombstones import (
     TOMBSTONED,
     remembered_deletes,
@@ -134,6 +135,8 @@ def merge_rows(ctx: BuildContext | None, cfg: NodeConfig, df: DataFrame, existin
     events, read by the tombstones' write and the table's, stay cached until both are done;
     checks: the rows' checks, settled here before the first write."""
     truncated_through = None
+    if cfg.cdc == "snapshot":
+        df = snapshot_events(ctx, cfg, df, existing)
     if cfg.truncate_when:
         if checks is not None:
             checks.settle()
