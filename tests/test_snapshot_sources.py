@@ -4,9 +4,13 @@ vanish deletes, each snapshot in its order, whether the snapshots come one per b
 several in one batch. Both engines: the snapshots' deletes go through each engine's MERGE."""
 
 import json
+import os
+import signal
+import time
 
 import pytest
 from conftest import at, read_delta
+from helpers import medallion
 
 from medallion_cli import commands
 from medallion_cli.core.errors import MedallionError
@@ -93,3 +97,25 @@ def test_a_snapshot_model_without_what_it_needs_is_refused(project, extra, said)
         commands.invocation.load(commands.Invocation(project_dir=str(root)))
     assert str(caught.value).startswith("models/silver/customers.sql") and said in str(
         caught.value), str(caught.value)
+
+
+@pytest.mark.slow_case("the embedded case kills the same batch; delta-spark's commit path is "
+                       "the engine contract's kill tests'", engine_name="delta-spark")
+def test_a_build_killed_after_a_snapshots_commit_applies_each_snapshot_once(project, build,
+                                                                           engine_name):
+    one_per_batch = SOURCES + "        options: {maxFilesPerTrigger: 1}\n"
+    root = project({"models/sources.yml": one_per_batch,
+                    "models/silver/customers.sql": model(scd=2)})
+    for day, rows in enumerate(SNAPSHOTS, 1):
+        land(root, day, rows)
+        os.utime(root / f"landing/customers/{day:03d}.json", (time.time() + day,) * 2)
+    # the second snapshot's batch commits its rows, and the process dies before its checkpoint
+    killed = medallion(root, "build", crash_at="customers:committed:1")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    rebuilt = build(root)["customers"]
+    assert rebuilt.status == "success", rebuilt.message
+    assert "1 replayed batch(es) already committed" in rebuilt.message
+    history = sorted((r["id"], r["name"], r["valid_from"], r["valid_to"], r["is_current"])
+                     for r in read_delta(at(root, "silver/customers")))
+    assert history == [(1, "a", 1, None, True), (2, "b", 1, 2, False), (2, "b2", 3, None, True),
+                       (3, "c", 1, 2, False), (3, "c2", 2, 3, False), (4, "d", 3, None, True)]
