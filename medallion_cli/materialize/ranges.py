@@ -41,20 +41,20 @@ def range_refusal(node: CompiledNode) -> ProjectError | None:
 def build_range(ctx: BuildContext, node: CompiledNode) -> Outcome:
     assert ctx.event_range is not None and node.config.event_time is not None
     path = ctx.project.table_path(node.file)
-    replaced = _range(ctx, node.name, path)
-    if replaced is None:
+    existing = ctx.engine.table_columns(path)
+    replaced = _range(ctx, node.config.event_time, existing)
+    if replaced is None or existing is None:
         raise MedallionError(f"{node.name} has no table with its event_time column "
                              f"'{node.config.event_time}' yet: a backfill replaces part of one",
                              path=node.file.rel_path,
                              hint=f"build it first: medallion build -s {node.name}")
     inputs = {}
     for ref in node.refs:
-        parent = input_table(ctx, ref)
-        read = _range(ctx, ref, parent) if ctx.graph.nodes[ref].config.event_time else None
+        parent, column = input_table(ctx, ref), ctx.graph.nodes[ref].config.event_time
+        read = _range(ctx, column, ctx.engine.table_columns(parent)) if column else None
         if read is not None:
             inputs[ref] = ctx.engine.read_table(parent).where(read.sql())
     rows = model_rows(ctx, node, inputs=inputs).where(replaced.sql())
-    existing = ctx.engine.table_columns(path) or {}
     evolve = bool(refuse_new_columns(node, rows.columns, existing))
     metadata = {key: value for key in (FINGERPRINT_KEY, DEFINITION_KEY)
                 if (value := ctx.engine.last_commit_value(path, key))}
@@ -65,12 +65,11 @@ def build_range(ctx: BuildContext, node: CompiledNode) -> Outcome:
     return Outcome("success", write, expectations=checks.counts, rows_checked=checks.checked)
 
 
-def _range(ctx: BuildContext, name: str, path: str) -> RowRange | None:
-    """The backfill's range over the table of model `name`, by its event_time; None when
-    it has no table with that column (a view, an input not built: read whole)."""
-    column = ctx.graph.nodes[name].config.event_time
-    assert ctx.event_range is not None and column is not None
-    types = ctx.engine.table_columns(path) if ctx.engine.table_exists(path) else None
+def _range(ctx: BuildContext, column: str, types: dict[str, str] | None) -> RowRange | None:
+    """The backfill's range over a table with these column `types`, by its event_time
+    `column`; None when there is no table or it lacks the column (a view, an input not built:
+    read whole)."""
+    assert ctx.event_range is not None
     if not types or column not in types:
         return None
     return RowRange(column, types[column], *ctx.event_range)

@@ -22,7 +22,7 @@ from ..core.errors import closest
 from ..core.nodes import CompiledNode
 from ..core.project import Project
 from ..dag.graph import Graph
-from ..load.merge_clauses import named_columns
+from ..load.model_config import MERGE_CLAUSE_KEYS
 from .columns import analysed, frozen, inputs_of, relation_columns
 from .query_checks import Found, query_findings
 
@@ -136,7 +136,7 @@ def _check(node: CompiledNode, schema: dict[str, dict[str, str]]) -> list[Found]
     """The node's findings: a column qualify cannot resolve, else the rules' findings."""
     key = (node.file.rel_path, node.sql, frozen(schema), json.dumps(
         [node.config.contract, node.file.columns, node.file.properties,
-         list(named_columns(node.config))], default=str))
+         *(getattr(node.config, key) for key in MERGE_CLAUSE_KEYS)], default=str))
     if key not in CHECKED:
         if len(CHECKED) >= KEPT:
             CHECKED.clear()
