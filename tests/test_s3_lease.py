@@ -97,7 +97,9 @@ def test_the_fence_stops_a_holder_paused_past_its_lease_before_its_next_commit(w
         fence()
     held = lease.acquire(warehouse, "build")
     held._stop.set()  # paused: no renewal from now on
-    time.sleep(1.3)  # not yet the lease's 1.6 s, but past what is sure (1.6 - 0.4)
+    # paused for 1.3 s: not yet the lease's 1.6 s, but past what is sure (1.6 - 0.4); set, not
+    # slept, so a loaded machine's slow put cannot make it read "2 s ago"
+    held.confirmed = time.monotonic() - 1.3
     with pytest.raises(lease.LeaseLost, match=r"^this build lost the warehouse's lease "
                        r"\(s3://lease-\w+/lake/_medallion/lock\): its last renewal was 1 s ago "
                        r"\(the process was paused or cut off from the store\), and after 2 s "
