@@ -18,7 +18,9 @@ from .group import (
     backfill,
     common_options,
     event_range,
+    flow_reset,
     main,
+    reset_flow_options,
     running_options,
     servable,
     waits_for_lock,
@@ -43,14 +45,17 @@ from .group import (
                    "default those are reported up to date).")
 @EMPTY
 @event_range
+@reset_flow_options
 @LOG_FORMAT
 def build(inv: commands.Invocation, debug: bool, watch: bool, metrics_port: int | None,
           rerun_tests: bool, empty: bool, start: str | None, end: str | None,
-          log_format: str) -> None:
+          reset_flow: bool, from_version: int | None, from_timestamp: str | None,
+          from_earliest: bool, log_format: str) -> None:
     if metrics_port is not None and not watch:
         raise click.UsageError("--metrics-port serves the figures while --watch runs: add --watch")
-    inv = replace(backfill(inv, start, end), rerun_tests=rerun_tests, empty=empty,
-                  metrics_port=metrics_port)
+    inv = replace(flow_reset(backfill(inv, start, end), reset_flow, from_version,
+                             from_timestamp, from_earliest),
+                  rerun_tests=rerun_tests, empty=empty, metrics_port=metrics_port)
     _report(lambda report: commands.build(inv, "build", ("seed", "model"), report, watch), debug,
             log_format, watch)
 
@@ -62,10 +67,13 @@ def build(inv: commands.Invocation, debug: bool, watch: bool, metrics_port: int 
 @waits_for_lock
 @EMPTY
 @event_range
+@reset_flow_options
 @LOG_FORMAT
 def run(inv: commands.Invocation, debug: bool, empty: bool, start: str | None, end: str | None,
-        log_format: str) -> None:
-    inv = replace(backfill(inv, start, end), empty=empty)
+        reset_flow: bool, from_version: int | None, from_timestamp: str | None,
+        from_earliest: bool, log_format: str) -> None:
+    inv = replace(flow_reset(backfill(inv, start, end), reset_flow, from_version,
+                             from_timestamp, from_earliest), empty=empty)
     _report(lambda report: commands.build(inv, "run", ("model",), report), debug, log_format)
 
 

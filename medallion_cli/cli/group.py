@@ -17,6 +17,7 @@ import click
 
 from .. import __version__, commands
 from ..core.errors import MedallionError
+from ..materialize.context import FlowReset
 from ..run.scheduler import interrupted
 
 if TYPE_CHECKING:
@@ -234,3 +235,38 @@ def backfill(inv: commands.Invocation, start: str | None, end: str | None
                                                   >= dt.datetime.fromisoformat(end)):
         raise click.UsageError(f"--start {start} is not before --end {end}")
     return replace(inv, event_range=(start, end))
+
+
+def reset_flow_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--reset-flow and its point: start each selected streaming model's query again from there,
+    keeping its table (materialize/streaming/flow_reset.py)."""
+    for option in (
+            click.option("--from-earliest", is_flag=True,
+                         help="With --reset-flow: from the inputs' start (merge models)."),
+            click.option("--from-timestamp", default=None, callback=_event_time,
+                         help="With --reset-flow: from the first commit of each streamed "
+                              "table at or after this date or timestamp (UTC)."),
+            click.option("--from-version", type=click.IntRange(min=0), default=None,
+                         help="With --reset-flow: from this version of the table it streams."),
+            click.option("--reset-flow", is_flag=True,
+                         help="Start each selected streaming model's query again, from "
+                              "--from-version, --from-timestamp or --from-earliest, keeping "
+                              "its table: for an edit its checkpoint cannot follow.")):
+        command = option(command)
+    return command
+
+
+def flow_reset(inv: commands.Invocation, reset: bool, version: int | None,
+               timestamp: str | None, earliest: bool) -> commands.Invocation:
+    """The invocation with --reset-flow's point, when it was given."""
+    points = [name for name, given in (("--from-version", version is not None),
+                                       ("--from-timestamp", timestamp is not None),
+                                       ("--from-earliest", earliest)) if given]
+    if not reset:
+        if points:
+            raise click.UsageError(f"{points[0]} says where --reset-flow starts: add --reset-flow")
+        return inv
+    if len(points) != 1:
+        raise click.UsageError("--reset-flow needs one point to start from: --from-version N, "
+                               "--from-timestamp T or --from-earliest")
+    return replace(inv, flow_reset=FlowReset(version, timestamp))

@@ -13,6 +13,7 @@ from ..core.errors import MedallionError
 from ..dag.graph import check_flow_refresh
 from ..materialize.ranges import range_refusal
 from ..materialize.streaming.checkpoints import mark_refreshes
+from ..materialize.streaming.flow_reset import reset_refusal
 from ..report.artifacts import (
     read_run_results,
     write_compiled,
@@ -62,6 +63,8 @@ def _build(inv: Invocation, loaded: Loaded, engine: Engine, command: str,
     chosen = selected_nodes(inv, loaded, kinds)
     if inv.event_range is not None:
         _check_backfill(inv, graph, chosen, watch)
+    if inv.flow_reset is not None:
+        _check_reset(inv, loaded, chosen, watch)
     if inv.full_refresh:
         check_flow_refresh(graph, chosen)
     test_names = selected_tests(inv, loaded) if command == "build" and not inv.empty else []
@@ -122,6 +125,24 @@ def _check_backfill(inv: Invocation, graph: Graph, chosen: list[str], watch: boo
                              hint="drop one of them")
     for name in chosen:
         refusal = range_refusal(graph.nodes[name])
+        if refusal is not None:
+            raise refusal
+
+
+def _check_reset(inv: Invocation, loaded: Loaded, chosen: list[str], watch: bool) -> None:
+    """--reset-flow: refused before Spark starts where the point cannot be met."""
+    if watch or inv.full_refresh or inv.empty or inv.event_range is not None:
+        raise MedallionError("--reset-flow starts the selected flows again once: it goes with "
+                             "neither --watch, --full-refresh, --empty nor --start/--end",
+                             hint="drop one of them")
+    assert inv.flow_reset is not None  # (asked by the caller)
+    flows = [loaded.graph.nodes[name] for name in chosen
+             if loaded.graph.nodes[name].config.materialized == "streaming"]
+    if not flows:
+        raise MedallionError("--reset-flow starts streaming models again, and the selection "
+                             "has none", hint="select them with -s, e.g. -s silver_orders")
+    for node in flows:
+        refusal = reset_refusal(loaded.project, loaded.graph, node, inv.flow_reset)
         if refusal is not None:
             raise refusal
 

@@ -22,6 +22,7 @@ from ..load.datatests import DataTest, load_tests
 from ..load.project import load_project
 from ..load.rendering import Renderer
 from ..load.sqlcheck import check_model_sql
+from ..materialize.context import FlowReset
 from ..report.artifacts import (
     read_state,
     write_manifest,
@@ -50,6 +51,7 @@ class Invocation:
     metrics_port: int | None = None  # build --watch: the tables' figures for Prometheus here
     # build/run --start/--end: the event_time range a backfill replaces (start included)
     event_range: tuple[str | None, str | None] | None = None
+    flow_reset: FlowReset | None = None  # build/run --reset-flow: where the flows start again
     # model and macro files as an editor holds them, unsaved (rel path -> text): rendered
     # instead of the disk's, and no target/manifest.json written from them
     texts: dict[str, str] = field(default_factory=dict)

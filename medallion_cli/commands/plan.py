@@ -122,7 +122,7 @@ def _context(loaded: Loaded, inv: Invocation, selected: Collection[str] = (),
     return BuildContext(loaded.project, loaded.graph, engine, inv.full_refresh,
                         frozenset(selected),
                         deferred=deferred_tables(inv, loaded, engine, selected),
-                        event_range=inv.event_range)
+                        event_range=inv.event_range, flow_reset=inv.flow_reset)
 
 
 def deferred_tables(inv: Invocation, loaded: Loaded, engine: Engine,

@@ -4,7 +4,8 @@ MEDALLION_CRASH_AT="<model>:<point>:<batch id>" makes the process SIGKILL itself
 model's batch reaches that point, as a machine failure would stop it. Points: batch_start
 (nothing written yet), committed (the Delta commit is made; Spark's checkpoint does not know
 yet, so the batch will be replayed) and, with the number of batches the query ran in place of the
-batch id, stopped (the query has finished; its last batches may not be in the event log yet).
+batch id, stopped (the query has finished; its last batches may not be in the event log yet);
+and reset with batch id 0 (build --reset-flow removed the old checkpoint, not yet made the new).
 Over Spark Connect a batch runs in the server's Python worker: the point travels there with the
 batch's function (`armed`, then `arm` there), and the worker is what is killed.
 """

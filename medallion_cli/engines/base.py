@@ -131,13 +131,17 @@ class TableIO(Protocol):
 
     def read_table(self, path: str) -> DataFrame: ...
 
-    def read_stream(self, path: str, changes: bool = False) -> DataFrame:
+    def read_stream(self, path: str, changes: bool = False,
+                    from_version: int | None = None) -> DataFrame:
         """A streaming DataFrame of the rows each new version of the table adds; changes: of
         its change data feed (its rows as inserts, then each commit's inserts, deletes and
-        update pre/post images with _change_type, _commit_version, _commit_timestamp)."""
+        update pre/post images with _change_type, _commit_version, _commit_timestamp).
+        from_version: a new query reads the commits from that version on (a version not yet
+        committed: the commits to come), rather than the table as it is, then its commits."""
 
-    def commit_stream(self, path: str) -> DataFrame:
-        """A streaming DataFrame with one row (column `version`) per commit of the table."""
+    def commit_stream(self, path: str, from_version: int | None = None) -> DataFrame:
+        """A streaming DataFrame with one row (column `version`) per commit of the table
+        (from_version: per commit from that version on)."""
 
     def read_commits(self, path: str, versions: list[int], from_snapshot: bool,
                      changes: bool = False) -> tuple[DataFrame, int]:

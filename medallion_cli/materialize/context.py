@@ -68,12 +68,30 @@ class BuildContext:
     deferred: dict[str, str] = field(default_factory=dict)
     # build --start/--end: the event_time range each node's backfill replaces (ranges.py)
     event_range: tuple[str | None, str | None] | None = None
+    flow_reset: FlowReset | None = None  # build --reset-flow
+    # a reset streaming query's first version of each Delta table it streams (flow_reset.py)
+    stream_starts: dict[str, int] = field(default_factory=dict)
 
 
 def input_table(ctx: BuildContext, name: str) -> str:
     """Where the table of model or seed `name` is read: this target's, or with --defer the
     --state run's when this target has none."""
     return ctx.deferred.get(name) or ctx.project.table_path(ctx.graph.nodes[name].file)
+
+
+@dataclass(frozen=True)
+class FlowReset:
+    """build --reset-flow: where each selected streaming model's new query starts (its table
+    kept): a version of the one Delta table it streams, the first commit at or after a time of
+    each, or neither: its inputs' earliest (streaming/flow_reset.py)."""
+
+    version: int | None = None
+    timestamp: str | None = None  # an ISO date or timestamp, UTC
+
+    def said(self) -> str:
+        return (f"version {self.version}" if self.version is not None else
+                f"the first commit at or after {self.timestamp}" if self.timestamp else
+                "its inputs' earliest")
 
 
 @dataclass(frozen=True)

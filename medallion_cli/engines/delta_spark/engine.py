@@ -1,12 +1,11 @@
 """The delta-spark engine: Delta Lake for Spark with its JARs on the classpath.
 
-This is how a project runs on a cluster. The JARs come from the folder named in the profile
-(`delta_jars`), else from the folder `medallion jars` fills with Maven (spark/jars.py), else from
-the cluster itself (Databricks and most managed Sparks ship Delta). Writes are Delta writes with
-txnAppId/txnVersion, so Delta itself skips a replayed streaming batch; MERGE is Spark SQL
-(engines/sql.py). A target whose spark: remote names a Spark Connect server runs all of this
-there, with no JVM in this process: Delta's work as SQL and DataFrame writes, which Connect
-carries, and the log read where log.py says.
+How a project runs on a cluster. The JARs come from the profile's `delta_jars` folder, else
+the one `medallion jars` fills with Maven (spark/jars.py), else the cluster (Databricks and most
+managed Sparks ship Delta). Writes are Delta writes with txnAppId/txnVersion, so Delta itself
+skips a replayed streaming batch; MERGE is Spark SQL (engines/sql.py). A target whose spark:
+remote names a Spark Connect server runs all of this there, with no JVM in this process:
+Delta's work as SQL and DataFrame writes, and the log read where log.py says.
 """
 
 from __future__ import annotations
@@ -104,13 +103,17 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
     def read_table(self, path: str) -> DataFrame:
         return self.spark.read.format("delta").load(self._readable(path))
 
-    def read_stream(self, path: str, changes: bool = False) -> DataFrame:
+    def read_stream(self, path: str, changes: bool = False,
+                    from_version: int | None = None) -> DataFrame:
         reader = self.spark.readStream.format("delta")
         if changes:  # Delta's change data feed: the table as inserts, then every change
             reader = reader.option("readChangeFeed", "true")
+        if from_version is not None:  # the next version, not yet committed, is "latest" to Delta
+            reader = reader.option("startingVersion", from_version if from_version <=
+                                   self.table_version(path) else "latest")
         return reader.load(self._readable(path))
 
-    def commit_stream(self, path: str) -> DataFrame:
+    def commit_stream(self, path: str, from_version: int | None = None) -> DataFrame:
         raise CapabilityError(_DELTA_STREAMS, path=path)
 
     def read_commits(self, path: str, versions: list[int], from_snapshot: bool,

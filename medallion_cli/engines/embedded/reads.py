@@ -60,16 +60,20 @@ class EmbeddedReads:
         # basePath lets Spark take partition values from the hive-style folder names delta-rs writes.
         return self.spark.read.schema(schema).option("basePath", str(path)).parquet(*files)
 
-    def read_stream(self, path: str, changes: bool = False) -> DataFrame:
+    def read_stream(self, path: str, changes: bool = False,
+                    from_version: int | None = None) -> DataFrame:
         """Not on this engine (capabilities.delta_streaming_source): Spark 4.1 without Delta's
         JARs has no Delta streaming source, and a Python one costs a Python process per query
         and reads rows through Python, so streams follow each table's commit log instead."""
         raise CapabilityError("the embedded engine has no Delta streaming source: its streams "
                               "follow each table's commit log (commit_stream)", path=path)
 
-    def commit_stream(self, path: str) -> DataFrame:
-        """A streaming DataFrame with one row (column `version`) per commit of the table."""
-        return delta_log.commit_stream(self.spark, path)
+    def commit_stream(self, path: str, from_version: int | None = None) -> DataFrame:
+        """A streaming DataFrame with one row (column `version`) per commit of the table
+        (from_version: per commit from that version on)."""
+        commits = delta_log.commit_stream(self.spark, path)
+        return commits if from_version is None else commits.where(
+            commits.version >= from_version)
 
     def read_commits(self, path: str, versions: list[int], from_snapshot: bool,
                      changes: bool = False) -> tuple[DataFrame, int]:

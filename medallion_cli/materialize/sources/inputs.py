@@ -42,8 +42,8 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
     if source.format == "kafka":
         return read_kafka(ctx.engine.spark, source, streaming)
     if source.format == "delta":
-        return ctx.engine.read_stream(source.path) if streaming else ctx.engine.read_table(
-            source.path)
+        return ctx.engine.read_stream(source.path, from_version=ctx.stream_starts.get(
+            source.path)) if streaming else ctx.engine.read_table(source.path)
     unlanded = source.unlanded()
     if unlanded:
         raise unlanded
@@ -89,15 +89,16 @@ def register_relations(ctx: BuildContext, refs: Iterable[str],
         for name in node.change_refs:
             if changes_relation(name) not in given:
                 table = feed_table(ctx, node, name)
-                ctx.engine.read_stream(table, changes=True).createOrReplaceTempView(
-                    changes_relation(name))
+                ctx.engine.read_stream(table, changes=True, from_version=ctx.stream_starts.get(
+                    table)).createOrReplaceTempView(changes_relation(name))
     for name in refs:
         if name in given:
             continue
         parent = ctx.graph.nodes[name]
         table = built_table(ctx, parent)
         if streaming and parent.config.materialized == "streaming":
-            ctx.engine.read_stream(table).createOrReplaceTempView(name)
+            ctx.engine.read_stream(table, from_version=ctx.stream_starts.get(
+                table)).createOrReplaceTempView(name)
         else:
             ctx.engine.read_table(table).createOrReplaceTempView(name)
     for key in sources:
@@ -147,7 +148,8 @@ def commit_streams(ctx: BuildContext, tables: dict[str, str]) -> DataFrame:
     """One stream of (relation, version) over the commits of every followed table."""
     from ...spark.pyspark_api import F
 
-    streams = [ctx.engine.commit_stream(path).withColumn("relation", F.lit(relation))
+    streams = [ctx.engine.commit_stream(path, ctx.stream_starts.get(path)).withColumn(
+               "relation", F.lit(relation))
                for relation, path in tables.items()]
     union = streams[0]
     for stream in streams[1:]:
@@ -158,8 +160,9 @@ def commit_streams(ctx: BuildContext, tables: dict[str, str]) -> DataFrame:
 def committed_inputs(ctx: BuildContext, node: CompiledNode, tables: dict[str, str],
                      batch: DataFrame, batch_id: int) -> tuple[dict[str, DataFrame], int]:
     """(relation -> the rows a micro-batch of commits stands for, rows read). The query's first
-    batch reads each table as of the newest commit it took; later ones what their commits added
-    (or, for a change feed, their changes); those of few rows as one partition."""
+    batch reads each table as of the newest commit it took (unless a reset started it from a
+    version: ctx.stream_starts); later ones what their commits added (or, for a change feed,
+    their changes); those of few rows as one partition."""
     feeds = {changes_relation(name) for name in node.change_refs}
     versions: dict[str, list[int]] = {relation: [] for relation in tables}
     for row in batch.collect():  # one small row per commit
@@ -168,7 +171,8 @@ def committed_inputs(ctx: BuildContext, node: CompiledNode, tables: dict[str, st
     rows_read = 0
     for relation, path in tables.items():
         rows, count = ctx.engine.read_commits(
-            path, versions[relation], from_snapshot=batch_id == 0, changes=relation in feeds)
+            path, versions[relation], from_snapshot=batch_id == 0 and path not in
+            ctx.stream_starts, changes=relation in feeds)
         inputs[relation] = rows.coalesce(1) if count <= ONE_PARTITION_ROWS else rows
         rows_read += count
     return inputs, rows_read

@@ -14,6 +14,7 @@ writes nothing, so every row lands exactly once.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...core.config import interval_seconds
@@ -43,6 +44,7 @@ from .checkpoints import (
     record_caught_up,
     record_ran_once,
 )
+from .flow_reset import reset_checkpoint, reset_due, stream_starts
 from .micro_batch import committed_batch, write_batch
 from .server_batches import collect, server_batch, start_stream, worker_trouble
 from .tally import BatchReport, StreamTally
@@ -101,7 +103,12 @@ def start_query(ctx: BuildContext, node: CompiledNode, into: Into, continuous: b
     check_table_properties(ctx, node)
     tables = streamed_tables(ctx, node)
     tally = StreamTally(on_batch, on_commit)
+    reset = reset_checkpoint(ctx, node, tables)
     start = prepare_checkpoint(ctx, node, tables)
+    if reset is not None:
+        start = replace(start, notes=start.notes + (reset,))
+    # a query --reset-flow started reads its tables from where it said, replays too
+    ctx = replace(ctx, stream_starts=stream_starts(ctx, node))
     if start.changed:
         _refuse_new_columns_now(ctx, node)
     if tables and not ctx.engine.capabilities.delta_streaming_source:
@@ -184,7 +191,7 @@ def build_streaming(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcom
                        f"--full-refresh of {node.config.flow_into} runs it again")
     with ctx.phases.timing("fingerprint"):
         done, state = caught_up(ctx, node)
-    if done:
+    if done and not reset_due(ctx, node):
         return Outcome("up_to_date", message="no new input since it last caught up")
     with ctx.phases.timing("query_start"):
         query, tally, start = start_query(ctx, node, into)
