@@ -189,3 +189,33 @@ def test_a_reset_killed_before_or_after_its_first_commit_reads_each_row_once(
     land(root, "003.json", BATCH_3)
     build(root)
     assert events(root) == as_events(BATCH_1) + as_events(BATCH_2 + BATCH_3, upper=True)
+
+
+@pytest.mark.slow_case("Spark's refusal reads alike on both engines; the reset after it is "
+                       "the version case's, run on both", engine_name="delta-spark")
+def test_an_edit_that_adds_an_input_says_to_reset_and_the_reset_reads_both_from_then(
+        project, build):
+    copy = ("{{ config(materialized='streaming') }}\n"
+            "select * from {{ source('landing', 'orders') }}\n")
+    root = project({**FILES, "models/bronze/bronze_copy.sql": copy})
+    land(root, "001.json", BATCH_1)
+    build(root)
+    union = (EVENTS % "status") + ("union all select order_id, status, seq from "
+                                   "{{ ref('bronze_copy') }}\n")
+    (root / "models/silver/order_events.sql").write_text(union)
+    land(root, "002.json", BATCH_2)
+    refused = build(root)["order_events"]
+    assert refused.status == "error" and refused.message == (
+        "models/silver/order_events.sql: its stream cannot go on from its checkpoint, which "
+        "read 1 input(s), while the edited model reads 2; nothing was written\n  hint: start "
+        "its query again, its table kept: medallion build -s order_events --reset-flow "
+        "--from-timestamp T (T: its table's last commit, in medallion history order_events; "
+        "or --from-version N of its one input, or --from-earliest for a merge model); or "
+        "recompute it: medallion build --full-refresh -s order_events+"), refused.message
+    assert events(root) == as_events(BATCH_1)
+    last = delta_table(at(root, "silver/order_events")).history(1)[0]["timestamp"]
+    stamp = dt.datetime.fromtimestamp(last / 1000, dt.timezone.utc).isoformat()
+    reset = build(root, select=("order_events",), flow_reset=FlowReset(timestamp=stamp))
+    assert reset["order_events"].status in ("success", "warn"), reset["order_events"].message
+    # BATCH_2 once from each input; BATCH_1, read before the edit, not again
+    assert events(root) == as_events(BATCH_1) + as_events(BATCH_2) + as_events(BATCH_2)

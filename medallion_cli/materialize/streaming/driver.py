@@ -44,7 +44,7 @@ from .checkpoints import (
     record_caught_up,
     record_ran_once,
 )
-from .flow_reset import reset_checkpoint, reset_due, stream_starts
+from .flow_reset import inputs_changed, reset_checkpoint, reset_due, stream_starts
 from .micro_batch import committed_batch, write_batch
 from .server_batches import collect, server_batch, start_stream, worker_trouble
 from .tally import BatchReport, StreamTally
@@ -162,12 +162,13 @@ def _refuse_new_columns_now(ctx: BuildContext, node: CompiledNode) -> None:
                        ctx.engine.read_table(ctx.project.table_path(node.file)).columns)
 
 
-def raise_query_error(query: StreamingQuery, tally: StreamTally) -> None:
+def raise_query_error(query: StreamingQuery, tally: StreamTally, node: CompiledNode) -> None:
     if tally.error is not None:
         raise tally.error
     failure = query.exception()
     if failure is not None:
-        raise RuntimeError(error_message(failure))
+        said = error_message(failure)
+        raise inputs_changed(node, said) or RuntimeError(said)
 
 
 def server_said(ctx: BuildContext, node: CompiledNode, tally: StreamTally,
@@ -202,11 +203,11 @@ def build_streaming(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcom
         if isinstance(tally.error, StillBeingWritten):  # its batches before it stay
             first = f"{tally.batches} batch(es) committed; " if tally.batches else ""
             return Outcome("warn", message=first + tally.error.message)
-        raise_query_error(query, tally)
+        raise_query_error(query, tally, node)
         raise
     # Spark's exception, asked here only over Connect (raise_query_error asks it anyway)
     server_said(ctx, node, tally, query.exception() if tally.server_reports else None)
-    raise_query_error(query, tally)
+    raise_query_error(query, tally, node)
     crash_point(node.name, "stopped", tally.batches)
     if tally.app_id is None:  # no batch ran, so none told the event log what a killed run did
         committed_batch(ctx, node, tally)

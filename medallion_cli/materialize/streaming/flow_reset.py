@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 
 from ...core.crash_points import crash_point
 from ...core.errors import MedallionError
@@ -126,3 +127,21 @@ def _first_version(ctx: BuildContext, node: CompiledNode, relation: str, path: s
     millis = (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp() * 1000
     return next((int(c["version"]) for c in history if int(c["timestamp"]) >= millis),
                 latest + 1)
+
+
+def inputs_changed(node: CompiledNode, said: str) -> MedallionError | None:
+    """Spark refusing a checkpoint whose query read another number of inputs (an edit added or
+    removed one), said with the two ways on: a reset keeping the table, or a full refresh."""
+    found = re.search(r"There are \[(\d+)\] sources in the checkpoint offsets and now there are "
+                      r"\[(\d+)\] sources requested by the query", said)
+    if not found:
+        return None
+    return MedallionError(
+        f"its stream cannot go on from its checkpoint, which read {found.group(1)} input(s), "
+        f"while the edited model reads {found.group(2)}; nothing was written",
+        path=node.file.rel_path,
+        hint=f"start its query again, its table kept: medallion build -s {node.name} "
+             "--reset-flow --from-timestamp T (T: its table's last commit, in medallion history "
+             f"{node.name}; or --from-version N of its one input, or --from-earliest for a "
+             "merge model); or recompute it: "
+             f"medallion build --full-refresh -s {node.name}+")
