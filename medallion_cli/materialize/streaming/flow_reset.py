@@ -38,12 +38,10 @@ def reset_refusal(project: Project, graph: Graph, node: CompiledNode,
     """Why the model's flow cannot start from that point, known before Spark starts: a
     version or time of inputs that are not Delta tables, a version of several tables, or
     every input again into an append model (its rows twice)."""
+    sources = [project.sources[key] for key in node.sources]
     tables = streamed_refs(graph, node) + list(node.change_refs) + [
-        f"{project.sources[key].source}.{project.sources[key].name}" for key in node.sources
-        if project.sources[key].format == "delta"]
-    others = [f"{project.sources[key].source}.{project.sources[key].name} "
-              f"({project.sources[key].format})" for key in node.sources
-              if project.sources[key].format != "delta"]
+        f"{s.source}.{s.name}" for s in sources if s.format == "delta"]
+    others = [f"{s.source}.{s.name} ({s.format})" for s in sources if s.format != "delta"]
     asked = "--from-version" if reset.version is not None else "--from-timestamp"
     if others and (reset.version is not None or reset.timestamp):
         return MedallionError(
@@ -113,9 +111,8 @@ def _first_version(ctx: BuildContext, node: CompiledNode, relation: str, path: s
                    reset: FlowReset) -> int:
     """The version of the table at `path` the new query reads from: the one named, or the
     first committed at or after the time (the next one when none was)."""
-    history = sorted(ctx.engine.history(path), key=lambda commit: int(commit["version"]))
-    latest = int(history[-1]["version"]) if history else -1
     if reset.version is not None:
+        latest = ctx.engine.table_version(path)
         if reset.version > latest + 1:
             raise MedallionError(f"--from-version {reset.version}: {relation}, which "
                                  f"{node.name} streams, has versions up to {latest}",
@@ -125,8 +122,9 @@ def _first_version(ctx: BuildContext, node: CompiledNode, relation: str, path: s
     assert reset.timestamp is not None  # (no point at all reads no version)
     when = dt.datetime.fromisoformat(reset.timestamp)
     millis = (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp() * 1000
+    history = sorted(ctx.engine.history(path), key=lambda commit: int(commit["version"]))
     return next((int(c["version"]) for c in history if int(c["timestamp"]) >= millis),
-                latest + 1)
+                int(history[-1]["version"]) + 1)  # after every commit: the next one
 
 
 def inputs_changed(node: CompiledNode, said: str) -> MedallionError | None:
