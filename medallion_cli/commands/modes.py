@@ -142,5 +142,5 @@ def planned(loaded: Loaded) -> list[ModePlan]:
             name, node.file.layer, node.config.materialized, mode, node.config.target_lag,
             lag, bool(choice and choice.chosen), wait,
             choice.why if choice else "no target_lag: it refreshes when a build runs it",
-            cost, behind, problem, change_effect(loaded.project, node)))
+            cost, behind, problem, change_effect(loaded.project, graph, node)))
     return plans

@@ -10,11 +10,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import MedallionError
-
 MATERIALIZATIONS = ("view", "table", "incremental", "streaming")
 STRATEGIES = ("append", "merge")
-SCHEMA_CHANGE_POLICIES = ("append_new_columns", "fail")
+SCHEMA_CHANGE_POLICIES = ("append_new_columns", "sync_all_columns", "fail")
 EXPECTATION_ACTIONS = ("warn", "drop", "fail")
 
 # Each key users may set, with the values it accepts (None: any value of the right shape).
@@ -63,6 +61,7 @@ CONFIG_KEYS = {
     "when_not_matched_by_source": None,
     "merge_update_columns": None,
     "merge_exclude_columns": None,
+    "renamed_columns": None,
 }
 # dbt's spellings of our keys (hooks in YAML, dbt-spark's tblproperties), taken as ours
 # (merge_layers renames them)
@@ -75,10 +74,11 @@ OBSERVING_KEYS = ("event_time", "freshness", "contract", "zorder_by", "cluster_b
                   "target_lag", "compaction", "static_checks")
 PERSIST_DOCS = ("relation", "columns")
 # Keys added after tables were written with a definition: left out of it while at their
-# default, so that upgrading changes no existing table's definition.
+# default (each one's is empty or false), so that upgrading changes no table's definition.
 LATER_KEYS = ("except_columns", "ignore_null_updates", "track_history_columns",
               "track_history_except_columns", "truncate_when", "when_matched",
-              "when_not_matched_by_source", "merge_update_columns", "merge_exclude_columns")
+              "when_not_matched_by_source", "merge_update_columns", "merge_exclude_columns",
+              "renamed_columns")
 # What `cdc: debezium` on a model sets unless the config says otherwise: the change events'
 # order (commit time, then log position) and their delete flag (materialize/sources/debezium.py).
 # `cdc: snapshot`: rows are whole snapshots, whose missing keys become deletes flagged so
@@ -199,13 +199,16 @@ class NodeConfig:
     when_not_matched_by_source: tuple[MergeClause, ...] = ()
     merge_update_columns: tuple[str, ...] = ()
     merge_exclude_columns: tuple[str, ...] = ()
+    # Columns renamed in its table in place ({old: new}), which SQL alone cannot tell from a
+    # drop and an add (materialize/writing/schema_changes.py)
+    renamed_columns: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self, defining: bool = False) -> dict[str, Any]:
         """The config; defining: only the keys that decide what the table holds (a change to
         how it is watched or checked, its freshness or contract, rebuilds nothing)."""
         return {key: _plain(getattr(self, key)) for key in CONFIG_KEYS
                 if not (defining and (key in OBSERVING_KEYS or key in LATER_KEYS
-                                      and getattr(self, key) == getattr(NodeConfig, key)))}
+                                      and not getattr(self, key)))}
 
     def delta_properties(self, columns: list[str]) -> dict[str, str]:
         """The properties its table is written with: the change data feed on (what readers of
@@ -273,27 +276,4 @@ def is_interval(text: str) -> bool:
     return interval_seconds(text) is not None
 
 
-FRESHNESS_LIMITS = ("warn_after", "error_after")
-
-
 NULL_KEY_RULE = "unique_key_not_null"  # every MERGE model's implicit rule
-
-
-def _interval(value: Any, what: str, origin: str) -> float:
-    """An interval as seconds: '6 hours', or dbt's {count: 6, period: hour}."""
-    if isinstance(value, dict) and set(value) == {"count", "period"}:
-        value = f"{value['count']} {value['period']}"
-    seconds = interval_seconds(value) if isinstance(value, str) else None
-    if not seconds:
-        raise MedallionError(f"{what} is {value!r}", path=origin,
-                             hint="an interval such as '6 hours' or {count: 6, period: hour}")
-    return seconds
-
-
-def freshness_limits(raw: Any, origin: str) -> dict[str, float]:
-    """{warn_after: seconds, error_after: seconds}, either or both."""
-    if not isinstance(raw, dict) or not raw or set(raw) - set(FRESHNESS_LIMITS):
-        raise MedallionError("freshness must set warn_after and/or error_after", path=origin,
-                             hint="e.g. freshness: {warn_after: '6 hours', error_after: "
-                                  "{count: 1, period: day}}")
-    return {key: _interval(value, f"freshness {key}", origin) for key, value in raw.items()}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
 from ..core.errors import MedallionError
 from ..spark.conf import LongQueries
-from .sql import MergeSpec, RowRange
+from .sql import ColumnChanges, MergeSpec, RowRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -92,6 +92,9 @@ class Capabilities:
     # their verdict; elsewhere (a write is one Spark command) it starts after them
     stages_writes: bool
     spark_connect: str | None  # why it cannot run on a Spark Connect server; None: it can
+    # Why it cannot rename, drop or widen a table's columns in place (Delta's column mapping
+    # and type widening: on_schema_change sync_all_columns, renamed_columns); None: it can
+    evolves_in_place: str | None
     # A streaming micro-batch (foreachBatch) runs in a Python worker the Spark Connect server
     # starts (materialize/streaming/server_batches.py); elsewhere in this process
     batches_on_server: bool = False
@@ -131,13 +134,16 @@ class TableIO(Protocol):
 
     def read_table(self, path: str) -> DataFrame: ...
 
-    def read_stream(self, path: str, changes: bool = False,
-                    from_version: int | None = None) -> DataFrame:
+    def read_stream(self, path: str, changes: bool = False, from_version: int | None = None,
+                    schema_log: str | None = None) -> DataFrame:
         """A streaming DataFrame of the rows each new version of the table adds; changes: of
         its change data feed (its rows as inserts, then each commit's inserts, deletes and
         update pre/post images with _change_type, _commit_version, _commit_timestamp).
         from_version: a new query reads the commits from that version on (a version not yet
-        committed: the commits to come), rather than the table as it is, then its commits."""
+        committed: the commits to come), rather than the table as it is, then its commits.
+        schema_log: where the query keeps the table's schema; a column renamed, dropped or
+        widened in place then stops the query once (STREAM_SCHEMA_CHANGED), and it goes on
+        with the new columns when started again."""
 
     def commit_stream(self, path: str, from_version: int | None = None) -> DataFrame:
         """A streaming DataFrame with one row (column `version`) per commit of the table
@@ -223,6 +229,10 @@ class TableAdmin(Protocol):
 
     def table_columns(self, path: str) -> dict[str, str] | None:
         """Column name -> type name of the table, or None when there is no table."""
+
+    def evolve_columns(self, path: str, changes: ColumnChanges) -> None:
+        """The table's columns renamed, dropped or widened in place, each a commit of metadata
+        alone (capabilities.evolves_in_place says where not)."""
 
 
 class Engine(TableIO, TableAdmin, Protocol):

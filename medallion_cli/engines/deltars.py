@@ -58,11 +58,19 @@ def unreadable_commits(path: str) -> list[str]:
 
 
 def writable(dt: DeltaTable, path: str) -> DeltaTable:
-    """The table, when delta-rs can commit to it: not one delta-spark clustered (cluster_by)."""
-    if "clustering" in (dt.protocol().writer_features or []):
+    """The table, when delta-rs can commit to it: not one delta-spark clustered (cluster_by),
+    nor one whose columns it changed in place (column mapping: delta-rs 1.6 would write the
+    new names' values where Delta reads none; type widening)."""
+    features = dt.protocol().writer_features or []
+    mapped = dt.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
+    why = ("liquid clustering (cluster_by" if "clustering" in features else
+           "column mapping (columns renamed or dropped in place" if mapped else
+           "type widening (a column's type widened in place" if "typeWidening" in features
+           else None)
+    if why is not None:
         raise MedallionError(
-            "this table has liquid clustering (cluster_by, on the delta-spark engine), which "
-            "the embedded engine cannot write", path=path,
+            f"this table has {why}, on the delta-spark engine), which the embedded engine "
+            "cannot write", path=path,
             hint="build it with a delta-spark target; the embedded engine still reads it")
     return dt
 

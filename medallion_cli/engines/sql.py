@@ -1,7 +1,7 @@
 """All of medallion's SQL text, as plain functions of their inputs: quoting and table names,
 the conditions and values a MERGE is made of (read by both engines' SQL: Spark's and delta-rs's
-DataFusion), and the statements the delta-spark engine runs (MERGE, time travel), which tests
-check with sqlglot's Spark dialect without a cluster or the Delta JARs."""
+DataFusion), and the statements the delta-spark engine runs (MERGE, time travel, ALTER TABLE),
+which tests check with sqlglot's Spark dialect without a cluster or the Delta JARs."""
 
 from __future__ import annotations
 
@@ -237,3 +237,46 @@ def snapshot_sql(path: str, as_of: int | str | None) -> str:
     if isinstance(as_of, int):
         return f"SELECT * FROM {table(path)} VERSION AS OF {as_of}"
     return f"SELECT * FROM {table(path)} TIMESTAMP AS OF '{as_of}'"
+
+
+@dataclass(frozen=True)
+class ColumnChanges:
+    """Changes to a table's columns made in its Delta metadata alone, no data file rewritten:
+    renames and drops by Delta's column mapping, widened types by its type widening."""
+
+    renamed: tuple[tuple[str, str], ...] = ()  # (old name, new name)
+    dropped: tuple[str, ...] = ()
+    widened: tuple[tuple[str, str], ...] = ()  # (column, its wider type as Spark names it)
+
+    def __bool__(self) -> bool:
+        return bool(self.renamed or self.dropped or self.widened)
+
+    def said(self) -> str:
+        """`renames a to b, drops c, widens d to bigint`."""
+        return ", ".join(part for part in (
+            "renames " + ", ".join(f"{old} to {new}" for old, new in self.renamed),
+            "drops " + ", ".join(self.dropped),
+            "widens " + ", ".join(f"{c} to {t}" for c, t in self.widened))
+            if not part.endswith(" "))
+
+
+COLUMN_MAPPING = "delta.columnMapping.mode"
+TYPE_WIDENING = "delta.enableTypeWidening"
+
+
+def evolve_sql(path: str, changes: ColumnChanges, properties: dict[str, str]) -> list[str]:
+    """Delta's ALTER TABLE statements for the changes, the features they need turned on first
+    (a table's `properties` say which it has)."""
+    name, statements = table(path), []
+    if (changes.renamed or changes.dropped) and properties.get(COLUMN_MAPPING, "none") == "none":
+        statements.append(f"ALTER TABLE {name} SET TBLPROPERTIES ('{COLUMN_MAPPING}' = 'name')")
+    if changes.widened and properties.get(TYPE_WIDENING) != "true":
+        statements.append(f"ALTER TABLE {name} SET TBLPROPERTIES ('{TYPE_WIDENING}' = 'true')")
+    statements += [f"ALTER TABLE {name} RENAME COLUMN {quote(old)} TO {quote(new)}"
+                   for old, new in changes.renamed]
+    if changes.dropped:
+        statements.append(f"ALTER TABLE {name} DROP COLUMNS "
+                          f"({', '.join(quote(c) for c in changes.dropped)})")
+    statements += [f"ALTER TABLE {name} ALTER COLUMN {quote(column)} TYPE {kind}"
+                   for column, kind in changes.widened]
+    return statements

@@ -1,6 +1,7 @@
 """Each config value checked on its own and made what NodeConfig holds: column names,
 expectations, table properties, whole numbers, hook statements, a contract, names as catalogs
-take them, persist_docs, meta and a compaction policy (model_config.py checks the keys and how values go together).
+take them, persist_docs, meta, freshness limits, renamed columns and a compaction policy
+(model_config.py checks the keys and how values go together).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..core.config import (
     interval_seconds,
     size_bytes,
 )
-from ..core.errors import ProjectError
+from ..core.errors import MedallionError, ProjectError
 
 # Given with no column, these would build the model another way (an empty tags clears them)
 NAMES_REQUIRED = ("unique_key", "sequence_by", "incremental_by")
@@ -60,6 +61,20 @@ def expectations(raw: Any, origin: str) -> dict[str, dict[str, str]]:
                                "one of warn, drop, fail", path=origin)
         rules[str(name)] = {"expect": str(rule["expect"]), "on_violation": action}
     return rules
+
+
+def renamed_columns(value: Any, origin: str) -> dict[str, str]:
+    """{old name: new name} of columns renamed in place, each name once."""
+    if value is None:
+        return {}
+    pairs = value.items() if isinstance(value, dict) else ()
+    renamed = {str(old): str(new) for old, new in pairs if isinstance(new, str)}
+    if not renamed or len(renamed) != len(value) or len(set(renamed.values())) != len(renamed) \
+            or set(renamed) & set(renamed.values()):
+        raise ProjectError(f"config 'renamed_columns' is {value!r}", path=origin,
+                           hint="map each old column name to its new one, each name once, "
+                                "e.g. renamed_columns: {cust_id: customer_id}")
+    return renamed
 
 
 def table_properties(raw: Any, origin: str) -> dict[str, str]:
@@ -171,3 +186,26 @@ def compaction(value: Any, after_files: int | None, lagged: bool,
         min_small_bytes=sizes.get("min_small_bytes", policy.min_small_bytes),
         min_mean_file_bytes=sizes.get("min_mean_file_size", policy.min_mean_file_bytes),
         min_interval=policy.min_interval if seconds is None else seconds)
+
+
+FRESHNESS_LIMITS = ("warn_after", "error_after")
+
+
+def _interval(value: Any, what: str, origin: str) -> float:
+    """An interval as seconds: '6 hours', or dbt's {count: 6, period: hour}."""
+    if isinstance(value, dict) and set(value) == {"count", "period"}:
+        value = f"{value['count']} {value['period']}"
+    seconds = interval_seconds(value) if isinstance(value, str) else None
+    if not seconds:
+        raise MedallionError(f"{what} is {value!r}", path=origin,
+                             hint="an interval such as '6 hours' or {count: 6, period: hour}")
+    return seconds
+
+
+def freshness_limits(raw: Any, origin: str) -> dict[str, float]:
+    """{warn_after: seconds, error_after: seconds}, either or both."""
+    if not isinstance(raw, dict) or not raw or set(raw) - set(FRESHNESS_LIMITS):
+        raise MedallionError("freshness must set warn_after and/or error_after", path=origin,
+                             hint="e.g. freshness: {warn_after: '6 hours', error_after: "
+                                  "{count: 1, period: day}}")
+    return {key: _interval(value, f"freshness {key}", origin) for key, value in raw.items()}

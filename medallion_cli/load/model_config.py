@@ -17,7 +17,6 @@ from ..core.config import (
     SPELLINGS,
     NodeConfig,
     as_tuple,
-    freshness_limits,
     interval_seconds,
     is_interval,
 )
@@ -97,7 +96,7 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
         incremental_by=values.names(raw, "incremental_by", origin),
         incremental_min_rows=NodeConfig.incremental_min_rows if min_rows is None else min_rows,
         event_time=raw.get("event_time"),
-        freshness=freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
+        freshness=values.freshness_limits(raw["freshness"], origin) if "freshness" in raw else {},
         contract=values.contract(raw.get("contract"), origin),
         except_columns=values.names(raw, "except_columns", origin),
         ignore_null_updates=bool(raw.get("ignore_null_updates", False)),
@@ -122,6 +121,7 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
                                            "when_not_matched_by_source", origin),
         merge_update_columns=values.names(raw, "merge_update_columns", origin),
         merge_exclude_columns=values.names(raw, "merge_exclude_columns", origin),
+        renamed_columns=values.renamed_columns(raw.get("renamed_columns"), origin),
         compaction=None if raw.get("materialized") == "view" else values.compaction(
             raw.get("compaction"), raw.get("optimize_after_files"),
             raw.get("target_lag") is not None, origin),
@@ -177,6 +177,10 @@ def resolve_config(raw: dict[str, Any], origin: str) -> NodeConfig:
         raise ProjectError("a flow appends its rows to another streaming table: flow_into "
                            "needs materialized 'streaming' and strategy 'append'", path=origin,
                            hint="add materialized='streaming' beside flow_into")
+    if config.flow_into and config.on_schema_change == "sync_all_columns":
+        raise ProjectError("a flow's rows are one of several into its table: sync_all_columns "
+                           "would drop the columns the others write", path=origin,
+                           hint="use append_new_columns on a flow")
     if config.once and not config.flow_into:
         raise ProjectError("once is for flows: a once-only backfill into a streaming table",
                            path=origin, hint="add flow_into='<the streaming model>' beside once")

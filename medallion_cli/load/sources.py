@@ -9,11 +9,12 @@ from typing import Any
 
 import jinja2
 
-from ..core.config import as_tuple, freshness_limits
+from ..core.config import as_tuple
 from ..core.errors import ProjectError
 from ..core.locations import resolve
 from ..core.project import CDC_FORMATS, SOURCE_FORMATS, UNKNOWN_FIELDS, SourceTable
 from .compiled import strict_template
+from .config_values import freshness_limits
 from .model_config import check_keys
 from .yaml_io import env_var, read_yaml
 

@@ -71,6 +71,9 @@ class BuildContext:
     flow_reset: FlowReset | None = None  # build --reset-flow
     # a reset streaming query's first version of each Delta table it streams (flow_reset.py)
     stream_starts: dict[str, int] = field(default_factory=dict)
+    # a streaming query's folder, in its checkpoint, where Delta keeps the schema of each table
+    # it streams (inputs.stream_of)
+    schema_logs: str | None = None
 
 
 def input_table(ctx: BuildContext, name: str) -> str:

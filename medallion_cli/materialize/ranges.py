@@ -15,7 +15,7 @@ from .checks import checked_rows
 from .context import BuildContext, Outcome, input_table
 from .rows import model_rows
 from .state import DEFINITION_KEY, FINGERPRINT_KEY
-from .writing.writes import refuse_new_columns
+from .writing.schema_changes import evolve_table
 
 RANGE_KEY = "medallion.range"  # the commit's range, for `medallion history`
 
@@ -55,7 +55,7 @@ def build_range(ctx: BuildContext, node: CompiledNode) -> Outcome:
         if read is not None:
             inputs[ref] = ctx.engine.read_table(parent).where(read.sql())
     rows = model_rows(ctx, node, inputs=inputs).where(replaced.sql())
-    evolve = bool(refuse_new_columns(node, rows.columns, existing))
+    evolve = evolve_table(ctx, node, rows.schema, path)
     metadata = {key: value for key in (FINGERPRINT_KEY, DEFINITION_KEY)
                 if (value := ctx.engine.last_commit_value(path, key))}
     with checked_rows(ctx, node, rows, replace=False) as checks, ctx.phases.timing("write"):

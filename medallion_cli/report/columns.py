@@ -183,9 +183,9 @@ def relation_columns(project: Project, graph: Graph,
             header = {c: node.config.column_types.get(c, "") for c in _header(node.file.path)}
             columns = header if name in rebuilt else (
                 table_columns(project.table_path(node.file)) or header)
-        elif name in rebuilt:
-            columns = _derived(project, node, schema, derive_types) or table_columns(
-                project.table_path(node.file)) or {}
+        elif name in rebuilt:  # (its own table is `this`, which is_incremental() SQL reads)
+            own = table_columns(project.table_path(node.file)) or {}
+            columns = _derived(project, node, schema, derive_types, own) or own
         else:
             columns = table_columns(project.table_path(node.file)) or _derived(
                 project, node, schema, derive_types)
@@ -195,10 +195,10 @@ def relation_columns(project: Project, graph: Graph,
 
 
 def _derived(project: Project, node: CompiledNode, schema: dict[str, dict[str, str]],
-             derive_types: bool) -> dict[str, str]:
+             derive_types: bool, own: dict[str, str] | None = None) -> dict[str, str]:
     assert node.sql is not None
-    return _kept(node, _output_columns(node.sql, typed(inputs_of(project, node, schema)),
-                                       derive_types))
+    inputs = inputs_of(project, node, schema) | ({node.name: own} if own else {})
+    return _kept(node, _output_columns(node.sql, typed(inputs), derive_types))
 
 
 def inputs_of(project: Project, node: CompiledNode, schema: dict[str, dict[str, str]]

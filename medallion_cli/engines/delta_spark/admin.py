@@ -1,6 +1,6 @@
 """The delta-spark engine's table administration: liquid clustering, compaction and Z-order,
-vacuum and restore through Delta's SQL (which Spark Connect carries too); history, counts
-and columns from the table's log, where log.py says.
+vacuum, restore and columns changed in place through Delta's SQL (which Spark Connect carries
+too); history, counts and columns from the table's log, where log.py says.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..base import FileLayout
 from ..deltars import columns_without_nulls, file_layout, rows_in_stats
-from ..sql import quote, snapshot_sql, table
+from ..sql import ColumnChanges, evolve_sql, quote, snapshot_sql, table
 from .log import Answer, JvmLog, SqlLog, client_log
 
 if TYPE_CHECKING:
@@ -126,3 +126,9 @@ class DeltaSparkAdmin:
         if not self.table_exists(path):
             return None
         return {f.name: f.dataType.simpleString() for f in self.read_table(path).schema.fields}
+
+    def evolve_columns(self, path: str, changes: ColumnChanges) -> None:
+        properties = {row["key"]: row["value"] for row in
+                      self.spark.sql(f"SHOW TBLPROPERTIES {table(str(path))}").collect()}
+        for statement in evolve_sql(str(path), changes, properties):
+            self.spark.sql(statement)

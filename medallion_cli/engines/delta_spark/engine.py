@@ -34,7 +34,7 @@ from ..deltars import append_rows
 from ..sql import MergeSpec, RowRange, merge_sql, table
 from .admin import DeltaSparkAdmin
 from .log import client_log
-from .settings import check_delta_loaded, spark_settings
+from .settings import TAKE_SCHEMA_CHANGES, check_delta_loaded, spark_settings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -55,9 +55,8 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
         skips_empty_writes=False,  # an empty append or MERGE still commits
         clustering=None, delta_sql=True, catalog="spark_sql", object_stores=("*",),
         jar_bundles=("delta",), long_queries=LongQueries(256 * 2**20, ()),
-        merges_wide_cheaply=False,
-        stages_writes=False,  # a write (MERGE, saveAsTable) computes and commits in one command
-        spark_connect=None)
+        merges_wide_cheaply=False, evolves_in_place=None, spark_connect=None,
+        stages_writes=False)  # a write (MERGE, saveAsTable) computes and commits in one command
     # As a Spark Connect server's client (spark: remote): no JVM here
     over_connect = replace(capabilities, batches_on_server=True, observes_rows=False)
 
@@ -103,9 +102,11 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
     def read_table(self, path: str) -> DataFrame:
         return self.spark.read.format("delta").load(self._readable(path))
 
-    def read_stream(self, path: str, changes: bool = False,
-                    from_version: int | None = None) -> DataFrame:
-        reader = self.spark.readStream.format("delta")
+    def read_stream(self, path: str, changes: bool = False, from_version: int | None = None,
+                    schema_log: str | None = None) -> DataFrame:
+        reader = self.spark.readStream.format("delta").options(**(
+            {} if schema_log is None else {"schemaTrackingLocation": schema_log,
+                                           **TAKE_SCHEMA_CHANGES}))
         if changes:  # Delta's change data feed: the table as inserts, then every change
             reader = reader.option("readChangeFeed", "true")
         if from_version is not None:  # the next version, not yet committed, is "latest" to Delta
@@ -294,7 +295,3 @@ class DeltaSparkEngine(DeltaSparkAdmin, OnDemandSpark):
                     counts[column] = counts.get(column, 0) + stat["numRecords"] - nulls
         known = [set(stat.get("nullCount") or {}) for stat in stats]
         return {c: n for c, n in counts.items() if all(c in k for k in known)}
-
-    # Checkpoints live beside the tables, on whatever storage the warehouse is.
-
-

@@ -1,7 +1,8 @@
 """How a driver is started for Delta Lake for Spark: Delta's SQL extension and catalog, its
 JARs (the target's, or those `medallion jars` fetched), the log store for a warehouse on S3
-(log_store.py), a metastore's settings, and the check, once Spark runs, that Delta's classes
-were loaded (else one line saying what to do).
+(log_store.py), a metastore's settings, the options a stream takes its inputs' changes of
+columns with, and the check, once Spark runs, that Delta's classes were loaded (else one line
+saying what to do).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ DELTA_CONF = {
 
 
 DELTA_CLASS = "io.delta.tables.DeltaTable"
+# Reader options that let a Delta stream with a schema log go on past a column renamed,
+# dropped or widened in place (the reading model's on_schema_change decides what it keeps)
+TAKE_SCHEMA_CHANGES = {f"allowSourceColumn{change}": "always"
+                       for change in ("Rename", "Drop", "TypeChange")}
 
 
 def spark_settings(target: Target, long_queries: LongQueries | None = None) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from ...core.errors import MedallionError
+from ...core.errors import CapabilityError, MedallionError
 from ...storage.object_store import arrow_filesystem
 from ..base import FileLayout
 from ..deltars import (
@@ -24,7 +24,12 @@ from ..deltars import (
 if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
+    from pyspark.sql import DataFrame
 
+    from ..sql import ColumnChanges
+
+CANNOT_EVOLVE = ("the embedded engine cannot: delta-rs, which keeps its Delta log, writes no "
+                 "table with column mapping or type widening")
 CANNOT_CLUSTER = ("the embedded engine cannot cluster tables: delta-rs, which keeps its Delta "
                   "log, cannot write a table with liquid clustering")
 
@@ -32,8 +37,9 @@ CANNOT_CLUSTER = ("the embedded engine cannot cluster tables: delta-rs, which ke
 class EmbeddedAdmin:
     """Table administration (TableAdmin) on the embedded engine: delta-rs alone, no JVM."""
 
-    # the engine's (engine.py)
+    # the engine's (engine.py, reads.py)
     _open: Callable[[str], DeltaTable]
+    _read_files: Callable[[DeltaTable, str, list[str]], DataFrame]
     table_version: Callable[[str], int]
     table_exists: Callable[[str], bool]
 
@@ -91,6 +97,11 @@ class EmbeddedAdmin:
         dt = self._open(path)
         if as_of is not None:
             dt.load_as_version(as_of)
+        if dt.metadata().configuration.get("delta.columnMapping.mode", "none") != "none" or \
+                "typeWidening" in (dt.protocol().reader_features or []):
+            # columns changed in place by delta-spark: delta-rs 1.6 misreads or refuses them
+            rows = self._read_files(dt, path, dt.file_uris())
+            return (rows.limit(limit) if limit is not None else rows).toArrow()
         dataset = dt.to_pyarrow_dataset()
         return dataset.head(limit) if limit is not None else dataset.to_table()
 
@@ -99,3 +110,8 @@ class EmbeddedAdmin:
         if not self.table_exists(path):
             return None
         return table_columns(self._open(path))
+
+    def evolve_columns(self, path: str, changes: ColumnChanges) -> None:
+        """Not on this engine (capabilities.evolves_in_place)."""
+        raise CapabilityError(f"changing columns in place ({changes.said()}): {CANNOT_EVOLVE}",
+                              path=path)

@@ -51,7 +51,7 @@ from ..deltars import (
     writable,
 )
 from ..sql import MergeSpec, RowRange, match_condition, merge_whens
-from .admin import CANNOT_CLUSTER, EmbeddedAdmin
+from .admin import CANNOT_CLUSTER, CANNOT_EVOLVE, EmbeddedAdmin
 from .collected import CollectedRows, collected_if_small
 from .properties import property_problem
 from .reads import EmbeddedReads
@@ -81,7 +81,7 @@ class EmbeddedEngine(EmbeddedReads, EmbeddedAdmin, OnDemandSpark):
         clustering=CANNOT_CLUSTER,
         delta_sql=False, catalog="thrift", object_stores=S3_SCHEMES, jar_bundles=(),
         long_queries=LongQueries(128 * 2**20, HOT_CODE_ONLY), merges_wide_cheaply=True,
-        stages_writes=True,
+        stages_writes=True, evolves_in_place=CANNOT_EVOLVE,
         spark_connect="the embedded engine writes its Delta log from this process (delta-rs)")
 
     def __init__(self, target: Target, spark_log: Path | None = None):

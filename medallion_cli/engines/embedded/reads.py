@@ -5,8 +5,9 @@ log), and the change feed between versions, from the Delta log's actions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,6 +42,28 @@ def _as_changes(rows: DataFrame, change_type: str | None, version: int,
             .withColumn(delta_log.COMMIT_TIMESTAMP, F.timestamp_millis(F.lit(timestamp_ms))))
 
 
+def _physical(field: dict[str, Any]) -> dict[str, Any]:
+    """A Delta schema (as JSON) with each field named as in the data files: its column mapping
+    physical name where it has one."""
+    named = {key: _physical(value) if isinstance(value, dict) and key != "metadata" else value
+             for key, value in field.items()}
+    if "fields" in field:
+        named["fields"] = [_physical(f) for f in field["fields"]]
+    physical = (field.get("metadata") or {}).get("delta.columnMapping.physicalName")
+    return {**named, "name": physical} if physical and "name" in field else named
+
+
+def _named(rows: DataFrame, stored: StructType, schema: StructType) -> DataFrame:
+    """Rows read by their files' column names, under the table's names and types (a struct's
+    fields renamed by a cast, which matches them by position)."""
+    if stored is schema:
+        return rows
+    from ...spark.pyspark_api import F
+
+    return rows.select(*[F.col(f"`{file.name}`").cast(field.dataType).alias(field.name)
+                         for file, field in zip(stored.fields, schema.fields)])
+
+
 class EmbeddedReads:
     """Reads of a table's files, its commits and its change feed, for batch and streaming models."""
 
@@ -57,11 +80,13 @@ class EmbeddedReads:
         schema = self._spark_schema(dt)
         if not files:
             return self.spark.createDataFrame([], schema)
+        stored = self._file_schema(dt) or schema
         # basePath lets Spark take partition values from the hive-style folder names delta-rs writes.
-        return self.spark.read.schema(schema).option("basePath", str(path)).parquet(*files)
+        return _named(self.spark.read.schema(stored).option("basePath", str(path)).parquet(*files),
+                      stored, schema)
 
-    def read_stream(self, path: str, changes: bool = False,
-                    from_version: int | None = None) -> DataFrame:
+    def read_stream(self, path: str, changes: bool = False, from_version: int | None = None,
+                    schema_log: str | None = None) -> DataFrame:
         """Not on this engine (capabilities.delta_streaming_source): Spark 4.1 without Delta's
         JARs has no Delta streaming source, and a Python one costs a Python process per query
         and reads rows through Python, so streams follow each table's commit log instead."""
@@ -106,14 +131,16 @@ class EmbeddedReads:
         _commit_timestamp as delta-spark's change feed has them."""
         dt = self._open(path)
         change_schema = self._spark_schema(dt).add(delta_log.CHANGE_TYPE, "string")
+        mapped = self._file_schema(dt)
+        stored = change_schema if mapped is None else mapped.add(delta_log.CHANGE_TYPE, "string")
         parts, count = [], 0
         for commit in commits:
             stamp = (commit.version, commit.timestamp_ms)
             if commit.change_files:
-                parts.append(_as_changes(
-                    self.spark.read.schema(change_schema).option(
+                parts.append(_as_changes(_named(
+                    self.spark.read.schema(stored).option(
                         "basePath", join(str(path), "_change_data")).parquet(
-                        *commit.change_files), None, *stamp))
+                        *commit.change_files), stored, change_schema), None, *stamp))
                 count += sum(_rows_in(f) for f in commit.change_files)
             for kind, files in (("insert", commit.inserted), ("delete", commit.deleted)):
                 if files:
@@ -126,6 +153,18 @@ class EmbeddedReads:
         for part in parts[1:]:
             rows = rows.unionByName(part)
         return rows, count
+
+    @staticmethod
+    def _file_schema(dt: DeltaTable) -> StructType | None:
+        """The table's schema as its data files name the columns where they name them
+        otherwise: with Delta's column mapping (columns renamed or dropped in place, by
+        delta-spark), by their physical names. None without."""
+        from ...spark.pyspark_api import T
+
+        if dt.metadata().configuration.get("delta.columnMapping.mode", "none") == "none":
+            return None
+        stored: StructType = T.StructType.fromJson(_physical(json.loads(dt.schema().to_json())))
+        return stored
 
     @staticmethod
     def _spark_schema(dt: DeltaTable) -> StructType:

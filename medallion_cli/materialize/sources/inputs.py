@@ -10,10 +10,12 @@ added.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...core.errors import SourceError
+from ...core.locations import join
 from ...core.nodes import CompiledNode, changes_relation
 from ...core.project import SourceTable
 from ...dag.graph import Graph
@@ -42,8 +44,7 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
     if source.format == "kafka":
         return read_kafka(ctx.engine.spark, source, streaming)
     if source.format == "delta":
-        return ctx.engine.read_stream(source.path, from_version=ctx.stream_starts.get(
-            source.path)) if streaming else ctx.engine.read_table(source.path)
+        return stream_of(ctx, source.path) if streaming else ctx.engine.read_table(source.path)
     unlanded = source.unlanded()
     if unlanded:
         raise unlanded
@@ -51,6 +52,17 @@ def read_source(ctx: BuildContext, source: SourceTable, streaming: bool = False)
         source = replace(source, schema=inferred_schema(
             ctx.engine.spark, source, ctx.project.inferred_schema_path(source)))
     return read_landing(ctx.engine.spark, source, streaming)
+
+
+def stream_of(ctx: BuildContext, table: str, changes: bool = False) -> DataFrame:
+    """A Delta table (or its change feed) streamed by the model's query: from where a reset said
+    (flow_reset.py), its schema kept in the query's checkpoint, so that a column renamed,
+    dropped or widened in place stops the query once, to be started again with the table's new
+    columns (Delta's schema tracking; the driver starts it again), rather than for good."""
+    log = None if ctx.schema_logs is None else join(ctx.schema_logs, hashlib.sha256(
+        f"{table}|{changes}".encode()).hexdigest()[:16])
+    return ctx.engine.read_stream(table, changes=changes,
+                                  from_version=ctx.stream_starts.get(table), schema_log=log)
 
 
 def built_table(ctx: BuildContext, node: CompiledNode) -> str:
@@ -89,16 +101,15 @@ def register_relations(ctx: BuildContext, refs: Iterable[str],
         for name in node.change_refs:
             if changes_relation(name) not in given:
                 table = feed_table(ctx, node, name)
-                ctx.engine.read_stream(table, changes=True, from_version=ctx.stream_starts.get(
-                    table)).createOrReplaceTempView(changes_relation(name))
+                stream_of(ctx, table, changes=True).createOrReplaceTempView(
+                    changes_relation(name))
     for name in refs:
         if name in given:
             continue
         parent = ctx.graph.nodes[name]
         table = built_table(ctx, parent)
         if streaming and parent.config.materialized == "streaming":
-            ctx.engine.read_stream(table, from_version=ctx.stream_starts.get(
-                table)).createOrReplaceTempView(name)
+            stream_of(ctx, table).createOrReplaceTempView(name)
         else:
             ctx.engine.read_table(table).createOrReplaceTempView(name)
     for key in sources:

@@ -21,6 +21,7 @@ from ...core.config import interval_seconds
 from ...core.crash_points import crash_point
 from ...core.error_text import error_message
 from ...core.errors import MedallionError
+from ...core.locations import join
 from ...core.nodes import CompiledNode
 from ...dag.graph import Graph
 from ...engines.base import WriteResult
@@ -36,7 +37,8 @@ from ..sources.inputs import (
     streamed_tables,
 )
 from ..sources.landing import StillBeingWritten, changed_note
-from ..writing.writes import Into, refuse_new_columns
+from ..writing.schema_changes import column_changes
+from ..writing.writes import Into
 from .checkpoints import (
     caught_up,
     prepare_checkpoint,
@@ -58,6 +60,11 @@ if TYPE_CHECKING:
     from .checkpoints import QueryStart
 
 DEFAULT_WATCH_INTERVAL = "10 seconds"
+SCHEMA_LOGS = "schema_logs"  # in a query's checkpoint (inputs.stream_of)
+# Delta's stop at a streamed table's columns changed in place, and how many a build takes (each
+# rename, drop, widening and feature turned on is one)
+STREAM_SCHEMA_CHANGED = "DELTA_STREAMING_METADATA_EVOLUTION"
+SCHEMA_RESTARTS = 10
 # How often, under --watch, a query that follows its input's commits looks for a new one
 # (0.1 s rather than 0.25 s: silver 0.36 s sooner after bronze in bench/streaming_bench.py,
 # for 0.05 cores more of an idle watch's JVM).
@@ -91,24 +98,28 @@ def watch_trigger(graph: Graph, node: CompiledNode) -> str:
 
 def start_query(ctx: BuildContext, node: CompiledNode, into: Into, continuous: bool = False,
                 on_batch: Callable[[BatchReport], None] = lambda report: None,
-                on_commit: Callable[[BatchReport], None] = lambda report: None
+                on_commit: Callable[[BatchReport], None] = lambda report: None,
+                tally: StreamTally | None = None
                 ) -> tuple[StreamingQuery, StreamTally, QueryStart]:
     """Start the model's streaming query; returns (query, tally, how it started).
 
     into: how each batch's rows join the table (the node's strategy, strategies.py);
     continuous: run on the model's processing-time trigger until stopped (--watch); otherwise
     process what is there now (available_now) and stop. on_batch: each batch's report (under
-    --watch, once Spark's progress for it is in); on_commit: the same, at the batch's commit."""
+    --watch, once Spark's progress for it is in); on_commit: the same, at the batch's commit;
+    tally: an earlier query's of this build, counting on (its callbacks taken)."""
     checkpoint = ctx.project.checkpoint_path(node.file)
     check_table_properties(ctx, node)
     tables = streamed_tables(ctx, node)
-    tally = StreamTally(on_batch, on_commit)
+    tally = tally or StreamTally(on_batch, on_commit)
+    tally.error = None
     reset = reset_checkpoint(ctx, node, tables)
     start = prepare_checkpoint(ctx, node, tables)
     if reset is not None:
         start = replace(start, notes=start.notes + (reset,))
     # a query --reset-flow started reads its tables from where it said, replays too
-    ctx = replace(ctx, stream_starts=stream_starts(ctx, node))
+    ctx = replace(ctx, stream_starts=stream_starts(ctx, node),
+                  schema_logs=join(str(checkpoint), SCHEMA_LOGS))
     if start.changed:
         _refuse_new_columns_now(ctx, node)
     if tables and not ctx.engine.capabilities.delta_streaming_source:
@@ -158,8 +169,8 @@ def _refuse_new_columns_now(ctx: BuildContext, node: CompiledNode) -> None:
         return
     schemas: dict[str, StructType] = {}
     check_on_no_rows(ctx, node, schemas)
-    refuse_new_columns(node, schemas[node.name].fieldNames(),
-                       ctx.engine.read_table(ctx.project.table_path(node.file)).columns)
+    column_changes(node, {f.name: f.dataType.simpleString() for f in schemas[node.name].fields},
+                   ctx.engine.table_columns(ctx.project.table_path(node.file)) or {})
 
 
 def raise_query_error(query: StreamingQuery, tally: StreamTally, node: CompiledNode) -> None:
@@ -196,15 +207,25 @@ def build_streaming(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcom
         return Outcome("up_to_date", message="no new input since it last caught up")
     with ctx.phases.timing("query_start"):
         query, tally, start = start_query(ctx, node, into)
-    try:
-        query.awaitTermination()
-    except Exception as exc:
-        server_said(ctx, node, tally, exc)
-        if isinstance(tally.error, StillBeingWritten):  # its batches before it stay
-            first = f"{tally.batches} batch(es) committed; " if tally.batches else ""
-            return Outcome("warn", message=first + tally.error.message)
-        raise_query_error(query, tally, node)
-        raise
+    restarts = 0
+    for restarts in range(SCHEMA_RESTARTS + 1):
+        try:
+            query.awaitTermination()
+            break
+        except Exception as exc:
+            if restarts < SCHEMA_RESTARTS and STREAM_SCHEMA_CHANGED in error_message(exc):
+                # Delta stopped it at a table's columns changed in place, its schema log
+                # holding the change: started again, it goes on with them (a reset, done)
+                with ctx.phases.timing("query_start"):
+                    query, tally, _ = start_query(replace(ctx, flow_reset=None), node, into,
+                                                  tally=tally)
+                continue
+            server_said(ctx, node, tally, exc)
+            if isinstance(tally.error, StillBeingWritten):  # its batches before it stay
+                first = f"{tally.batches} batch(es) committed; " if tally.batches else ""
+                return Outcome("warn", message=first + tally.error.message)
+            raise_query_error(query, tally, node)
+            raise
     # Spark's exception, asked here only over Connect (raise_query_error asks it anyway)
     server_said(ctx, node, tally, query.exception() if tally.server_reports else None)
     raise_query_error(query, tally, node)
@@ -214,6 +235,9 @@ def build_streaming(ctx: BuildContext, node: CompiledNode, into: Into) -> Outcom
     facts = [f"{tally.batches} batch(es)" if tally.batches else "no new data"]
     if tally.replayed:
         facts.append(f"{tally.replayed} replayed batch(es) already committed")
+    if restarts:
+        facts.append(f"its query started again {restarts} time(s) with its inputs' columns "
+                     "changed in place")
     if tally.malformed:
         facts.append(f"{tally.malformed} malformed row(s) kept in {CORRUPT_COLUMN}")
     if tally.rescued:

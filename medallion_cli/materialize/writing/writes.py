@@ -22,14 +22,14 @@ MERGE semantics, the same however rows fall into batches:
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Callable, Container, Iterable
+from typing import TYPE_CHECKING, Callable
 
-from ...core.errors import WriteError
 from ...core.nodes import CompiledNode
 from ...engines.base import WriteResult
 from ...engines.sql import MergeSpec, quote
 from ..context import DELETE_COLUMN, VALID_FROM, BuildContext, cached
 from .scd2 import scd2_history
+from .schema_changes import evolve_table
 from .snapshots import snapshot_events
 from .tombstones import (
     TOMBSTONED,
@@ -72,7 +72,7 @@ def append_rows(ctx: BuildContext, node: CompiledNode, checks: Checked, path: st
     if replace:
         return replace_table(ctx, node, df, path, metadata, txn)
     return ctx.engine.write(df, path, "append", metadata=metadata,
-                            merge_schema=_evolves(ctx, node, df, path), txn=txn,
+                            merge_schema=evolve_table(ctx, node, df.schema, path), txn=txn,
                             properties=node.config.delta_properties(df.columns))
 
 
@@ -89,7 +89,8 @@ def merge_rows_into(ctx: BuildContext, node: CompiledNode, checks: Checked, path
     checks.settle()  # (merge_rows may have settled them already)
     if replace:
         return replace_table(ctx, node, df, path, metadata, txn)
-    return ctx.engine.merge(df, path, spec, metadata, merge_schema=_evolves(ctx, node, df, path),
+    return ctx.engine.merge(df, path, spec, metadata,
+                            merge_schema=evolve_table(ctx, node, df.schema, path),
                             txn=txn, properties=cfg.delta_properties(df.columns))
 
 
@@ -101,26 +102,6 @@ def replace_table(ctx: BuildContext, node: CompiledNode, df: DataFrame, path: st
     cfg = node.config
     return ctx.engine.write(without_deletes(df), path, "overwrite", cfg.partition_by, metadata,
                             txn=txn, properties=cfg.delta_properties(df.columns))
-
-
-def _evolves(ctx: BuildContext, node: CompiledNode, df: DataFrame, path: str) -> bool:
-    existing = ctx.engine.table_columns(path)
-    assert existing is not None  # (rows are appended or merged into a table that exists)
-    return bool(refuse_new_columns(node, df.columns, existing))
-
-
-def refuse_new_columns(node: CompiledNode, columns: Iterable[str],
-                       existing: Container[str]) -> list[str]:
-    """The columns the rows have and the table lacks, which on_schema_change 'fail' refuses
-    before anything is written."""
-    new_columns = [c for c in columns if c not in existing and c != DELETE_COLUMN]
-    if new_columns and node.config.on_schema_change == "fail":
-        raise WriteError(
-            f"the model now returns new columns {', '.join(new_columns)} that its table lacks",
-            path=node.file.rel_path,
-            hint="set on_schema_change='append_new_columns' to add them (rows written before "
-                 f"hold nulls), or rebuild it: medallion build --full-refresh -s {node.name}+")
-    return new_columns
 
 
 def merge_rows(ctx: BuildContext | None, cfg: NodeConfig, df: DataFrame, existing: str | None,
