@@ -37,7 +37,8 @@ def scd2_history(ctx: BuildContext | None, events: DataFrame, cfg: NodeConfig, p
     if path is not None:
         assert ctx is not None  # (None only where no table is read or written: unit tests)
         touched = events.select(*keys).distinct()
-        stored = ctx.engine.read_table(path).join(touched, keys, "left_semi")
+        stored = as_edited(ctx.engine.read_table(path), cfg, columns, types).join(
+            touched, keys, "left_semi")
         closed, nxt = stored.where(F.col(VALID_TO).isNotNull()).alias("c"), stored.alias("n")
         # its successor: a later version of the key from where it ends (versions may share a
         # valid_from: it holds the first sequence column only)
@@ -83,6 +84,20 @@ def scd2_history(ctx: BuildContext | None, events: DataFrame, cfg: NodeConfig, p
         stored[c].eqNullSafe(kept[f"_kept_{c}"]) for c in version]), how="left_anti")
     return history.withColumn(DELETE_COLUMN, F.lit(False)).unionByName(
         gone.select(*history.columns).withColumn(DELETE_COLUMN, F.lit(True)))
+
+
+def as_edited(stored: DataFrame, cfg: NodeConfig, columns: list[str],
+              types: dict[str, str]) -> DataFrame:
+    """The stored versions under the model's columns as edited: a column renamed since
+    (renamed_columns) by its new name, one added since as nulls, as the table holds them once
+    this write evolves it (schema_changes.py)."""
+    from ...spark.pyspark_api import F
+
+    for old, new in cfg.renamed_columns.items():
+        if old in stored.columns and new not in stored.columns:
+            stored = stored.withColumnRenamed(old, new)
+    added = {c: F.lit(None).cast(types[c]) for c in columns if c not in stored.columns}
+    return stored.withColumns(added) if added else stored
 
 
 def version_starts(events: DataFrame, cfg: NodeConfig, columns: list[str],
