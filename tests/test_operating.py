@@ -370,9 +370,9 @@ def test_the_driver_jvm_records_its_classes_once_and_maps_them_from_then_on(tmp_
     # a local driver's JIT and its code cache, and its time zone (test_engine_start)
     assert {"-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m",
             "-Duser.timezone=UTC"} <= set(first)
-    # the command did not wait for its JVM to record (seconds, minutes under load): a keeper
-    # process puts the archive in place once the JVM has exited
-    assert not list(archives.glob("*.jsa"))
+    # a keeper process puts the archive in place once the JVM has exited (the command does not
+    # wait for it to record: seconds, minutes under load; not asserted, as a loaded machine can
+    # let the keeper finish before the test looks, which made this test fail once)
     kept = wait_for_archive(archives)
     assert f"-XX:SharedArchiveFile={kept[0]}" in driver_jvm_arguments(tmp_path, archives)
     whole = kept[0].read_bytes()
