@@ -22,7 +22,7 @@ from ..core.error_text import CONCURRENT_COMMIT, DAMAGED_LOG_FIX
 from ..core.errors import MedallionError
 from ..storage.object_store import storage_options
 from .base import FileLayout, Json, commit_metadata
-from .sql import When
+from .sql import COLUMN_MAPPING, When
 
 
 def open_table(path: str, version: int | None = None) -> DeltaTable:
@@ -57,20 +57,30 @@ def unreadable_commits(path: str) -> list[str]:
     return damaged
 
 
+def column_mapped(dt: DeltaTable) -> bool:
+    """Whether the table's data files name its columns by Delta's column mapping (columns
+    renamed or dropped in place, by delta-spark), which delta-rs 1.6 neither reads nor writes."""
+    return dt.metadata().configuration.get(COLUMN_MAPPING, "none") != "none"
+
+
+def changed_in_place(dt: DeltaTable) -> str | None:
+    """What delta-spark changed of the table's columns in place that delta-rs 1.6 can neither
+    write nor read alone (it reads a renamed column as nulls); None: nothing."""
+    if column_mapped(dt):
+        return "column mapping (columns renamed or dropped in place, on the delta-spark engine)"
+    if "typeWidening" in (dt.protocol().writer_features or []):
+        return "type widening (a column's type widened in place, on the delta-spark engine)"
+    return None
+
+
 def writable(dt: DeltaTable, path: str) -> DeltaTable:
     """The table, when delta-rs can commit to it: not one delta-spark clustered (cluster_by),
-    nor one whose columns it changed in place (column mapping: delta-rs 1.6 would write the
-    new names' values where Delta reads none; type widening)."""
-    features = dt.protocol().writer_features or []
-    mapped = dt.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
-    why = ("liquid clustering (cluster_by" if "clustering" in features else
-           "column mapping (columns renamed or dropped in place" if mapped else
-           "type widening (a column's type widened in place" if "typeWidening" in features
-           else None)
+    nor one whose columns it changed in place (changed_in_place)."""
+    why = ("liquid clustering (cluster_by, on the delta-spark engine)"
+           if "clustering" in (dt.protocol().writer_features or []) else changed_in_place(dt))
     if why is not None:
         raise MedallionError(
-            f"this table has {why}, on the delta-spark engine), which the embedded engine "
-            "cannot write", path=path,
+            f"this table has {why}, which the embedded engine cannot write", path=path,
             hint="build it with a delta-spark target; the embedded engine still reads it")
     return dt
 

@@ -253,11 +253,10 @@ class ColumnChanges:
 
     def said(self) -> str:
         """`renames a to b, drops c, widens d to bigint`."""
-        return ", ".join(part for part in (
-            "renames " + ", ".join(f"{old} to {new}" for old, new in self.renamed),
-            "drops " + ", ".join(self.dropped),
-            "widens " + ", ".join(f"{c} to {t}" for c, t in self.widened))
-            if not part.endswith(" "))
+        parts = (("renames", [f"{old} to {new}" for old, new in self.renamed]),
+                 ("drops", list(self.dropped)),
+                 ("widens", [f"{column} to {kind}" for column, kind in self.widened]))
+        return ", ".join(f"{verb} {', '.join(items)}" for verb, items in parts if items)
 
 
 COLUMN_MAPPING = "delta.columnMapping.mode"

@@ -13,6 +13,7 @@ from ...core.errors import CapabilityError, MedallionError
 from ...storage.object_store import arrow_filesystem
 from ..base import FileLayout
 from ..deltars import (
+    changed_in_place,
     columns_without_nulls,
     file_layout,
     open_table,
@@ -97,9 +98,7 @@ class EmbeddedAdmin:
         dt = self._open(path)
         if as_of is not None:
             dt.load_as_version(as_of)
-        if dt.metadata().configuration.get("delta.columnMapping.mode", "none") != "none" or \
-                "typeWidening" in (dt.protocol().reader_features or []):
-            # columns changed in place by delta-spark: delta-rs 1.6 misreads or refuses them
+        if changed_in_place(dt):  # delta-rs 1.6 would misread or refuse it: Spark reads it
             rows = self._read_files(dt, path, dt.file_uris())
             return (rows.limit(limit) if limit is not None else rows).toArrow()
         dataset = dt.to_pyarrow_dataset()

@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from ...core.errors import CapabilityError, MedallionError
 from ...core.locations import join
 from ...storage.object_store import arrow_filesystem
+from ..deltars import column_mapped
 from . import delta_log
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ class EmbeddedReads:
         delta-spark), by their physical names. None without."""
         from ...spark.pyspark_api import T
 
-        if dt.metadata().configuration.get("delta.columnMapping.mode", "none") == "none":
+        if not column_mapped(dt):
             return None
         stored: StructType = T.StructType.fromJson(_physical(json.loads(dt.schema().to_json())))
         return stored
